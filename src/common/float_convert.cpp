@@ -35,7 +35,7 @@ uint16_t FloatToF16(float value) {
   float magnitude = std::fabs(value);
   if (std::isnan(value)) return sign | 0x7e00;
   if (magnitude >= 65520.0f) return sign | 0x7c00;  // rounds to infinity
-  if (magnitude < 6.103515625e-05f) {                // subnormal range: units of 2^-24
+  if (magnitude < 6.103515625e-05f) {               // subnormal range: units of 2^-24
     return sign | static_cast<uint16_t>(std::nearbyint(magnitude * 16777216.0f));
   }
   uint32_t abs_bits = bits & 0x7fffffffu;
@@ -54,7 +54,8 @@ float Fp8E4M3ToFloat(uint8_t bits) {
   } else if (exponent == 0) {
     magnitude = std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 * 2^-6
   } else {
-    magnitude = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, static_cast<int>(exponent) - 7);
+    magnitude =
+        std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, static_cast<int>(exponent) - 7);
   }
   return negative ? -magnitude : magnitude;
 }

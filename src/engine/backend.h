@@ -1,0 +1,77 @@
+// Backend: the seam between the engine and the hardware. The engine schedules, manages KV blocks
+// and streams tokens; a backend runs forward passes over the paged KV cache and samples. The
+// engine never knows whether the CPU reference, the layered CUDA path or the megakernel runs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/kv_layout.h"
+#include "engine/sampling_params.h"
+#include "model/model_config.h"
+
+namespace mkserve {
+
+// One sequence's share of a step: a prefill chunk or one decode token.
+struct SequenceStep {
+  int64_t sequence_id = 0;
+  std::span<const int32_t> token_ids;  // tokens to run, at positions start_position...
+  int64_t start_position = 0;          // tokens of this sequence already in the KV cache
+  // Per KV group (KvLayout order): physical block of each logical block; -1 = released
+  // (sliding groups drop blocks before the window). Covers start_position + token_ids.size().
+  std::vector<std::span<const int32_t>> block_tables;
+
+  // Sampling: set on the last prefill chunk and on decode tokens.
+  bool sample = false;
+  const SamplingParams* sampling = nullptr;
+  std::span<const int32_t> prompt_token_ids;  // whole prompt (repetition penalty)
+  std::span<const int32_t> output_token_ids;  // generated so far (penalties)
+  // Index of the token being sampled among this request's outputs: with the seed it selects the
+  // random stream, so results do not depend on the batch slot.
+  int64_t sample_index = 0;
+
+  // Prompt logprobs (echo): the token that follows each of token_ids (-1 where unknown, e.g.
+  // after the last prompt token). Empty when not requested.
+  std::span<const int32_t> next_token_ids;
+};
+
+struct StepInputs {
+  std::vector<SequenceStep> sequences;
+};
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+// Logprobs are the model's own distribution (log-softmax of the scaled logits), before penalties,
+// bias and temperature, as vLLM reports them by default.
+struct PositionLogprobs {
+  TokenLogprob chosen;            // the sampled (or, for prompts, the actual next) token
+  std::vector<TokenLogprob> top;  // the k most likely, best first
+};
+
+struct SequenceResult {
+  int32_t token_id = -1;                          // sampled token when SequenceStep::sample
+  PositionLogprobs logprobs;                      // filled when sampling->num_logprobs >= 0
+  std::vector<PositionLogprobs> prompt_logprobs;  // one per next_token_ids entry that is >= 0
+};
+
+struct StepOutputs {
+  std::vector<SequenceResult> results;  // same order as StepInputs::sequences
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  // The KV pools this backend allocated; the engine's block manager hands out these blocks.
+  virtual const KvLayout& kv_layout() const = 0;
+  // Runs one step. Throws mkserve::Error on a failure the engine should report to the requests.
+  virtual StepOutputs Step(const StepInputs& inputs) = 0;
+};
+
+}  // namespace mkserve
