@@ -28,6 +28,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
+  // Filled by the engine, not the client: EOS (unless ignore_eos) and stop_token_ids, whose
+  // logits the sampler masks while fewer than min_tokens tokens have been generated (as vLLM).
+  std::vector<int32_t> min_tokens_suppressed_ids;
 
   bool is_greedy() const { return temperature <= 0.0f; }
 };
