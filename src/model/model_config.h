@@ -32,6 +32,8 @@ struct LayerSpec {
   int64_t window_tokens = 0;  // sliding layers only; 0 means unlimited
   FfnKind ffn = FfnKind::kMoe;
   int64_t ffn_intermediate_size = 0;  // dense: prefix width; MoE: per-expert width
+
+  bool operator==(const LayerSpec&) const = default;
 };
 
 struct ModelConfig {
@@ -49,6 +51,9 @@ struct ModelConfig {
 
   double rope_theta = 10000.0;  // only unscaled ("default") RoPE is supported
   int64_t sliding_window = 0;
+  // Raw pattern keys, kept so ToJson reproduces the config (layers already reflect them).
+  int64_t sliding_window_pattern = 4;
+  int64_t prefix_dense_sliding_window_pattern = 1;  // 1 forces RoPE on dense full layers
 
   int64_t dense_intermediate_size = 0;   // prefix_dense_intermediate_size
   int64_t expert_intermediate_size = 0;  // intermediate_size: the width of ONE routed expert
@@ -68,6 +73,10 @@ struct ModelConfig {
 
   std::vector<LayerSpec> layers;  // num_layers entries
 
+  // quantization_config.quant_method, empty for an unquantized checkpoint. The weight mapper
+  // refuses quantized checkpoints until their scales are mapped.
+  std::string quantization_method;
+
   int64_t q_width() const { return num_heads * head_dim; }
   int64_t kv_width() const { return num_kv_heads * head_dim; }
   int64_t num_dense_layers() const;
@@ -79,6 +88,8 @@ struct ModelConfig {
   static ModelConfig Load(const std::filesystem::path& config_json);
   // The HF config.json form (explicit layer_types and mlp_layer_types).
   nlohmann::json ToJson() const;
+
+  bool operator==(const ModelConfig&) const = default;
 };
 
 }  // namespace mkserve

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@ enum class DType { kBF16, kF16, kF32, kF8E4M3 };
 
 size_t DTypeSize(DType dtype);
 std::string DTypeName(DType dtype);  // the safetensors spelling: "BF16", "F16", "F32", "F8_E4M3"
+std::optional<DType> ParseDType(const std::string& name);  // nullopt for any other spelling
 
 struct TensorView {
   std::string name;
