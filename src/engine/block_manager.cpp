@@ -135,9 +135,11 @@ void BlockManager::CacheFullBlocks(Sequence& seq) {
 }
 
 void BlockManager::Free(Sequence& seq) {
+  // Tail first, so the LRU evicts a prefix's later blocks before the ones every reuse needs.
   for (size_t g = 0; g < seq.block_tables.size(); ++g) {
-    for (int32_t block : seq.block_tables[g]) {
-      if (block >= 0) Release(pools_[g], block, /*keep_cached=*/true);
+    const std::vector<int32_t>& table = seq.block_tables[g];
+    for (auto it = table.rbegin(); it != table.rend(); ++it) {
+      if (*it >= 0) Release(pools_[g], *it, /*keep_cached=*/true);
     }
   }
   seq.block_tables.clear();

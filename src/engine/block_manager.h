@@ -39,7 +39,8 @@ class BlockManager {
   int64_t AttachCachedPrefix(Sequence& seq);
   // After a step: hashes the blocks that became full and computed, and indexes them.
   void CacheFullBlocks(Sequence& seq);
-  // Releases every block of `seq` (cached ones stay parked for reuse) and clears its tables.
+  // Releases every block of `seq`, last block first (cached ones stay parked for reuse, the tail
+  // evicted first), and clears its tables.
   void Free(Sequence& seq);
   // Whether a sequence of `num_tokens` tokens fits at all with nothing else running.
   bool CanEverFit(int64_t num_tokens) const;

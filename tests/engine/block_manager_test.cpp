@@ -143,6 +143,17 @@ TEST(BlockManagerTest, SlidingAttachNeedsOnlyTheWindowAndSlidReleasesAreNotCache
   EXPECT_EQ(manager.AttachCachedPrefix(c), 0);
 }
 
+TEST(BlockManagerTest, EvictionTakesAPrefixTailBeforeItsHead) {
+  BlockManager manager(Layout(3));
+  Sequence a = MakeSequence(128);
+  RunAll(manager, a, 128);
+  manager.Free(a);
+  Sequence c = MakeSequence(128, 900);
+  manager.Allocate(c, 128);  // one free block plus one eviction
+  Sequence a2 = MakeSequence(129);
+  EXPECT_EQ(manager.AttachCachedPrefix(a2), 64);
+}
+
 TEST(BlockManagerTest, CanEverFitUsesTotalCapacity) {
   BlockManager manager(Layout(4, 3, 64));
   EXPECT_TRUE(manager.CanEverFit(256));

@@ -1,0 +1,66 @@
+// Scheduler: decides which sequences run each step and how many tokens each computes.
+//
+// Policy (continuous batching, FCFS):
+//   1. Running sequences that are decoding get one token each, oldest first, so prefills never
+//      starve them. When KV runs out the newest running sequence is preempted by recompute: its
+//      blocks are freed (full ones stay in the prefix cache) and it goes to the FRONT of the
+//      waiting queue; re-admitted, it re-prefills prompt + generated tokens.
+//   2. Running sequences still prefilling continue their prompt in chunks, oldest first.
+//   3. Waiting sequences are admitted in order while the batch has room (max_batch), the step has
+//      token budget left and KV fits; the first that does not fit stops admission (no overtaking).
+// Every step computes at most max_step_tokens tokens (chunked prefill). A sequence that cannot
+// grow even when it runs alone is reported in Batch::out_of_memory and dropped.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/sequence.h"
+
+namespace mkserve {
+
+struct SchedulerOptions {
+  int64_t max_batch = 64;          // running sequences
+  int64_t max_step_tokens = 2048;  // tokens computed per step, prefill chunks included
+};
+
+struct Batch {
+  std::vector<Sequence*> sequences;      // each with num_scheduled_tokens > 0; decodes first
+  std::vector<Sequence*> preempted;      // sent back to waiting this step
+  std::vector<Sequence*> out_of_memory;  // removed: the KV cache cannot hold them even alone
+  int64_t num_tokens = 0;
+  bool empty() const { return sequences.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(BlockManager& blocks, SchedulerOptions options);
+
+  void Add(Sequence* seq);     // to the back of the waiting queue
+  void Remove(Sequence* seq);  // finished or cancelled: frees its KV and forgets it
+  Batch Schedule();
+
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  void ScheduleDecodes(Batch& batch, int64_t& budget);
+  void SchedulePrefills(Batch& batch, int64_t& budget);
+  void AdmitWaiting(Batch& batch, int64_t& budget);
+  bool MakeRoomForDecode(Sequence* seq, Batch& batch);
+  void Take(Sequence* seq, int64_t num_tokens, Batch& batch, int64_t& budget);
+  void Preempt(Sequence* seq, Batch& batch);
+  void DropOutOfMemory(Sequence* seq, Batch& batch);
+  void EraseRunning(Sequence* seq);
+
+  BlockManager& blocks_;
+  SchedulerOptions options_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // in admission order, oldest first
+};
+
+}  // namespace mkserve

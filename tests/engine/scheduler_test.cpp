@@ -1,0 +1,146 @@
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+namespace mkserve {
+namespace {
+
+KvLayout FullLayout(int64_t num_blocks) {
+  KvLayout layout;
+  layout.groups.push_back({AttentionKind::kFull, 0, {0}, num_blocks});
+  return layout;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int64_t num_blocks, SchedulerOptions options) {
+    blocks_ = std::make_unique<BlockManager>(FullLayout(num_blocks));
+    scheduler_ = std::make_unique<Scheduler>(*blocks_, options);
+  }
+  Sequence* Submit(int64_t prompt_tokens, int32_t first_token) {
+    auto seq = std::make_unique<Sequence>();
+    seq->id = static_cast<int64_t>(sequences_.size());
+    for (int64_t i = 0; i < prompt_tokens; ++i) seq->token_ids.push_back(first_token + i);
+    seq->num_prompt_tokens = prompt_tokens;
+    scheduler_->Add(seq.get());
+    sequences_.push_back(std::move(seq));
+    return sequences_.back().get();
+  }
+  // What the engine does after the backend: advance, and sample at the end of the prompt.
+  Batch Step() {
+    Batch batch = scheduler_->Schedule();
+    for (Sequence* seq : batch.sequences) {
+      seq->num_computed_tokens += seq->num_scheduled_tokens;
+      blocks_->CacheFullBlocks(*seq);
+      if (seq->num_computed_tokens == seq->num_tokens()) seq->token_ids.push_back(7);
+    }
+    return batch;
+  }
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Sequence>> sequences_;
+};
+
+TEST_F(SchedulerTest, ChunksPrefillUnderTheTokenBudget) {
+  Init(64, {.max_batch = 8, .max_step_tokens = 100});
+  Sequence* a = Submit(150, 0);
+  Sequence* b = Submit(150, 1000);
+  Batch first = Step();
+  ASSERT_EQ(first.sequences.size(), 1u);
+  EXPECT_EQ(a->num_computed_tokens, 100);
+  Batch second = Step();
+  EXPECT_EQ(second.num_tokens, 100);
+  EXPECT_EQ(a->num_computed_tokens, 150);
+  EXPECT_EQ(b->num_computed_tokens, 50);
+  EXPECT_EQ(a->num_output_tokens(), 1);
+}
+
+TEST_F(SchedulerTest, DecodesComeBeforePrefills) {
+  Init(64, {.max_batch = 8, .max_step_tokens = 64});
+  Sequence* a = Submit(10, 0);
+  Step();
+  ASSERT_TRUE(a->is_decoding());
+  Sequence* b = Submit(500, 1000);
+  for (int i = 0; i < 5; ++i) {
+    Batch batch = Step();
+    ASSERT_EQ(batch.sequences.front(), a);
+    EXPECT_EQ(a->num_scheduled_tokens, 1);
+    EXPECT_EQ(b->num_scheduled_tokens, 63);
+  }
+}
+
+TEST_F(SchedulerTest, RespectsMaxBatchAndAdmitsInOrder) {
+  Init(64, {.max_batch = 2, .max_step_tokens = 1000});
+  Sequence* a = Submit(10, 0);
+  Sequence* b = Submit(10, 100);
+  Sequence* c = Submit(10, 200);
+  Step();
+  EXPECT_EQ(scheduler_->num_running(), 2);
+  EXPECT_EQ(c->status, SequenceStatus::kWaiting);
+  scheduler_->Remove(a);
+  Step();
+  EXPECT_EQ(c->status, SequenceStatus::kRunning);
+  EXPECT_EQ(b->status, SequenceStatus::kRunning);
+}
+
+TEST_F(SchedulerTest, PreemptsTheNewestAndRecomputesItLater) {
+  Init(4, {.max_batch = 8, .max_step_tokens = 1000});
+  Sequence* a = Submit(100, 0);     // 2 blocks
+  Sequence* b = Submit(100, 1000);  // 2 blocks: the pool is full
+  Step();
+  for (int i = 0; i < 28; ++i) Step();  // both reach 128 tokens: a full block each
+  ASSERT_EQ(a->num_tokens(), 129);
+  Batch batch = Step();  // a needs a third block: b, the newest, is preempted
+  ASSERT_EQ(batch.preempted.size(), 1u);
+  EXPECT_EQ(batch.preempted[0], b);
+  EXPECT_EQ(b->status, SequenceStatus::kWaiting);
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  int64_t b_tokens = b->num_tokens();
+  EXPECT_EQ(b_tokens, 129);  // generated tokens are kept for the re-prefill
+  scheduler_->Remove(a);
+  batch = Step();
+  ASSERT_EQ(batch.sequences.size(), 1u);
+  EXPECT_EQ(batch.sequences[0], b);
+  // a's third block evicted b's parked tail block; b's first block is still cached, so only the
+  // rest is recomputed, ending with a sample.
+  EXPECT_EQ(b->num_scheduled_tokens, b_tokens - 64);
+  EXPECT_EQ(b->num_tokens(), b_tokens + 1);
+  EXPECT_EQ(b->num_cached_tokens, 0);  // usage counts only the first admission
+}
+
+TEST_F(SchedulerTest, ALoneSequenceThatOutgrowsTheCacheIsDropped) {
+  Init(2, {.max_batch = 8, .max_step_tokens = 1000});
+  Sequence* a = Submit(120, 0);
+  Batch batch;
+  for (int i = 0; i < 10 && batch.out_of_memory.empty(); ++i) batch = Step();
+  ASSERT_EQ(batch.out_of_memory.size(), 1u);
+  EXPECT_EQ(batch.out_of_memory[0], a);
+  EXPECT_EQ(a->num_tokens(), 129);  // the token at position 128 has no block to go to
+  EXPECT_FALSE(scheduler_->has_work());
+  EXPECT_EQ(blocks_->num_used_blocks(0), 0);
+}
+
+TEST_F(SchedulerTest, SiblingWaitsForThePromptThenAttachesIt) {
+  Init(16, {.max_batch = 8, .max_step_tokens = 100});
+  auto ready = std::make_shared<bool>(false);
+  Sequence* first = Submit(150, 0);
+  Sequence* sibling = Submit(150, 0);
+  first->prompt_ready = sibling->prompt_ready = ready;
+  *ready = true;  // the first sibling is never blocked: the engine sets it after its prefill
+  first->prompt_ready = nullptr;
+  *ready = false;
+  Step();
+  EXPECT_EQ(sibling->status, SequenceStatus::kWaiting);
+  Step();
+  EXPECT_EQ(sibling->status, SequenceStatus::kWaiting);
+  *ready = true;
+  Step();
+  EXPECT_EQ(sibling->num_cached_tokens, 128);
+  EXPECT_EQ(sibling->block_tables[0][0], first->block_tables[0][0]);
+  EXPECT_EQ(blocks_->ref_count(0, first->block_tables[0][0]), 2);
+}
+
+}  // namespace
+}  // namespace mkserve
