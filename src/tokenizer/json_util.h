@@ -1,0 +1,44 @@
+// Small checked accessors for tokenizer.json: each failure names the component and the field.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace mkserve::tokenizer {
+
+inline std::string RequireType(const nlohmann::json& json, const std::string& what) {
+  if (!json.is_object() || !json.contains("type") || !json["type"].is_string()) {
+    throw Error(what + " must be an object with a string \"type\", got " +
+                json.dump().substr(0, 200));
+  }
+  return json["type"].get<std::string>();
+}
+
+inline std::string RequireString(const nlohmann::json& json, const std::string& field,
+                                 const std::string& what) {
+  if (!json.contains(field) || !json[field].is_string()) {
+    throw Error(what + ": field \"" + field + "\" must be a string");
+  }
+  return json[field].get<std::string>();
+}
+
+inline const nlohmann::json& RequireArray(const nlohmann::json& json, const std::string& field,
+                                          const std::string& what) {
+  if (!json.contains(field) || !json[field].is_array()) {
+    throw Error(what + ": field \"" + field + "\" must be an array");
+  }
+  return json[field];
+}
+
+// A boolean field with a default; a present field of another type is an error.
+inline bool OptionalBool(const nlohmann::json& json, const std::string& field, bool fallback,
+                         const std::string& what) {
+  if (!json.contains(field) || json[field].is_null()) return fallback;
+  if (!json[field].is_boolean()) throw Error(what + ": field \"" + field + "\" must be a boolean");
+  return json[field].get<bool>();
+}
+
+}  // namespace mkserve::tokenizer
