@@ -1,0 +1,54 @@
+// StopChecker: decides, token by token, whether a sequence is done and which text may be shown.
+//
+//  - EOS ids (unless ignore_eos) and stop_token_ids end with "stop"; the token is not emitted.
+//  - Stop strings end with "stop"; the text from the match on is never emitted. Text that could
+//    still be the start of a stop string is withheld until the next tokens decide it.
+//  - max_tokens and the context limit (max_model_len) end with "length"; withheld text is released.
+//  - Until min_tokens tokens exist nothing stops the sequence except the length limits (the
+//    sampler also masks EOS/stop tokens then), and no text is withheld.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "engine/text_decoder.h"
+
+namespace mkserve {
+
+enum class FinishReason { kNone, kStop, kLength };
+
+struct StopOutcome {
+  std::string text;  // newly released text
+  FinishReason finish = FinishReason::kNone;
+  bool emit_token = true;   // false for EOS / stop_token_ids
+  std::string stop_string;  // the stop string that matched, if any
+};
+
+class StopChecker {
+ public:
+  // `text` may be null when the request has no stop strings and wants no text.
+  StopChecker(const SamplingParams& params, std::span<const int32_t> eos_token_ids,
+              int64_t max_model_len, std::unique_ptr<TokenTextStream> text);
+
+  // Called once per sampled token, with the sequence's counts including that token.
+  StopOutcome Append(int32_t token_id, int64_t num_output_tokens, int64_t num_tokens);
+  // Ends the sequence for an outside reason: releases withheld text.
+  std::string Flush();
+
+ private:
+  bool IsStopToken(int32_t token_id) const;
+  // Releases pending text except its longest suffix that starts some stop string.
+  std::string ReleaseUndecided();
+
+  const SamplingParams& params_;
+  std::vector<int32_t> stop_token_ids_;
+  int64_t max_model_len_;
+  std::unique_ptr<TokenTextStream> text_;
+  std::string pending_;
+};
+
+}  // namespace mkserve

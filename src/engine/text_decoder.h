@@ -1,0 +1,31 @@
+// TextDecoder: how the engine turns generated token ids into text without depending on the
+// tokenizer library. The server adapts src/tokenizer's incremental detokenizer to this interface
+// and passes it in EngineOptions; the engine calls it only on its own thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace mkserve {
+
+// Incremental detokenization of one sequence's output.
+class TokenTextStream {
+ public:
+  virtual ~TokenTextStream() = default;
+  // The text that became final with `token_id`; empty while e.g. a UTF-8 character is incomplete.
+  virtual std::string Append(int32_t token_id) = 0;
+  // Whatever is still held back when generation ends (e.g. U+FFFD for a dangling byte sequence).
+  virtual std::string Flush() = 0;
+};
+
+class TextDecoder {
+ public:
+  virtual ~TextDecoder() = default;
+  // A fresh stream for one sequence; the prompt is context (e.g. for leading-space rules).
+  virtual std::unique_ptr<TokenTextStream> NewStream(
+      std::span<const int32_t> prompt_token_ids) const = 0;
+};
+
+}  // namespace mkserve

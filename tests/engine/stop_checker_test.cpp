@@ -1,0 +1,117 @@
+#include "engine/stop_checker.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/fake_text_decoder.h"
+
+namespace mkserve {
+namespace {
+
+// Token ids: 0 "Hel", 1 "lo", 2 " wor", 3 "ld", 4 "<e", 5 "nd>", 6 "!", 7 "<", 8 "x", 9 EOS
+const testing::FakeTextDecoder kDecoder({"Hel", "lo", " wor", "ld", "<e", "nd>", "!", "<", "x",
+                                         ""});
+constexpr int32_t kEos = 9;
+
+struct Outcome {
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  std::vector<int32_t> emitted;
+  std::string stop_string;
+};
+
+Outcome Feed(const SamplingParams& params, const std::vector<int32_t>& tokens,
+         int64_t max_model_len = 1000, int64_t num_prompt_tokens = 5) {
+  std::vector<int32_t> eos = {kEos};
+  StopChecker checker(params, eos, max_model_len, kDecoder.NewStream({}));
+  Outcome run;
+  for (size_t i = 0; i < tokens.size() && run.finish == FinishReason::kNone; ++i) {
+    StopOutcome out = checker.Append(tokens[i], i + 1, num_prompt_tokens + i + 1);
+    run.text += out.text;
+    run.finish = out.finish;
+    run.stop_string = out.stop_string;
+    if (out.emit_token) run.emitted.push_back(tokens[i]);
+  }
+  return run;
+}
+
+SamplingParams Params(std::vector<std::string> stop = {}, int32_t max_tokens = 100) {
+  SamplingParams params;
+  params.stop = std::move(stop);
+  params.max_tokens = max_tokens;
+  return params;
+}
+
+TEST(StopCheckerTest, EosStopsAndIsNotEmitted) {
+  Outcome run = Feed(Params(), {0, 1, kEos, 2});
+  EXPECT_EQ(run.text, "Hello");
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+  EXPECT_EQ(run.emitted, (std::vector<int32_t>{0, 1}));
+}
+
+TEST(StopCheckerTest, IgnoreEosKeepsGoingUntilMaxTokens) {
+  SamplingParams params = Params({}, 4);
+  params.ignore_eos = true;
+  Outcome run = Feed(params, {0, kEos, 1, 6, 2});
+  EXPECT_EQ(run.finish, FinishReason::kLength);
+  EXPECT_EQ(run.text, "Hello!");
+  EXPECT_EQ(run.emitted.size(), 4u);
+}
+
+TEST(StopCheckerTest, StopTokenIdsStop) {
+  SamplingParams params = Params();
+  params.stop_token_ids = {6};
+  Outcome run = Feed(params, {0, 6, 1});
+  EXPECT_EQ(run.text, "Hel");
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+}
+
+TEST(StopCheckerTest, StopStringAcrossTokensIsNeverEmitted) {
+  Outcome run = Feed(Params({"<end>"}), {0, 1, 4, 5, 6});
+  EXPECT_EQ(run.text, "Hello");
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+  EXPECT_EQ(run.stop_string, "<end>");
+}
+
+TEST(StopCheckerTest, TextThatMightStartAStopStringIsWithheldUntilDecided) {
+  std::vector<int32_t> eos = {kEos};
+  SamplingParams params = Params({"<end>"});
+  StopChecker checker(params, eos, 1000, kDecoder.NewStream({}));
+  EXPECT_EQ(checker.Append(0, 1, 6).text, "Hel");
+  EXPECT_EQ(checker.Append(7, 2, 7).text, "");    // "<" could start "<end>"
+  EXPECT_EQ(checker.Append(8, 3, 8).text, "<x");  // "<x" cannot: released
+  EXPECT_EQ(checker.Append(4, 4, 9).text, "");    // "<e" withheld
+  StopOutcome out = checker.Append(6, 5, 10);
+  EXPECT_EQ(out.text, "<e!");
+  EXPECT_EQ(out.finish, FinishReason::kNone);
+}
+
+TEST(StopCheckerTest, EarliestOfSeveralStopStringsWins) {
+  Outcome run = Feed(Params({"ld", "lo wor"}), {0, 1, 2, 3});
+  EXPECT_EQ(run.text, "Hel");
+  EXPECT_EQ(run.stop_string, "lo wor");
+}
+
+TEST(StopCheckerTest, LengthReleasesWithheldText) {
+  Outcome run = Feed(Params({"<end>"}, 2), {0, 4});
+  EXPECT_EQ(run.finish, FinishReason::kLength);
+  EXPECT_EQ(run.text, "Hel<e");
+}
+
+TEST(StopCheckerTest, ContextLimitEndsWithLength) {
+  Outcome run = Feed(Params(), {0, 1, 2, 3}, /*max_model_len=*/7, /*num_prompt_tokens=*/5);
+  EXPECT_EQ(run.finish, FinishReason::kLength);
+  EXPECT_EQ(run.text, "Hello");
+}
+
+TEST(StopCheckerTest, MinTokensDefersEveryStop) {
+  SamplingParams params = Params({"lo"});
+  params.min_tokens = 3;
+  // The early EOS is an ordinary token and "lo" is released; the third token may stop.
+  Outcome run = Feed(params, {0, kEos, 1, kEos, 2});
+  EXPECT_EQ(run.text, "Hello");
+  EXPECT_EQ(run.emitted, (std::vector<int32_t>{0, kEos, 1}));
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+}
+
+}  // namespace
+}  // namespace mkserve
