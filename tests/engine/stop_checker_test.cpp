@@ -105,8 +105,8 @@ TEST(StopCheckerTest, ContextLimitEndsWithLength) {
 
 TEST(StopCheckerTest, MinTokensDefersEveryStop) {
   SamplingParams params = Params({"lo"});
-  params.min_tokens = 3;
-  // The early EOS is an ordinary token and "lo" is released; the third token may stop.
+  params.min_tokens = 4;
+  // The early EOS is an ordinary token and "lo" is released unchecked; the fourth token stops.
   Outcome run = Feed(params, {0, kEos, 1, kEos, 2});
   EXPECT_EQ(run.text, "Hello");
   EXPECT_EQ(run.emitted, (std::vector<int32_t>{0, kEos, 1}));
