@@ -30,6 +30,9 @@ class Checkpoint {
 
  private:
   Checkpoint();
+  void OpenSharded(const std::filesystem::path& index_path);
+  void AddFile(std::unique_ptr<SafetensorsFile> file);
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorView> tensors_;
 };
