@@ -35,6 +35,9 @@ struct SequenceStep {
   // Prompt logprobs (echo): the token that follows each of token_ids (-1 where unknown, e.g.
   // after the last prompt token). Empty when not requested.
   std::span<const int32_t> next_token_ids;
+
+  // Tests and oracles only: return the full logits of every position in token_ids.
+  bool return_logits = false;
 };
 
 struct StepInputs {
@@ -57,6 +60,7 @@ struct SequenceResult {
   int32_t token_id = -1;                          // sampled token when SequenceStep::sample
   PositionLogprobs logprobs;                      // filled when sampling->num_logprobs >= 0
   std::vector<PositionLogprobs> prompt_logprobs;  // one per next_token_ids entry that is >= 0
+  std::vector<std::vector<float>> logits;  // [token_ids.size()][vocab] when return_logits
 };
 
 struct StepOutputs {
