@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Full-width HF reference for the CUDA backend, run on the GPU machine.
+
+Builds a 5-layer model at North Mini Code's full width (hidden 2048, 32/4 heads of 128, 128
+experts top-8 of width 768, vocab 262144): layer 0 dense with forced RoPE, layers 1-3 sliding
+(window 4096), layer 4 full NoPE. Random bf16 weights, saved with the released per-expert names.
+Then records float32 logits from HF (weights upcast, eager attention, no TF32) for
+  short: 128 random tokens, logits at every position (teacher-forced);
+  long:  9216 random tokens (sliding layers cross the window), logits at the last 64 positions.
+
+usage: python3 tools/oracle/full_width_reference.py --out DIR
+writes DIR/model/{config.json, model-*.safetensors, model.safetensors.index.json} and
+DIR/reference.json + DIR/<name>.f32 (little-endian float32 [positions][vocab]).
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+from safetensors.torch import save_file
+from transformers import Cohere2MoeConfig, Cohere2MoeForCausalLM
+
+CONFIG = {
+    "architectures": ["Cohere2MoeForCausalLM"], "model_type": "cohere2_moe",
+    "vocab_size": 262144, "hidden_size": 2048, "head_dim": 128,
+    "num_attention_heads": 32, "num_key_value_heads": 4, "num_hidden_layers": 5,
+    "intermediate_size": 768, "prefix_dense_intermediate_size": 3072,
+    "first_k_dense_replace": 1, "prefix_dense_sliding_window_pattern": 1,
+    "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                    "sliding_attention", "full_attention"],
+    "num_experts": 128, "num_experts_per_tok": 8, "num_shared_experts": 0,
+    "expert_selection_fn": "sigmoid", "norm_topk_prob": False,
+    "sliding_window": 4096, "max_position_embeddings": 500000, "rope_theta": 50000.0,
+    "rms_norm_eps": 1e-6, "layer_norm_eps": 1e-5, "logit_scale": 0.0625,
+    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
+    "use_qk_norm": False, "use_parallel_block": True,
+    "bos_token_id": 2, "eos_token_id": 255001, "pad_token_id": 0,
+}
+WEIGHT_STD = 0.02
+SHARD_BYTES = 2 << 30
+
+
+def build(seed):
+    torch.manual_seed(seed)
+    config = Cohere2MoeConfig.from_dict(dict(CONFIG))
+    config._attn_implementation = "eager"
+    if hasattr(config, "_experts_implementation"):
+        config._experts_implementation = "eager"
+    with torch.device("cuda"):
+        model = Cohere2MoeForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            values = torch.randn_like(p) * WEIGHT_STD
+            if "norm" in name:
+                values = 1.0 + values
+            p.copy_(values.to(torch.bfloat16).to(torch.float32))
+    return model
+
+
+def save_checkpoint(model, path):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(CONFIG, f, indent=2)
+    tensors = {}
+    for name, t in model.state_dict().items():
+        if name == "lm_head.weight":
+            continue
+        if name.endswith("mlp.experts.gate_up_proj"):
+            prefix, inter = name[: -len("gate_up_proj")], t.shape[1] // 2
+            for e in range(t.shape[0]):
+                tensors[f"{prefix}{e}.gate_proj.weight"] = t[e, :inter]
+                tensors[f"{prefix}{e}.up_proj.weight"] = t[e, inter:]
+        elif name.endswith("mlp.experts.down_proj"):
+            prefix = name[: -len("down_proj")]
+            for e in range(t.shape[0]):
+                tensors[f"{prefix}{e}.down_proj.weight"] = t[e]
+        else:
+            tensors[name] = t
+    shards, current, size = [], {}, 0
+    for name in sorted(tensors):
+        t = tensors[name].to(torch.bfloat16).contiguous().cpu()
+        if size + t.numel() * 2 > SHARD_BYTES and current:
+            shards.append(current)
+            current, size = {}, 0
+        current[name], size = t, size + t.numel() * 2
+    shards.append(current)
+    weight_map = {}
+    for i, shard in enumerate(shards):
+        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, os.path.join(path, file), metadata={"format": "pt"})
+        weight_map.update({n: file for n in shard})
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
+@torch.no_grad()
+def logits_at(model, ids, positions):
+    out = model.model(input_ids=torch.tensor([ids], device="cuda"))
+    hidden = out.last_hidden_state[0, positions]
+    return (model.lm_head(hidden) * model.logit_scale).float().cpu()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    start = time.time()
+    model = build(seed=4242)
+    save_checkpoint(model, os.path.join(args.out, "model"))
+    print(f"model built and saved in {time.time() - start:.0f} s", flush=True)
+    generator = torch.Generator().manual_seed(99)
+    sequences = {"short": (128, list(range(128))), "long": (9216, list(range(9216 - 64, 9216)))}
+    reference = {"sequences": []}
+    for name, (length, positions) in sequences.items():
+        ids = [2] + torch.randint(5, 255000, (length - 1,), generator=generator).tolist()
+        logits = logits_at(model, ids, positions)
+        logits.numpy().astype("<f4").tofile(os.path.join(args.out, f"{name}.f32"))
+        reference["sequences"].append({"name": name, "ids": ids, "positions": positions,
+                                       "logits_file": f"{name}.f32", "vocab": logits.shape[1]})
+        print(f"{name}: {length} tokens, logits at {len(positions)} positions, "
+              f"{time.time() - start:.0f} s", flush=True)
+    with open(os.path.join(args.out, "reference.json"), "w") as f:
+        json.dump(reference, f)
+
+
+if __name__ == "__main__":
+    main()
