@@ -1,0 +1,220 @@
+#include "backends/cuda/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernel_common.cuh"
+#include "common/error.h"
+#include "engine/kv_layout.h"
+
+namespace mkserve::cuda {
+namespace {
+
+constexpr int kTileKeys = static_cast<int>(kBlockTokens);  // one page per tile
+constexpr int kRowPad = 8;  // bf16; breaks shared-memory bank clashes
+constexpr int kMaxSplits = 64;
+constexpr int kMaxHeadsPerGroup = 16;
+
+struct KeyRange {
+  int64_t first_key, last_key, first_page, end_page;
+};
+
+__device__ inline KeyRange SplitRange(const AttentionArgs& a, int32_t position) {
+  KeyRange r;
+  r.last_key = position;
+  r.first_key = a.window_tokens > 0 ? max(int64_t{0}, position - a.window_tokens + 1) : 0;
+  const int64_t first_page = r.first_key / kTileKeys;
+  const int64_t num_pages = position / kTileKeys - first_page + 1;
+  const int64_t per_split = (num_pages + a.num_splits - 1) / a.num_splits;
+  r.first_page = first_page + blockIdx.z * per_split;
+  r.end_page = min(first_page + num_pages, r.first_page + per_split);
+  return r;
+}
+
+template <int kHeadDim>
+__device__ void LoadTile(const AttentionArgs& a, int32_t block, __nv_bfloat16* k_tile,
+                         __nv_bfloat16* v_tile) {
+  constexpr int kVecsPerRow = kHeadDim / kVecElements;
+  const int64_t kv_width = a.num_kv_heads * kHeadDim;
+  const __nv_bfloat16* page =
+      a.cache + static_cast<int64_t>(block) * kTileKeys * 2 * kv_width + blockIdx.y * kHeadDim;
+  for (int i = threadIdx.x; i < kTileKeys * kVecsPerRow; i += blockDim.x) {
+    const int key = i / kVecsPerRow, col = (i % kVecsPerRow) * kVecElements;
+    const __nv_bfloat16* src = page + key * 2 * kv_width + col;
+    *reinterpret_cast<uint4*>(k_tile + key * (kHeadDim + kRowPad) + col) =
+        *reinterpret_cast<const uint4*>(src);
+    *reinterpret_cast<uint4*>(v_tile + key * (kHeadDim + kRowPad) + col) =
+        *reinterpret_cast<const uint4*>(src + kv_width);
+  }
+}
+
+template <int kHeadDim>
+__device__ inline float Score(const float* q, const __nv_bfloat16* k_row) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kHeadDim; c += kVecElements) {
+    float k[kVecElements];
+    Bf16x8ToFloat(LoadBf16x8(k_row + c), k);
+#pragma unroll
+    for (int i = 0; i < kVecElements; ++i) sum = fmaf(q[c + i], k[i], sum);
+  }
+  return sum;
+}
+
+// Online softmax state of one warp (one query head); lane owns kHeadDim / 32 output dims.
+template <int kHeadDim>
+struct HeadState {
+  static constexpr int kDimsPerLane = kHeadDim / kWarpSize;
+  float max = -INFINITY, sum = 0.0f, acc[kDimsPerLane] = {};
+
+  __device__ void Update(float s0, float s1, const __nv_bfloat16* v_tile) {
+    const float tile_max = WarpMax(fmaxf(s0, s1));
+    const float new_max = fmaxf(max, tile_max);
+    if (new_max == -INFINITY) return;  // nothing visible in this tile
+    const float correction = exp2f(max - new_max);
+    const float p0 = s0 == -INFINITY ? 0.0f : exp2f(s0 - new_max);
+    const float p1 = s1 == -INFINITY ? 0.0f : exp2f(s1 - new_max);
+    sum = sum * correction + WarpSum(p0 + p1);
+    const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+    for (int d = 0; d < kDimsPerLane; ++d) acc[d] *= correction;
+    for (int j = 0; j < kTileKeys; ++j) {
+      const float p = __shfl_sync(0xffffffffu, j < kWarpSize ? p0 : p1, j % kWarpSize);
+      const __nv_bfloat16* v_row = v_tile + j * (kHeadDim + kRowPad) + lane * kDimsPerLane;
+#pragma unroll
+      for (int d = 0; d < kDimsPerLane; ++d) acc[d] = fmaf(p, __bfloat162float(v_row[d]), acc[d]);
+    }
+    max = new_max;
+  }
+};
+
+template <int kHeadDim>
+__device__ void StoreHead(const AttentionArgs& a, const HeadState<kHeadDim>& st, int64_t t,
+                          int64_t head) {
+  const int lane = threadIdx.x % kWarpSize;
+  constexpr int kDims = HeadState<kHeadDim>::kDimsPerLane;
+  if (a.num_splits == 1) {
+    const float inv = st.sum > 0.0f ? 1.0f / st.sum : 0.0f;
+    __nv_bfloat16* out = a.out + (t * a.num_heads + head) * kHeadDim + lane * kDims;
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) out[d] = __float2bfloat16(st.acc[d] * inv);
+    return;
+  }
+  const int64_t slot = (t * a.num_heads + head) * a.num_splits + blockIdx.z;
+  float* acc = a.partial_acc + slot * kHeadDim + lane * kDims;
+#pragma unroll
+  for (int d = 0; d < kDims; ++d) acc[d] = st.acc[d];
+  if (lane == 0) {
+    a.partial_stats[slot * 2] = st.max;
+    a.partial_stats[slot * 2 + 1] = st.sum;
+  }
+}
+
+// Grid (token, kv head, split); one warp per query head of the kv head's group.
+template <int kHeadDim>
+__global__ void AttentionKernel(AttentionArgs a, float q_scale) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* k_tile = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto* v_tile = k_tile + kTileKeys * (kHeadDim + kRowPad);
+  auto* q_all = reinterpret_cast<float*>(v_tile + kTileKeys * (kHeadDim + kRowPad));
+  const int64_t t = blockIdx.x;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t head = blockIdx.y * (a.num_heads / a.num_kv_heads) + warp;
+  float* q = q_all + warp * kHeadDim;
+  for (int d = lane; d < kHeadDim; d += kWarpSize) {
+    q[d] = q_scale * __bfloat162float(a.q[(t * a.num_heads + head) * kHeadDim + d]);
+  }
+  const int32_t position = a.positions[t];
+  const KeyRange r = SplitRange(a, position);
+  const int32_t* table = a.block_tables + a.seq_of_token[t] * a.max_pages;
+  HeadState<kHeadDim> st;
+  for (int64_t page = r.first_page; page < r.end_page; ++page) {
+    __syncthreads();  // previous tile fully consumed (and q visible on the first pass)
+    LoadTile<kHeadDim>(a, table[page], k_tile, v_tile);
+    __syncthreads();
+    float s[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = lane + half * kWarpSize;
+      const int64_t key = page * kTileKeys + j;
+      s[half] = key >= r.first_key && key <= r.last_key
+                    ? Score<kHeadDim>(q, k_tile + j * (kHeadDim + kRowPad))
+                    : -INFINITY;
+    }
+    st.Update(s[0], s[1], v_tile);
+  }
+  StoreHead<kHeadDim>(a, st, t, head);
+}
+
+// Grid (token, head), head_dim threads: merges the splits' partial softmax states.
+__global__ void CombineKernel(AttentionArgs a) {
+  const int64_t row = blockIdx.x * a.num_heads + blockIdx.y;
+  const float* stats = a.partial_stats + row * a.num_splits * 2;
+  float max = -INFINITY;
+  for (int s = 0; s < a.num_splits; ++s) max = fmaxf(max, stats[2 * s]);
+  float total = 0.0f, value = 0.0f;
+  for (int s = 0; s < a.num_splits; ++s) {
+    if (stats[2 * s + 1] <= 0.0f) continue;  // empty split
+    const float w = exp2f(stats[2 * s] - max);
+    total += w * stats[2 * s + 1];
+    value += w * a.partial_acc[(row * a.num_splits + s) * a.head_dim + threadIdx.x];
+  }
+  a.out[row * a.head_dim + threadIdx.x] = __float2bfloat16(total > 0.0f ? value / total : 0.0f);
+}
+
+template <int kHeadDim>
+void Launch(const AttentionArgs& a, cudaStream_t stream) {
+  const int heads_per_group = static_cast<int>(a.num_heads / a.num_kv_heads);
+  const size_t smem = 2 * kTileKeys * (kHeadDim + kRowPad) * sizeof(__nv_bfloat16) +
+                      heads_per_group * kHeadDim * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_kv_heads),
+                  static_cast<unsigned>(a.num_splits));
+  const float q_scale = kLog2e / sqrtf(static_cast<float>(kHeadDim));
+  AttentionKernel<kHeadDim><<<grid, heads_per_group * kWarpSize, smem, stream>>>(a, q_scale);
+  MKSERVE_CUDA_CHECK_LAUNCH();
+  if (a.num_splits > 1) {
+    CombineKernel<<<dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
+                    static_cast<unsigned>(kHeadDim), 0, stream>>>(a);
+    MKSERVE_CUDA_CHECK_LAUNCH();
+  }
+}
+
+void CheckArgs(const AttentionArgs& a) {
+  const bool ok = a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
+                  a.num_heads / a.num_kv_heads <= kMaxHeadsPerGroup && a.num_splits >= 1 &&
+                  a.num_splits <= kMaxSplits && (a.head_dim == 64 || a.head_dim == 128);
+  if (!ok) {
+    throw Error("PagedAttention: unsupported shape: heads " + std::to_string(a.num_heads) +
+                ", kv heads " + std::to_string(a.num_kv_heads) + ", head_dim " +
+                std::to_string(a.head_dim) + ", splits " + std::to_string(a.num_splits) +
+                " (head_dim 64 or 128, at most 16 query heads per kv head)");
+  }
+}
+
+}  // namespace
+
+int ChooseNumSplits(int64_t num_tokens, int64_t num_kv_heads, int64_t max_context_tokens,
+                    int num_sms, int64_t partial_capacity) {
+  const int64_t ctas = num_tokens * num_kv_heads;
+  const int64_t target = 2 * static_cast<int64_t>(num_sms);
+  if (ctas >= target || num_tokens <= 0) return 1;
+  int64_t splits = CeilDiv(target, ctas);
+  splits = std::min<int64_t>(splits, CeilDiv(max_context_tokens, kBlockTokens));
+  splits = std::min<int64_t>(splits, partial_capacity / num_tokens);
+  splits = std::min<int64_t>(splits, kMaxSplits);
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+void PagedAttention(const AttentionArgs& args, cudaStream_t stream) {
+  CheckArgs(args);
+  if (args.num_tokens <= 0) return;
+  if (args.head_dim == 64) {
+    Launch<64>(args, stream);
+  } else {
+    Launch<128>(args, stream);
+  }
+}
+
+}  // namespace mkserve::cuda

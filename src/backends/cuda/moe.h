@@ -1,0 +1,52 @@
+// Mixture-of-experts FFN over only the experts that received tokens:
+//   1. bucket: count assignments per expert, offsets, scatter (token, assignment) into expert order
+//   2. gate/up: per expert with tokens, h = silu(gate x) * up x   (bf16, one row per assignment)
+//   3. down: per expert with tokens, y = down h                    (fp32, one row per assignment)
+//   4. combine: out[t] = sum_j weight[t][j] * y[assignment(t, j)] (+ shared expert, averaged or
+//      summed). Each assignment's result is independent of its bucket order, so the output is
+//      deterministic even though the scatter uses atomics.
+// Plus SiluMul for dense SwiGLU layers and the shared expert.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "model/model_config.h"
+
+namespace mkserve::cuda {
+
+struct MoeWorkspace {                // device buffers, sized for max tokens * top_k assignments
+  int32_t* counts = nullptr;         // [num_experts]
+  int32_t* offsets = nullptr;        // [num_experts + 1]
+  int32_t* cursors = nullptr;        // [num_experts]
+  int32_t* token_of_slot = nullptr;  // [assignments] token of each expert-ordered slot
+  int32_t* slot_of_assignment = nullptr;  // [assignments] t * top_k + j -> slot
+  __nv_bfloat16* hidden = nullptr;        // [assignments][intermediate]
+  float* expert_out = nullptr;            // [assignments][hidden]
+};
+
+struct MoeArgs {
+  const __nv_bfloat16* x = nullptr;        // [num_tokens][hidden] normed input
+  const int32_t* expert_ids = nullptr;     // [num_tokens][top_k]
+  const float* weights = nullptr;          // [num_tokens][top_k]
+  const __nv_bfloat16* gate_up = nullptr;  // [num_experts][2 * intermediate][hidden]
+  const __nv_bfloat16* down = nullptr;     // [num_experts][hidden][intermediate]
+  const float* shared_out = nullptr;       // [num_tokens][hidden] or null
+  SharedExpertCombination shared_combination = SharedExpertCombination::kAverage;
+  int64_t num_tokens = 0;
+  int64_t hidden = 0;
+  int64_t intermediate = 0;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  float* out = nullptr;  // [num_tokens][hidden]
+};
+
+void MoeForward(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
+
+// out[t][i] = silu(gate_up[t][i]) * gate_up[t][intermediate + i], bf16.
+void SiluMul(const float* gate_up, int64_t num_tokens, int64_t intermediate, __nv_bfloat16* out,
+             cudaStream_t stream);
+
+}  // namespace mkserve::cuda

@@ -1,0 +1,30 @@
+// Router top-k from the router logits [num_tokens][num_experts] (fp32): the k largest logits
+// (ties: lower expert id), weighted by sigmoid(logit) (optionally divided by their sum:
+// norm_topk_prob) or by the full softmax probability.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "model/model_config.h"
+
+namespace mkserve::cuda {
+
+inline constexpr int64_t kMaxRouterExperts = 256;
+inline constexpr int64_t kMaxTopK = 16;
+
+struct RouterArgs {
+  const float* logits = nullptr;  // [num_tokens][num_experts]
+  int64_t num_tokens = 0;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  ExpertSelection selection = ExpertSelection::kSigmoid;
+  bool renormalize = false;       // sigmoid only
+  int32_t* expert_ids = nullptr;  // [num_tokens][top_k], best first
+  float* weights = nullptr;       // [num_tokens][top_k]
+};
+
+void RouterTopK(const RouterArgs& args, cudaStream_t stream);
+
+}  // namespace mkserve::cuda
