@@ -60,7 +60,7 @@ struct SequenceResult {
   int32_t token_id = -1;                          // sampled token when SequenceStep::sample
   PositionLogprobs logprobs;                      // filled when sampling->num_logprobs >= 0
   std::vector<PositionLogprobs> prompt_logprobs;  // one per next_token_ids entry that is >= 0
-  std::vector<std::vector<float>> logits;  // [token_ids.size()][vocab] when return_logits
+  std::vector<std::vector<float>> logits;         // [token_ids.size()][vocab] when return_logits
 };
 
 struct StepOutputs {

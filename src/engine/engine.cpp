@@ -1,0 +1,367 @@
+#include "engine/engine.h"
+
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "common/error.h"
+#include "engine/request_validation.h"
+#include "engine/step_inputs.h"
+#include "engine/stop_checker.h"
+
+namespace mkserve {
+namespace {
+
+using Clock = Engine::Clock;
+
+double SecondsBetween(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+int64_t ResolveMaxModelLen(const EngineOptions& options, const ModelConfig& config) {
+  int64_t model = config.max_position_embeddings;
+  if (options.max_model_len < 0) throw Error("max_model_len must be >= 0");
+  if (options.max_model_len > 0 && model > 0 && options.max_model_len > model) {
+    throw Error("max_model_len " + std::to_string(options.max_model_len) +
+                " exceeds the model's max_position_embeddings " + std::to_string(model));
+  }
+  if (options.max_model_len > 0) return options.max_model_len;
+  return model > 0 ? model : std::numeric_limits<int32_t>::max();
+}
+
+SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options) {
+  if (options.max_batch < 1) throw Error("max_batch must be >= 1");
+  if (options.max_step_tokens < options.max_batch) {
+    throw Error("max_step_tokens (" + std::to_string(options.max_step_tokens) +
+                ") must be at least max_batch (" + std::to_string(options.max_batch) + ")");
+  }
+  return {options.max_batch, options.max_step_tokens};
+}
+
+}  // namespace
+
+struct Engine::Generation {
+  Sequence seq;
+  std::unique_ptr<StopChecker> stop;
+  Request* request = nullptr;
+  bool done = false;
+  bool has_token = false;
+  Clock::time_point last_token_time;
+};
+
+struct Engine::Request {
+  int64_t id = 0;
+  std::shared_ptr<RequestChannel> channel;
+  std::vector<std::unique_ptr<Generation>> generations;
+  std::shared_ptr<bool> prompt_ready;  // siblings wait for sibling 0's prompt blocks
+  int32_t num_live = 0;
+  bool has_first_token = false;
+  Clock::time_point submitted = Clock::now();
+};
+
+// The only state HTTP threads touch: a command queue, plus the id counter.
+class Engine::Commands : public CancelSink {
+ public:
+  void Push(Command command) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(command));
+    }
+    wake_.notify_one();
+  }
+  void CancelRequest(int64_t request_id) override { Push(CancelCommand{request_id}); }
+  // Waits for a command unless `busy`; false once Stop() was called.
+  bool Take(bool busy, std::deque<Command>& out) {
+    std::unique_lock lock(mutex_);
+    if (!busy) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    out.swap(queue_);
+    return !stopping_;
+  }
+  void Stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+  }
+  int64_t NextId() { return next_id_++; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Command> queue_;
+  bool stopping_ = false;
+  std::atomic<int64_t> next_id_{1};
+};
+
+Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
+    : backend_(std::move(backend)),
+      backend_name_(backend_->name()),
+      options_(std::move(options)),
+      max_model_len_(ResolveMaxModelLen(options_, backend_->config())),
+      blocks_(backend_->kv_layout()),
+      scheduler_(blocks_, CheckedSchedulerOptions(options_)),
+      commands_(std::make_shared<Commands>()) {
+  PublishSnapshot();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Engine::~Engine() {
+  commands_->Stop();
+  thread_.join();
+}
+
+RequestHandle Engine::Submit(EngineRequest request) {
+  auto channel = std::make_shared<RequestChannel>();
+  int64_t id = commands_->NextId();
+  commands_->Push(SubmitCommand{id, std::move(request), channel});
+  return RequestHandle(id, channel, commands_);
+}
+
+EngineSnapshot Engine::Snapshot() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return snapshot_;
+}
+
+void Engine::Loop() {
+  std::deque<Command> commands;
+  while (commands_->Take(scheduler_.has_work(), commands)) {
+    for (Command& command : commands) std::visit([&](auto& c) { Apply(c); }, command);
+    commands.clear();
+    if (scheduler_.has_work()) Step();
+    CollectDoneRequests();
+    PublishSnapshot();
+  }
+  for (Command& command : commands) {  // submitted while stopping: never started
+    if (auto* submit = std::get_if<SubmitCommand>(&command)) {
+      submit->channel->Push(ErrorEvent{EngineErrorKind::kShutdown, "the engine is shutting down"});
+      submit->channel->Close();
+    }
+  }
+  for (auto& [id, request] : requests_) {
+    FailRequest(*request, EngineErrorKind::kShutdown, "the engine is shutting down");
+  }
+}
+
+void Engine::Apply(SubmitCommand& command) {
+  RequestLimits limits{&config(), &blocks_, max_model_len_, options_.text_decoder != nullptr};
+  std::optional<std::string> error = ValidateRequest(command.request, limits);
+  EngineErrorKind kind = EngineErrorKind::kInvalidRequest;
+  if (!error && options_.max_waiting_requests > 0 &&
+      scheduler_.num_waiting() >= options_.max_waiting_requests) {
+    kind = EngineErrorKind::kQueueFull;
+    error = "the server is busy: " + std::to_string(scheduler_.num_waiting()) +
+            " requests are already waiting; retry later";
+  }
+  if (error) {
+    ++stats_.requests_rejected;
+    command.channel->Push(ErrorEvent{kind, *error});
+    command.channel->Close();
+    return;
+  }
+  auto request = std::make_unique<Request>();
+  request->id = command.id;
+  request->channel = command.channel;
+  const EngineRequest& in = command.request;
+  if (in.n > 1) request->prompt_ready = std::make_shared<bool>(false);
+  std::random_device random;
+  for (int32_t i = 0; i < in.n; ++i) {
+    auto gen = std::make_unique<Generation>();
+    Sequence& seq = gen->seq;
+    seq.id = next_sequence_id_++;
+    seq.request_id = request->id;
+    seq.index = i;
+    seq.sampling = SiblingParams(in, i, (uint64_t{random()} << 32) | random(), config());
+    seq.token_ids = in.prompt_token_ids;
+    seq.num_prompt_tokens = static_cast<int64_t>(in.prompt_token_ids.size());
+    seq.use_prefix_cache = seq.sampling.num_prompt_logprobs < 0;
+    if (i > 0) seq.prompt_ready = request->prompt_ready;
+    auto text =
+        options_.text_decoder ? options_.text_decoder->NewStream(in.prompt_token_ids) : nullptr;
+    gen->stop = std::make_unique<StopChecker>(seq.sampling, config().eos_token_ids, max_model_len_,
+                                              std::move(text));
+    gen->request = request.get();
+    generations_[seq.id] = gen.get();
+    scheduler_.Add(&seq);
+    request->generations.push_back(std::move(gen));
+  }
+  request->num_live = in.n;
+  stats_.prompt_tokens_total += static_cast<int64_t>(in.prompt_token_ids.size());
+  requests_[request->id] = std::move(request);
+}
+
+void Engine::Apply(const CancelCommand& command) {
+  auto it = requests_.find(command.id);
+  if (it == requests_.end() || it->second->num_live == 0) return;
+  Request& request = *it->second;
+  for (auto& gen : request.generations) {
+    if (!gen->done) scheduler_.Remove(&gen->seq);
+    gen->done = true;
+  }
+  request.num_live = 0;
+  ++stats_.requests_cancelled;
+  CloseRequest(request);
+}
+
+// One step: schedule -> backend -> postprocess/emit. Errors fail the batch, not the loop.
+void Engine::Step() {
+  Batch batch = scheduler_.Schedule();
+  stats_.preemptions_total += static_cast<int64_t>(batch.preempted.size());
+  DropOutOfMemory(batch);
+  if (batch.empty()) return;
+  StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
+  StepOutputs outputs;
+  try {
+    outputs = backend_->Step(inputs);
+    if (outputs.results.size() != inputs.sequences.size()) {
+      throw Error("backend returned " + std::to_string(outputs.results.size()) + " results for " +
+                  std::to_string(inputs.sequences.size()) + " sequences");
+    }
+  } catch (const std::exception& e) {
+    for (Sequence* seq : batch.sequences) {
+      Request& request = *generations_.at(seq->id)->request;
+      if (request.num_live > 0) {
+        FailRequest(request, EngineErrorKind::kBackend,
+                    std::string("backend step failed: ") + e.what());
+      }
+    }
+    return;
+  }
+  Postprocess(batch, inputs, outputs);
+  ++stats_.steps_total;
+  stats_.last_batch_size = static_cast<int64_t>(batch.sequences.size());
+  stats_.last_batch_tokens = batch.num_tokens;
+  stats_.batch_size.Observe(static_cast<double>(batch.sequences.size()));
+}
+
+// The only place token state changes after a step.
+void Engine::Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs) {
+  Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    Generation& gen = *generations_.at(batch.sequences[i]->id);
+    if (gen.done) continue;  // its request failed earlier in this loop
+    Sequence& seq = gen.seq;
+    EmitPromptLogprobs(gen, outputs.results[i]);
+    seq.num_computed_tokens += seq.num_scheduled_tokens;
+    seq.num_scheduled_tokens = 0;
+    blocks_.CacheFullBlocks(seq);
+    if (seq.num_computed_tokens >= seq.num_prompt_tokens) MarkPromptReady(gen);
+    if (inputs.sequences[i].sample) {
+      EmitToken(gen, outputs.results[i], now);
+    } else if (seq.sampling.max_tokens == 0 && seq.num_computed_tokens >= seq.num_prompt_tokens) {
+      FinishGeneration(gen, FinishReason::kLength);  // prompt-only (echo) request
+    }
+  }
+}
+
+void Engine::MarkPromptReady(Generation& gen) {
+  if (gen.seq.index == 0 && gen.request->prompt_ready) *gen.request->prompt_ready = true;
+}
+
+void Engine::EmitPromptLogprobs(Generation& gen, const SequenceResult& result) {
+  if (result.prompt_logprobs.empty()) return;
+  gen.seq.num_prompt_logprobs_done += static_cast<int64_t>(result.prompt_logprobs.size());
+  TokensEvent event;
+  event.index = gen.seq.index;
+  event.prompt_logprobs = result.prompt_logprobs;
+  gen.request->channel->Push(std::move(event));
+}
+
+void Engine::EmitToken(Generation& gen, const SequenceResult& result, Clock::time_point now) {
+  Sequence& seq = gen.seq;
+  Request& request = *gen.request;
+  if (result.token_id < 0 || result.token_id >= config().vocab_size) {
+    FailRequest(
+        request, EngineErrorKind::kBackend,
+        "backend sampled token id " + std::to_string(result.token_id) + ", outside the vocabulary");
+    return;
+  }
+  seq.token_ids.push_back(result.token_id);
+  ++stats_.generation_tokens_total;
+  if (!request.has_first_token) {
+    stats_.time_to_first_token_s.Observe(SecondsBetween(request.submitted, now));
+  } else if (gen.has_token) {
+    stats_.inter_token_latency_s.Observe(SecondsBetween(gen.last_token_time, now));
+  }
+  request.has_first_token = gen.has_token = true;
+  gen.last_token_time = now;
+  StopOutcome out = gen.stop->Append(result.token_id, seq.num_output_tokens(), seq.num_tokens());
+  TokensEvent event;
+  event.index = seq.index;
+  if (out.emit_token) {
+    event.token_ids.push_back(result.token_id);
+    if (seq.sampling.num_logprobs >= 0) event.logprobs.push_back(result.logprobs);
+  }
+  event.text = std::move(out.text);
+  if (!event.token_ids.empty() || !event.text.empty()) request.channel->Push(std::move(event));
+  if (out.finish != FinishReason::kNone) FinishGeneration(gen, out.finish, out.stop_string);
+}
+
+// The KV cache cannot hold these even alone: they end as if the context were full.
+void Engine::DropOutOfMemory(const Batch& batch) {
+  for (Sequence* seq : batch.out_of_memory) {
+    Generation& gen = *generations_.at(seq->id);
+    TokensEvent event;
+    event.index = seq->index;
+    event.text = gen.stop->Flush();
+    if (!event.text.empty()) gen.request->channel->Push(std::move(event));
+    FinishGeneration(gen, FinishReason::kLength);
+  }
+}
+
+void Engine::FinishGeneration(Generation& gen, FinishReason reason, std::string stop_string) {
+  if (gen.done) return;
+  gen.done = true;
+  Sequence& seq = gen.seq;
+  scheduler_.Remove(&seq);
+  MarkPromptReady(gen);
+  Request& request = *gen.request;
+  Usage usage{seq.num_prompt_tokens, seq.num_output_tokens(), seq.num_cached_tokens};
+  request.channel->Push(FinishedEvent{seq.index, reason, std::move(stop_string), usage});
+  if (--request.num_live > 0) return;
+  ++(reason == FinishReason::kLength ? stats_.requests_length : stats_.requests_stop);
+  CloseRequest(request);
+}
+
+void Engine::FailRequest(Request& request, EngineErrorKind kind, const std::string& message) {
+  for (auto& gen : request.generations) {
+    if (!gen->done) scheduler_.Remove(&gen->seq);
+    gen->done = true;
+  }
+  request.num_live = 0;
+  ++stats_.requests_error;
+  request.channel->Push(ErrorEvent{kind, message});
+  CloseRequest(request);
+}
+
+void Engine::CloseRequest(Request& request) {
+  request.channel->Close();
+  done_requests_.push_back(request.id);
+}
+
+void Engine::CollectDoneRequests() {
+  for (int64_t id : done_requests_) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    for (auto& gen : it->second->generations) generations_.erase(gen->seq.id);
+    requests_.erase(it);
+  }
+  done_requests_.clear();
+}
+
+void Engine::PublishSnapshot() {
+  stats_.num_running = scheduler_.num_running();
+  stats_.num_waiting = scheduler_.num_waiting();
+  stats_.kv_groups.clear();
+  for (int64_t g = 0; g < blocks_.num_groups(); ++g) {
+    stats_.kv_groups.push_back({blocks_.num_used_blocks(g), blocks_.num_total_blocks(g)});
+  }
+  stats_.prefix_cache_query_tokens = blocks_.num_prefix_query_tokens();
+  stats_.prefix_cache_hit_tokens = blocks_.num_prefix_hit_tokens();
+  std::lock_guard lock(snapshot_mutex_);
+  snapshot_ = stats_;
+}
+
+}  // namespace mkserve

@@ -1,0 +1,114 @@
+// Engine: continuous-batching generation over a Backend.
+//
+// One engine thread owns every Sequence, the scheduler and the KV blocks. Callers (HTTP threads)
+// only Submit requests, read events from their RequestHandle and read Snapshot(); Submit and
+// cancellation are commands on a queue that the engine applies at step boundaries.
+//
+//   Engine engine(std::move(backend), options);
+//   RequestHandle handle = engine.Submit(std::move(request));
+//   while (auto event = handle.Next(std::chrono::milliseconds(100))) { ... }  // or is_done()
+//
+// Each step: schedule -> backend step -> postprocess (advance counters, cache full blocks,
+// stop checks) -> emit events. A failing Backend::Step fails the requests in that batch with an
+// ErrorEvent; the loop keeps serving the others.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+
+#include "engine/backend.h"
+#include "engine/block_manager.h"
+#include "engine/engine_events.h"
+#include "engine/engine_stats.h"
+#include "engine/request_handle.h"
+#include "engine/scheduler.h"
+#include "engine/text_decoder.h"
+
+namespace mkserve {
+
+struct EngineOptions {
+  int64_t max_batch = 64;            // --max-batch: running sequences
+  int64_t max_step_tokens = 2048;    // tokens per step (prefill chunk budget); >= max_batch
+  int64_t max_model_len = 0;         // context limit; 0 = the model's max_position_embeddings
+  int64_t max_waiting_requests = 0;  // beyond this Submit fails with kQueueFull; 0 = unlimited
+  // Detokenizer for text deltas and stop strings; null = no text (stop strings are rejected).
+  std::shared_ptr<const TextDecoder> text_decoder;
+};
+
+class Engine {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Throws mkserve::Error for inconsistent options.
+  Engine(std::unique_ptr<Backend> backend, EngineOptions options);
+  ~Engine();  // stops the thread; unfinished requests get ErrorEvent{kShutdown}
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Never throws for bad input: an invalid request gets one ErrorEvent on its handle.
+  RequestHandle Submit(EngineRequest request);
+  EngineSnapshot Snapshot() const;
+
+  const ModelConfig& config() const { return backend_->config(); }
+  const KvLayout& kv_layout() const { return backend_->kv_layout(); }
+  int64_t max_model_len() const { return max_model_len_; }
+  const std::string& backend_name() const { return backend_name_; }
+
+ private:
+  struct Generation;
+  struct Request;
+  struct SubmitCommand {
+    int64_t id;
+    EngineRequest request;
+    std::shared_ptr<RequestChannel> channel;
+  };
+  struct CancelCommand {
+    int64_t id;
+  };
+  using Command = std::variant<SubmitCommand, CancelCommand>;
+  class Commands;  // the queue HTTP threads push to; also the handles' CancelSink
+
+  void Loop();
+  void Apply(SubmitCommand& command);
+  void Apply(const CancelCommand& command);
+  void Step();
+  void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
+  void MarkPromptReady(Generation& gen);
+  void EmitPromptLogprobs(Generation& gen, const SequenceResult& result);
+  void EmitToken(Generation& gen, const SequenceResult& result, Clock::time_point now);
+  void DropOutOfMemory(const Batch& batch);
+  void FinishGeneration(Generation& gen, FinishReason reason, std::string stop_string = {});
+  void FailRequest(Request& request, EngineErrorKind kind, const std::string& message);
+  void CloseRequest(Request& request);
+  void CollectDoneRequests();
+  void PublishSnapshot();
+
+  std::unique_ptr<Backend> backend_;
+  std::string backend_name_;
+  EngineOptions options_;
+  int64_t max_model_len_ = 0;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::shared_ptr<Commands> commands_;
+
+  // Engine-thread state.
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<int64_t, Generation*> generations_;  // by sequence id
+  std::vector<int64_t> done_requests_;                    // erased after the step
+  std::vector<std::vector<int32_t>> next_token_scratch_;  // backs SequenceStep::next_token_ids
+  int64_t next_sequence_id_ = 0;
+  EngineSnapshot stats_;
+
+  mutable std::mutex snapshot_mutex_;
+  EngineSnapshot snapshot_;
+  std::thread thread_;
+};
+
+}  // namespace mkserve

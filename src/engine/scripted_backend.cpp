@@ -1,0 +1,105 @@
+#include "engine/scripted_backend.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "engine/sampler.h"
+
+namespace mkserve {
+namespace {
+
+constexpr float kScriptedLogit = 8.0f;  // the scripted token gets almost all the mass
+
+std::vector<int32_t> ReadTokens(const nlohmann::json& value, const EncodeFn& encode,
+                                const std::string& where) {
+  if (value.is_string()) {
+    if (!encode) throw Error(where + " is text, but no tokenizer was given to encode it");
+    return encode(value.get<std::string>());
+  }
+  if (value.is_array() && std::all_of(value.begin(), value.end(),
+                                      [](const auto& v) { return v.is_number_integer(); })) {
+    return value.get<std::vector<int32_t>>();
+  }
+  throw Error(where + " must be a string or an array of token ids");
+}
+
+}  // namespace
+
+Script LoadScript(const std::filesystem::path& path, const EncodeFn& encode) {
+  std::ifstream file(path);
+  if (!file) throw Error("cannot open script " + path.string());
+  nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object() || !json.contains("rules") ||
+      !json["rules"].is_array()) {
+    throw Error("script " + path.string() + " must be a JSON object with a \"rules\" array");
+  }
+  Script script;
+  for (size_t i = 0; i < json["rules"].size(); ++i) {
+    const nlohmann::json& rule = json["rules"][i];
+    std::string where = path.string() + ": rules[" + std::to_string(i) + "]";
+    if (!rule.is_object() || !rule.contains("output")) throw Error(where + " needs \"output\"");
+    ScriptRule parsed;
+    if (rule.contains("prompt_contains")) {
+      parsed.prompt_contains =
+          ReadTokens(rule["prompt_contains"], encode, where + ".prompt_contains");
+    }
+    parsed.output_token_ids = ReadTokens(rule["output"], encode, where + ".output");
+    script.rules.push_back(std::move(parsed));
+  }
+  return script;
+}
+
+ScriptedBackend::ScriptedBackend(ModelConfig config, KvLayout layout, Script script)
+    : config_(std::move(config)), layout_(std::move(layout)), script_(std::move(script)) {
+  if (config_.vocab_size <= 0) throw Error("ScriptedBackend needs a positive vocab_size");
+  for (const ScriptRule& rule : script_.rules) {
+    for (int32_t id : rule.output_token_ids) {
+      if (id < 0 || id >= config_.vocab_size) {
+        throw Error("scripted output token " + std::to_string(id) + " is outside the vocabulary");
+      }
+    }
+  }
+}
+
+int32_t ScriptedBackend::ScriptedToken(std::span<const int32_t> prompt, int64_t index) const {
+  for (const ScriptRule& rule : script_.rules) {
+    auto& needle = rule.prompt_contains;
+    bool match = needle.empty() || std::search(prompt.begin(), prompt.end(), needle.begin(),
+                                               needle.end()) != prompt.end();
+    if (!match) continue;
+    if (index < static_cast<int64_t>(rule.output_token_ids.size())) {
+      return rule.output_token_ids[index];
+    }
+    break;
+  }
+  return config_.eos_token_ids.empty() ? 0 : config_.eos_token_ids[0];
+}
+
+std::vector<float> ScriptedBackend::PeakedLogits(int32_t token_id) const {
+  std::vector<float> logits(config_.vocab_size, 0.0f);
+  if (token_id >= 0 && token_id < config_.vocab_size) logits[token_id] = kScriptedLogit;
+  return logits;
+}
+
+StepOutputs ScriptedBackend::Step(const StepInputs& inputs) {
+  StepOutputs outputs;
+  for (const SequenceStep& step : inputs.sequences) {
+    SequenceResult& result = outputs.results.emplace_back();
+    int32_t k = step.sampling ? step.sampling->num_prompt_logprobs : -1;
+    for (int32_t next : step.next_token_ids) {
+      if (next >= 0) result.prompt_logprobs.push_back(ComputeLogprobs(PeakedLogits(next), next, k));
+    }
+    if (!step.sample) continue;
+    result.token_id = ScriptedToken(step.prompt_token_ids, step.sample_index);
+    if (step.sampling && step.sampling->num_logprobs >= 0) {
+      result.logprobs = ComputeLogprobs(PeakedLogits(result.token_id), result.token_id,
+                                        step.sampling->num_logprobs);
+    }
+  }
+  return outputs;
+}
+
+}  // namespace mkserve

@@ -1,0 +1,53 @@
+// ScriptedBackend: a Backend without a model. Each sequence emits a fixed token sequence chosen
+// by its prompt, then EOS, whatever the sampling parameters say; logprobs come from a synthetic
+// distribution peaked on the scripted token. It lets engine and server tests (and
+// `mkserve serve --backend scripted:FILE`) run deterministic flows: reasoning, tool calls, stop
+// strings, n > 1, preemption.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace mkserve {
+
+struct ScriptRule {
+  std::vector<int32_t> prompt_contains;  // matches prompts holding this run of ids; empty: any
+  std::vector<int32_t> output_token_ids;
+};
+
+struct Script {
+  std::vector<ScriptRule> rules;  // the first matching rule wins; no match: EOS at once
+};
+
+// Reads {"rules": [{"prompt_contains": "text" or [ids], "output": "text" or [ids]}, ...]}.
+// Text goes through `encode` (the server passes its tokenizer). Throws mkserve::Error naming the
+// file and the bad entry.
+using EncodeFn = std::function<std::vector<int32_t>(const std::string&)>;
+Script LoadScript(const std::filesystem::path& path, const EncodeFn& encode);
+
+class ScriptedBackend : public Backend {
+ public:
+  // config.eos_token_ids[0] ends every script (token 0 when the model has no EOS).
+  ScriptedBackend(ModelConfig config, KvLayout layout, Script script);
+
+  std::string name() const override { return "scripted"; }
+  const ModelConfig& config() const override { return config_; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  StepOutputs Step(const StepInputs& inputs) override;
+
+  // The token a sequence with this prompt emits as its output number `index`.
+  int32_t ScriptedToken(std::span<const int32_t> prompt_token_ids, int64_t index) const;
+
+ private:
+  std::vector<float> PeakedLogits(int32_t token_id) const;
+
+  ModelConfig config_;
+  KvLayout layout_;
+  Script script_;
+};
+
+}  // namespace mkserve
