@@ -1,0 +1,195 @@
+#include "server/chat_request.h"
+
+#include <set>
+
+#include "server/generation_request.h"
+#include "server/json_fields.h"
+
+namespace mkserve::server {
+namespace {
+
+// String content, or an array of {"type": "text", "text": ...} parts joined. Images and audio
+// are refused by name: the model reads text only.
+std::optional<std::string> ParseContent(const JsonFields& fields) {
+  const nlohmann::json* content = fields.Get("content");
+  if (content == nullptr) return std::nullopt;
+  if (content->is_string()) return content->get<std::string>();
+  std::string param = fields.Param("content");
+  if (!content->is_array()) {
+    ThrowInvalid(param,
+                 "expected a string or an array of content parts, got " + JsonTypeName(*content));
+  }
+  std::string text;
+  for (size_t i = 0; i < content->size(); ++i) {
+    JsonFields part((*content)[i], param + "[" + std::to_string(i) + "]");
+    std::string type = part.String("type").value_or("");
+    if (type != "text") {
+      ThrowInvalid(part.Param("type"),
+                   "only 'text' content parts are supported, got '" + type + "'");
+    }
+    std::optional<std::string> part_text = part.String("text");
+    if (!part_text) ThrowInvalid(part.Param("text"), "a text part needs 'text'");
+    text += *part_text;
+  }
+  return text;
+}
+
+ToolCall ParseToolCall(const nlohmann::json& value, const std::string& param) {
+  JsonFields fields(value, param);
+  const nlohmann::json* function = fields.Object("function");
+  if (function == nullptr) ThrowInvalid(fields.Param("function"), "a tool call needs 'function'");
+  JsonFields function_fields(*function, fields.Param("function"));
+  ToolCall call;
+  call.id = fields.String("id").value_or("");
+  std::optional<std::string> name = function_fields.NonEmptyString("name");
+  if (!name) ThrowInvalid(function_fields.Param("name"), "a tool call needs a function name");
+  call.name = *name;
+  call.arguments = function_fields.String("arguments").value_or("{}");
+  return call;
+}
+
+ChatMessage ParseMessage(const nlohmann::json& value, const std::string& param) {
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+  JsonFields fields(value, param);
+  ChatMessage message;
+  std::optional<std::string> role = fields.String("role");
+  if (!role || !kRoles.count(*role)) {
+    ThrowInvalid(fields.Param("role"), "must be one of system, developer, user, assistant, tool");
+  }
+  message.role = *role;
+  message.content = ParseContent(fields);
+  message.name = fields.String("name").value_or("");
+  message.tool_call_id = fields.String("tool_call_id").value_or("");
+  message.reasoning_content = fields.String("reasoning_content").value_or("");
+  if (const nlohmann::json* calls = fields.Array("tool_calls")) {
+    if (message.role != "assistant") {
+      ThrowInvalid(fields.Param("tool_calls"), "only assistant messages carry tool calls");
+    }
+    for (size_t i = 0; i < calls->size(); ++i) {
+      message.tool_calls.push_back(
+          ParseToolCall((*calls)[i], fields.Param("tool_calls") + "[" + std::to_string(i) + "]"));
+    }
+  }
+  if (!message.content && message.tool_calls.empty() && message.role != "assistant") {
+    ThrowInvalid(fields.Param("content"), "a " + message.role + " message needs content");
+  }
+  return message;
+}
+
+std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
+  std::vector<ToolDefinition> tools;
+  const nlohmann::json* list = fields.Array("tools");
+  if (list == nullptr) return tools;
+  for (size_t i = 0; i < list->size(); ++i) {
+    JsonFields tool((*list)[i], "tools[" + std::to_string(i) + "]");
+    if (tool.String("type").value_or("function") != "function") {
+      ThrowInvalid(tool.Param("type"), "only 'function' tools are supported");
+    }
+    const nlohmann::json* function = tool.Object("function");
+    if (function == nullptr) ThrowInvalid(tool.Param("function"), "a tool needs 'function'");
+    JsonFields function_fields(*function, tool.Param("function"));
+    ToolDefinition definition;
+    std::optional<std::string> name = function_fields.NonEmptyString("name");
+    if (!name) ThrowInvalid(function_fields.Param("name"), "a function tool needs a name");
+    definition.name = *name;
+    definition.description = function_fields.String("description").value_or("");
+    if (const nlohmann::json* parameters = function_fields.Object("parameters")) {
+      definition.parameters = *parameters;
+    }
+    tools.push_back(std::move(definition));
+  }
+  return tools;
+}
+
+ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefinition>& tools) {
+  ToolChoice choice;
+  choice.mode = tools.empty() ? ToolChoice::Mode::kNone : ToolChoice::Mode::kAuto;
+  const nlohmann::json* value = fields.Get("tool_choice");
+  if (value == nullptr) return choice;
+  if (value->is_string()) {
+    std::string mode = value->get<std::string>();
+    if (mode == "none")
+      choice.mode = ToolChoice::Mode::kNone;
+    else if (mode == "auto")
+      choice.mode = ToolChoice::Mode::kAuto;
+    else if (mode == "required")
+      choice.mode = ToolChoice::Mode::kRequired;
+    else
+      ThrowInvalid("tool_choice", "must be 'none', 'auto', 'required' or a named function");
+  } else {
+    JsonFields named(*value, "tool_choice");
+    const nlohmann::json* function = named.Object("function");
+    if (function == nullptr)
+      ThrowInvalid("tool_choice.function", "a named tool_choice needs 'function'");
+    std::optional<std::string> name = JsonFields(*function, "tool_choice.function").String("name");
+    if (!name) ThrowInvalid("tool_choice.function.name", "a named tool_choice needs a name");
+    choice.mode = ToolChoice::Mode::kNamed;
+    choice.name = *name;
+  }
+  bool needs_tools =
+      choice.mode == ToolChoice::Mode::kRequired || choice.mode == ToolChoice::Mode::kNamed;
+  if (needs_tools && tools.empty()) ThrowInvalid("tool_choice", "requires 'tools'");
+  if (choice.mode == ToolChoice::Mode::kNamed) {
+    bool known = false;
+    for (const ToolDefinition& tool : tools) known = known || tool.name == choice.name;
+    if (!known)
+      ThrowInvalid("tool_choice.function.name", "no tool named '" + choice.name + "' in 'tools'");
+  }
+  return choice;
+}
+
+// Thinking on/off: chat_template_kwargs.enable_thinking (or .reasoning), else reasoning_effort
+// ("none" turns it off, any other effort on).
+void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
+  if (const nlohmann::json* kwargs = fields.Object("chat_template_kwargs")) {
+    request.chat_template_kwargs = *kwargs;
+    JsonFields kwarg_fields(*kwargs, "chat_template_kwargs");
+    request.enable_thinking = kwarg_fields.Bool("enable_thinking");
+    if (!request.enable_thinking) request.enable_thinking = kwarg_fields.Bool("reasoning");
+  }
+  std::optional<std::string> effort = fields.String("reasoning_effort");
+  if (!effort || request.enable_thinking) return;
+  static const std::set<std::string> kEfforts = {"none", "minimal", "low", "medium", "high"};
+  if (!kEfforts.count(*effort)) {
+    ThrowInvalid("reasoning_effort", "must be one of none, minimal, low, medium, high");
+  }
+  request.enable_thinking = *effort != "none";
+}
+
+}  // namespace
+
+std::vector<ChatMessage> ParseMessages(const nlohmann::json& messages, const std::string& param) {
+  if (!messages.is_array())
+    ThrowInvalid(param, "expected an array of messages, got " + JsonTypeName(messages));
+  if (messages.empty()) ThrowInvalid(param, "must contain at least one message");
+  std::vector<ChatMessage> parsed;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    parsed.push_back(ParseMessage(messages[i], param + "[" + std::to_string(i) + "]"));
+  }
+  return parsed;
+}
+
+ChatRequest ParseChatRequest(const nlohmann::json& body) {
+  JsonFields fields(body, "");
+  ChatRequest request;
+  const nlohmann::json* messages = fields.Get("messages");
+  if (messages == nullptr) ThrowInvalid("messages", "is required");
+  request.messages = ParseMessages(*messages, "messages");
+  request.generation = ParseGenerationFields(fields);
+  request.tools = ParseTools(fields);
+  request.tool_choice = ParseToolChoice(fields, request.tools);
+  request.parallel_tool_calls = fields.Bool("parallel_tool_calls").value_or(true);
+  request.logprobs = fields.Bool("logprobs").value_or(false);
+  std::optional<int64_t> top = fields.Integer("top_logprobs", 0, kMaxTopLogprobs);
+  if (top && !request.logprobs) ThrowInvalid("top_logprobs", "requires 'logprobs': true");
+  if (request.logprobs)
+    request.generation.sampling.num_logprobs = static_cast<int32_t>(top.value_or(0));
+  if (request.generation.has_max_tokens && request.generation.sampling.max_tokens == 0) {
+    ThrowInvalid(fields.Get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+                 "must be at least 1");
+  }
+  ParseReasoning(fields, request);
+  return request;
+}
+
+}  // namespace mkserve::server

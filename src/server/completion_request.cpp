@@ -1,0 +1,116 @@
+#include "server/completion_request.h"
+
+#include <limits>
+
+#include "server/chat_request.h"
+#include "server/generation_request.h"
+#include "server/json_fields.h"
+
+namespace mkserve::server {
+namespace {
+
+bool IsTokenId(const nlohmann::json& value) {
+  return value.is_number_integer() && value.get<int64_t>() >= 0 &&
+         value.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+}
+
+std::vector<int32_t> ParseTokenIds(const nlohmann::json& list, const std::string& param) {
+  if (!list.is_array())
+    ThrowInvalid(param, "expected an array of token ids, got " + JsonTypeName(list));
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!IsTokenId(list[i])) {
+      ThrowInvalid(param + "[" + std::to_string(i) + "]", "expected a token id (integer >= 0)");
+    }
+    ids.push_back(list[i].get<int32_t>());
+  }
+  return ids;
+}
+
+PromptInput TextPrompt(std::string text) { return {std::move(text), {}, false}; }
+PromptInput TokenPrompt(std::vector<int32_t> ids) { return {"", std::move(ids), true}; }
+
+// An array prompt's form is set by its first element: numbers (one token prompt), strings
+// (a batch of text prompts) or arrays (a batch of token prompts).
+std::vector<PromptInput> ParseArrayPrompt(const nlohmann::json& prompt) {
+  if (prompt.empty()) ThrowInvalid("prompt", "must not be an empty array");
+  const nlohmann::json& first = prompt.front();
+  if (first.is_number()) return {TokenPrompt(ParseTokenIds(prompt, "prompt"))};
+  std::vector<PromptInput> prompts;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    std::string param = "prompt[" + std::to_string(i) + "]";
+    const nlohmann::json& item = prompt[i];
+    if (first.is_string() && item.is_string()) {
+      prompts.push_back(TextPrompt(item.get<std::string>()));
+    } else if (first.is_array() && item.is_array()) {
+      if (item.empty()) ThrowInvalid(param, "a token prompt must not be empty");
+      prompts.push_back(TokenPrompt(ParseTokenIds(item, param)));
+    } else {
+      ThrowInvalid(param,
+                   "prompt lists must hold only strings, only token ids or only token-id "
+                   "lists; got " +
+                       JsonTypeName(item));
+    }
+  }
+  return prompts;
+}
+
+std::vector<PromptInput> ParsePrompt(const JsonFields& fields) {
+  const nlohmann::json* prompt = fields.Get("prompt");
+  if (prompt == nullptr) ThrowInvalid("prompt", "is required");
+  if (prompt->is_string()) return {TextPrompt(prompt->get<std::string>())};
+  if (!prompt->is_array()) {
+    ThrowInvalid("prompt",
+                 "expected a string, a list of strings, a list of token ids or a list of "
+                 "token-id lists; got " +
+                     JsonTypeName(*prompt));
+  }
+  return ParseArrayPrompt(*prompt);
+}
+
+}  // namespace
+
+CompletionRequest ParseCompletionRequest(const nlohmann::json& body) {
+  JsonFields fields(body, "");
+  CompletionRequest request;
+  request.prompts = ParsePrompt(fields);
+  request.generation = ParseGenerationFields(fields);
+  request.echo = fields.Bool("echo").value_or(false);
+  std::optional<int64_t> logprobs = fields.Integer("logprobs", 0, kMaxTopLogprobs);
+  SamplingParams& sampling = request.generation.sampling;
+  if (logprobs) {
+    sampling.num_logprobs = static_cast<int32_t>(*logprobs);
+    // With echo, evaluation harnesses read the prompt tokens' logprobs too.
+    if (request.echo) sampling.num_prompt_logprobs = static_cast<int32_t>(*logprobs);
+  }
+  if (fields.Get("suffix") != nullptr) ThrowInvalid("suffix", "is not supported by this model");
+  if (!request.generation.has_max_tokens) sampling.max_tokens = 16;  // the OpenAI default
+  return request;
+}
+
+TokenizeRequest ParseTokenizeRequest(const nlohmann::json& body) {
+  JsonFields fields(body, "");
+  TokenizeRequest request;
+  request.model = fields.String("model").value_or("");
+  request.add_special_tokens = fields.Bool("add_special_tokens").value_or(true);
+  if (const nlohmann::json* messages = fields.Get("messages")) {
+    request.messages = ParseMessages(*messages, "messages");
+    return request;
+  }
+  std::optional<std::string> prompt = fields.String("prompt");
+  if (!prompt) ThrowInvalid("prompt", "is required (or send 'messages')");
+  request.prompt = *prompt;
+  return request;
+}
+
+DetokenizeRequest ParseDetokenizeRequest(const nlohmann::json& body) {
+  JsonFields fields(body, "");
+  DetokenizeRequest request;
+  request.model = fields.String("model").value_or("");
+  const nlohmann::json* tokens = fields.Get("tokens");
+  if (tokens == nullptr) ThrowInvalid("tokens", "is required");
+  request.token_ids = ParseTokenIds(*tokens, "tokens");
+  return request;
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,55 @@
+#include "server/error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace mkserve::server {
+
+ErrorStatus StatusOf(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidRequest:
+      return {400, "invalid_request_error"};
+    case ErrorKind::kUnauthorized:
+      return {401, "authentication_error"};
+    case ErrorKind::kNotFound:
+      return {404, "not_found_error"};
+    case ErrorKind::kPayloadTooLarge:
+      return {413, "invalid_request_error"};
+    case ErrorKind::kUnavailable:
+      return {503, "unavailable_error"};
+    case ErrorKind::kInternal:
+      return {500, "server_error"};
+  }
+  return {500, "server_error"};
+}
+
+namespace {
+
+// OpenAI's machine-readable `code` for the kinds where it defines one.
+nlohmann::json CodeOf(const ApiError& error) {
+  switch (error.kind()) {
+    case ErrorKind::kUnauthorized:
+      return "invalid_api_key";
+    case ErrorKind::kNotFound:
+      return error.param() == "model" ? nlohmann::json("model_not_found") : nullptr;
+    case ErrorKind::kPayloadTooLarge:
+      return "request_too_large";
+    case ErrorKind::kInvalidRequest:
+      return error.param().empty() ? nlohmann::json(nullptr) : nlohmann::json("invalid_value");
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+std::string ErrorBody(const ApiError& error) {
+  nlohmann::json body = {
+      {"error",
+       {{"message", error.what()},
+        {"type", StatusOf(error.kind()).openai_type},
+        {"param", error.param().empty() ? nlohmann::json(nullptr) : nlohmann::json(error.param())},
+        {"code", CodeOf(error)}}}};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,141 @@
+#include "server/json_fields.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "server/error.h"
+
+namespace mkserve::server {
+
+nlohmann::json ParseJsonBody(const std::string& body) {
+  nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    // Re-parse with exceptions only to get nlohmann's position-bearing message.
+    std::string detail = "could not parse the request body";
+    try {
+      nlohmann::json unused = nlohmann::json::parse(body);
+      (void)unused;
+    } catch (const nlohmann::json::parse_error& error) {
+      detail = error.what();
+    }
+    throw ApiError(ErrorKind::kInvalidRequest, "malformed JSON in the request body: " + detail);
+  }
+  if (!value.is_object()) {
+    throw ApiError(ErrorKind::kInvalidRequest,
+                   "the request body must be a JSON object, got " + JsonTypeName(value));
+  }
+  return value;
+}
+
+void ThrowInvalid(const std::string& param, const std::string& message) {
+  throw ApiError(ErrorKind::kInvalidRequest, "'" + param + "': " + message, param);
+}
+
+std::string JsonTypeName(const nlohmann::json& value) {
+  if (value.is_string()) return "a string";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_number_integer() || value.is_number_unsigned()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return "null";
+}
+
+JsonFields::JsonFields(const nlohmann::json& object, std::string prefix)
+    : object_(object), prefix_(std::move(prefix)) {
+  if (!object_.is_object())
+    ThrowInvalid(prefix_, "expected an object, got " + JsonTypeName(object_));
+}
+
+const nlohmann::json* JsonFields::Get(const std::string& name) const {
+  auto it = object_.find(name);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string JsonFields::Param(const std::string& name) const {
+  return prefix_.empty() ? name : prefix_ + "." + name;
+}
+
+std::optional<bool> JsonFields::Bool(const std::string& name) const {
+  const nlohmann::json* value = Get(name);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_boolean())
+    ThrowInvalid(Param(name), "expected a boolean, got " + JsonTypeName(*value));
+  return value->get<bool>();
+}
+
+std::optional<std::string> JsonFields::String(const std::string& name) const {
+  const nlohmann::json* value = Get(name);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_string())
+    ThrowInvalid(Param(name), "expected a string, got " + JsonTypeName(*value));
+  return value->get<std::string>();
+}
+
+std::optional<std::string> JsonFields::NonEmptyString(const std::string& name) const {
+  std::optional<std::string> value = String(name);
+  if (value && value->empty()) ThrowInvalid(Param(name), "must not be empty");
+  return value;
+}
+
+namespace {
+
+std::string RangeText(double min, double max) {
+  std::ostringstream text;
+  text << "must be between " << min << " and " << max;
+  return text.str();
+}
+
+}  // namespace
+
+std::optional<double> JsonFields::Number(const std::string& name, double min, double max) const {
+  const nlohmann::json* value = Get(name);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number())
+    ThrowInvalid(Param(name), "expected a number, got " + JsonTypeName(*value));
+  double number = value->get<double>();
+  if (!std::isfinite(number) || number < min || number > max) {
+    std::ostringstream text;
+    text << RangeText(min, max) << ", got " << number;
+    ThrowInvalid(Param(name), text.str());
+  }
+  return number;
+}
+
+std::optional<int64_t> JsonFields::Integer(const std::string& name, int64_t min,
+                                           int64_t max) const {
+  const nlohmann::json* value = Get(name);
+  if (value == nullptr) return std::nullopt;
+  // 3.0 is accepted as 3: some clients serialize every number as a double.
+  bool integral =
+      value->is_number_integer() || value->is_number_unsigned() ||
+      (value->is_number_float() && std::floor(value->get<double>()) == value->get<double>());
+  if (!integral) ThrowInvalid(Param(name), "expected an integer, got " + JsonTypeName(*value));
+  if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    ThrowInvalid(Param(name), RangeText(double(min), double(max)));
+  }
+  double as_double = value->get<double>();
+  if (as_double < double(min) || as_double > double(max)) {
+    ThrowInvalid(Param(name), RangeText(double(min), double(max)) + ", got " + value->dump());
+  }
+  return value->is_number_float() ? static_cast<int64_t>(as_double) : value->get<int64_t>();
+}
+
+const nlohmann::json* JsonFields::Array(const std::string& name) const {
+  const nlohmann::json* value = Get(name);
+  if (value != nullptr && !value->is_array()) {
+    ThrowInvalid(Param(name), "expected an array, got " + JsonTypeName(*value));
+  }
+  return value;
+}
+
+const nlohmann::json* JsonFields::Object(const std::string& name) const {
+  const nlohmann::json* value = Get(name);
+  if (value != nullptr && !value->is_object()) {
+    ThrowInvalid(Param(name), "expected an object, got " + JsonTypeName(*value));
+  }
+  return value;
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,92 @@
+// OpenAI requests as C++ structs. Handlers parse the JSON body into these at once (chat_request.h,
+// completion_request.h) and validate every field; nothing past the handler sees JSON, except tool
+// schemas, which are passed through to the chat template untouched.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling_params.h"
+
+namespace mkserve::server {
+
+// Fields shared by /v1/chat/completions and /v1/completions.
+struct GenerationRequest {
+  std::string model;  // empty: the served model
+  SamplingParams sampling;
+  bool has_max_tokens =
+      false;  // false: generate up to the context limit (chat) or 16 (completions)
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string user;
+};
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as OpenAI sends it
+};
+
+struct ChatMessage {
+  std::string role;                    // system, developer, user, assistant, tool
+  std::optional<std::string> content;  // text parts joined; nullopt for a null content
+  std::string reasoning_content;       // earlier turns' reasoning, if a client sends it back
+  std::vector<ToolCall> tool_calls;    // assistant turns
+  std::string tool_call_id;            // tool turns
+  std::string name;
+};
+
+struct ToolDefinition {
+  std::string name;
+  std::string description;
+  nlohmann::json parameters = nlohmann::json::object();  // JSON schema, passed to the template
+};
+
+struct ToolChoice {
+  enum class Mode { kNone, kAuto, kRequired, kNamed };
+  Mode mode = Mode::kAuto;
+  std::string name;  // kNamed only
+};
+
+struct ChatRequest {
+  GenerationRequest generation;
+  std::vector<ChatMessage> messages;
+  std::vector<ToolDefinition> tools;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  bool logprobs = false;
+  std::optional<bool> enable_thinking;  // chat_template_kwargs / reasoning_effort; nullopt: default
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+};
+
+// One prompt of /v1/completions: text, or token ids when the client sent them.
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  bool is_tokens = false;
+};
+
+struct CompletionRequest {
+  GenerationRequest generation;
+  std::vector<PromptInput> prompts;  // a batch: one choice group per prompt
+  bool echo = false;
+};
+
+struct TokenizeRequest {
+  std::string model;
+  std::string prompt;                 // used when messages is empty
+  std::vector<ChatMessage> messages;  // tokenizes the rendered chat prompt
+  bool add_special_tokens = true;
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> token_ids;
+};
+
+}  // namespace mkserve::server

@@ -1,0 +1,190 @@
+#include "server/chat_request.h"
+
+#include <gtest/gtest.h>
+
+#include "server/api_error_matcher.h"
+
+namespace mkserve::server {
+namespace {
+
+nlohmann::json MinimalChat() {
+  return {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+}
+
+TEST(ChatRequestTest, ReadsEverySamplingField) {
+  nlohmann::json body = MinimalChat();
+  body.update({{"temperature", 0.5},
+               {"top_p", 0.9},
+               {"top_k", 40},
+               {"min_p", 0.05},
+               {"max_completion_tokens", 32},
+               {"stop", "END"},
+               {"stop_token_ids", {7, 9}},
+               {"seed", 1234},
+               {"n", 2},
+               {"presence_penalty", 0.5},
+               {"frequency_penalty", -0.5},
+               {"repetition_penalty", 1.1},
+               {"logit_bias", {{"42", -100}}},
+               {"min_tokens", 3},
+               {"ignore_eos", true},
+               {"logprobs", true},
+               {"top_logprobs", 5},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}},
+               {"user", "u1"}});
+  ChatRequest request = ParseChatRequest(body);
+  const SamplingParams& sampling = request.generation.sampling;
+  EXPECT_FLOAT_EQ(sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(sampling.top_p, 0.9f);
+  EXPECT_EQ(sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(sampling.min_p, 0.05f);
+  EXPECT_EQ(sampling.max_tokens, 32);
+  EXPECT_TRUE(request.generation.has_max_tokens);
+  EXPECT_EQ(sampling.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(sampling.stop_token_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(sampling.seed, 1234u);
+  EXPECT_EQ(request.generation.n, 2);
+  EXPECT_FLOAT_EQ(sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(sampling.repetition_penalty, 1.1f);
+  ASSERT_EQ(sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(sampling.logit_bias[0].first, 42);
+  EXPECT_FLOAT_EQ(sampling.logit_bias[0].second, -100.0f);
+  EXPECT_EQ(sampling.min_tokens, 3);
+  EXPECT_TRUE(sampling.ignore_eos);
+  EXPECT_EQ(sampling.num_logprobs, 5);
+  EXPECT_TRUE(request.generation.stream);
+  EXPECT_TRUE(request.generation.include_usage);
+  EXPECT_EQ(request.generation.user, "u1");
+}
+
+TEST(ChatRequestTest, ContentPartsAreJoinedAndNonTextPartsRefused) {
+  nlohmann::json body = MinimalChat();
+  body["messages"][0]["content"] = {{{"type", "text"}, {"text", "a"}},
+                                    {{"type", "text"}, {"text", "b"}}};
+  EXPECT_EQ(ParseChatRequest(body).messages[0].content, "ab");
+  body["messages"][0]["content"][1] = {{"type", "image_url"}, {"image_url", {{"url", "x"}}}};
+  ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
+  EXPECT_EQ(error.param(), "messages[0].content[1].type");
+}
+
+TEST(ChatRequestTest, OutOfRangeNamesTheParam) {
+  for (auto [name, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"temperature", 2.5},
+                                                           {"top_p", 0.0},
+                                                           {"n", 0},
+                                                           {"presence_penalty", 3},
+                                                           {"top_k", -2},
+                                                           {"max_tokens", -1},
+                                                           {"min_p", 1.5},
+                                                           {"max_tokens", 0}}) {
+    nlohmann::json body = MinimalChat();
+    body[name] = value;
+    ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
+    EXPECT_EQ(error.param(), name) << name << "=" << value;
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidRequest);
+  }
+}
+
+TEST(ChatRequestTest, WrongTypesNameTheParam) {
+  for (auto [name, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"temperature", "hot"},
+                                                           {"stream", 1},
+                                                           {"stop", 5},
+                                                           {"messages", "hi"},
+                                                           {"logit_bias", {{"abc", 1}}},
+                                                           {"tool_choice", "sometimes"},
+                                                           {"seed", 1.5}}) {
+    nlohmann::json body = MinimalChat();
+    body[name] = value;
+    ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
+    EXPECT_EQ(error.param().substr(0, name.size()), name) << name << "=" << value;
+  }
+}
+
+TEST(ChatRequestTest, RoleAndMessageShapeAreChecked) {
+  nlohmann::json body = MinimalChat();
+  body["messages"][0]["role"] = "wizard";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "messages[0].role");
+  body["messages"] = nlohmann::json::array();
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "messages");
+  body.erase("messages");
+  EXPECT_TRUE(Mentions(ExpectApiError([&] { ParseChatRequest(body); }), "required"));
+}
+
+nlohmann::json WeatherTool() {
+  nlohmann::json parameters = {{"type", "object"},
+                               {"properties", {{"city", {{"type", "string"}}}}}};
+  return {{"type", "function"},
+          {"function", {{"name", "get_weather"}, {"parameters", parameters}}}};
+}
+
+TEST(ChatRequestTest, ToolsAndToolChoiceModes) {
+  nlohmann::json body = MinimalChat();
+  body["tools"] = {WeatherTool()};
+  EXPECT_EQ(ParseChatRequest(body).tool_choice.mode, ToolChoice::Mode::kAuto);
+  body["tool_choice"] = "required";
+  EXPECT_EQ(ParseChatRequest(body).tool_choice.mode, ToolChoice::Mode::kRequired);
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  ChatRequest named = ParseChatRequest(body);
+  EXPECT_EQ(named.tool_choice.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(named.tool_choice.name, "get_weather");
+  EXPECT_EQ(named.tools[0].parameters["properties"]["city"]["type"], "string");
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "tool_choice.function.name");
+  body.erase("tools");
+  body["tool_choice"] = "required";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "tool_choice");
+}
+
+TEST(ChatRequestTest, AssistantToolCallsAndToolResults) {
+  nlohmann::json body = MinimalChat();
+  body["messages"].push_back(
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}}}});
+  body["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}});
+  ChatRequest request = ParseChatRequest(body);
+  ASSERT_EQ(request.messages.size(), 3u);
+  EXPECT_FALSE(request.messages[1].content.has_value());
+  EXPECT_EQ(request.messages[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(request.messages[1].tool_calls[0].arguments, "{\"city\":\"Paris\"}");
+  EXPECT_EQ(request.messages[2].tool_call_id, "call_1");
+}
+
+TEST(ChatRequestTest, ReasoningSwitches) {
+  nlohmann::json body = MinimalChat();
+  EXPECT_FALSE(ParseChatRequest(body).enable_thinking.has_value());
+  body["chat_template_kwargs"] = {{"enable_thinking", false}};
+  EXPECT_EQ(ParseChatRequest(body).enable_thinking, false);
+  body.erase("chat_template_kwargs");
+  body["reasoning_effort"] = "high";
+  EXPECT_EQ(ParseChatRequest(body).enable_thinking, true);
+  body["reasoning_effort"] = "none";
+  EXPECT_EQ(ParseChatRequest(body).enable_thinking, false);
+  body["reasoning_effort"] = "extreme";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "reasoning_effort");
+}
+
+TEST(ChatRequestTest, StreamOptionsNeedStreamAndTopLogprobsNeedsLogprobs) {
+  nlohmann::json body = MinimalChat();
+  body["stream_options"] = {{"include_usage", true}};
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "stream_options");
+  body.erase("stream_options");
+  body["top_logprobs"] = 3;
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "top_logprobs");
+}
+
+TEST(ChatRequestTest, MinTokensMayNotExceedMaxTokens) {
+  nlohmann::json body = MinimalChat();
+  body["max_tokens"] = 4;
+  body["min_tokens"] = 5;
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "min_tokens");
+}
+
+}  // namespace
+}  // namespace mkserve::server

@@ -1,0 +1,88 @@
+#include "server/completion_request.h"
+
+#include <gtest/gtest.h>
+
+#include "server/api_error_matcher.h"
+
+namespace mkserve::server {
+namespace {
+
+CompletionRequest ParseWithPrompt(const nlohmann::json& prompt) {
+  return ParseCompletionRequest({{"model", "m"}, {"prompt", prompt}});
+}
+
+TEST(CompletionRequestTest, PromptInAllFourForms) {
+  CompletionRequest text = ParseWithPrompt("hello");
+  ASSERT_EQ(text.prompts.size(), 1u);
+  EXPECT_FALSE(text.prompts[0].is_tokens);
+  EXPECT_EQ(text.prompts[0].text, "hello");
+
+  CompletionRequest texts = ParseWithPrompt({"a", "b"});
+  ASSERT_EQ(texts.prompts.size(), 2u);
+  EXPECT_EQ(texts.prompts[1].text, "b");
+
+  CompletionRequest ids = ParseWithPrompt({1, 2, 3});
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_TRUE(ids.prompts[0].is_tokens);
+  EXPECT_EQ(ids.prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+
+  CompletionRequest id_lists = ParseWithPrompt({{1, 2}, {3}});
+  ASSERT_EQ(id_lists.prompts.size(), 2u);
+  EXPECT_EQ(id_lists.prompts[1].token_ids, (std::vector<int32_t>{3}));
+}
+
+TEST(CompletionRequestTest, MixedOrBadPromptsNameTheElement) {
+  EXPECT_EQ(ExpectApiError([] { ParseWithPrompt({"a", 1}); }).param(), "prompt[1]");
+  EXPECT_EQ(ExpectApiError([] { ParseWithPrompt({1, -2}); }).param(), "prompt[1]");
+  EXPECT_EQ(ExpectApiError([] { ParseWithPrompt({{1}, {}}); }).param(), "prompt[1]");
+  EXPECT_EQ(ExpectApiError([] { ParseWithPrompt(nlohmann::json::array()); }).param(), "prompt");
+  EXPECT_EQ(ExpectApiError([] { ParseWithPrompt(42); }).param(), "prompt");
+  EXPECT_EQ(ExpectApiError([] { ParseCompletionRequest({{"model", "m"}}); }).param(), "prompt");
+}
+
+TEST(CompletionRequestTest, LogprobsIsAnIntegerAndEchoAddsPromptLogprobs) {
+  CompletionRequest request =
+      ParseCompletionRequest({{"prompt", "x"}, {"logprobs", 3}, {"echo", true}, {"max_tokens", 0}});
+  EXPECT_EQ(request.generation.sampling.num_logprobs, 3);
+  EXPECT_EQ(request.generation.sampling.num_prompt_logprobs, 3);
+  EXPECT_EQ(request.generation.sampling.max_tokens, 0);
+  EXPECT_EQ(ExpectApiError([] {
+              ParseCompletionRequest({{"prompt", "x"}, {"logprobs", true}});
+            }).param(),
+            "logprobs");
+  EXPECT_EQ(ExpectApiError([] {
+              ParseCompletionRequest({{"prompt", "x"}, {"logprobs", 21}});
+            }).param(),
+            "logprobs");
+}
+
+TEST(CompletionRequestTest, DefaultMaxTokensIsSixteen) {
+  CompletionRequest request = ParseWithPrompt("x");
+  EXPECT_FALSE(request.generation.has_max_tokens);
+  EXPECT_EQ(request.generation.sampling.max_tokens, 16);
+}
+
+TEST(CompletionRequestTest, StopAsListOfStrings) {
+  CompletionRequest request = ParseCompletionRequest({{"prompt", "x"}, {"stop", {"a", "bc"}}});
+  EXPECT_EQ(request.generation.sampling.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(ExpectApiError([] {
+              ParseCompletionRequest({{"prompt", "x"}, {"stop", {"a", ""}}});
+            }).param(),
+            "stop[1]");
+}
+
+TEST(TokenizeRequestTest, PromptOrMessages) {
+  EXPECT_EQ(ParseTokenizeRequest({{"prompt", "hi"}}).prompt, "hi");
+  TokenizeRequest chat =
+      ParseTokenizeRequest({{"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  EXPECT_EQ(chat.messages.size(), 1u);
+  EXPECT_EQ(ExpectApiError([] { ParseTokenizeRequest({{"prompt", 3}}); }).param(), "prompt");
+  EXPECT_EQ(ParseDetokenizeRequest({{"tokens", {5, 6}}}).token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(ExpectApiError([] {
+              ParseDetokenizeRequest({{"tokens", {5, "a"}}});
+            }).param(),
+            "tokens[1]");
+}
+
+}  // namespace
+}  // namespace mkserve::server

@@ -1,0 +1,52 @@
+#include "server/error.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace mkserve::server {
+namespace {
+
+TEST(ErrorTest, EveryKindMapsToItsStatusAndType) {
+  struct Case {
+    ErrorKind kind;
+    int status;
+    std::string type;
+  };
+  for (const Case& c :
+       std::vector<Case>{{ErrorKind::kInvalidRequest, 400, "invalid_request_error"},
+                         {ErrorKind::kUnauthorized, 401, "authentication_error"},
+                         {ErrorKind::kNotFound, 404, "not_found_error"},
+                         {ErrorKind::kPayloadTooLarge, 413, "invalid_request_error"},
+                         {ErrorKind::kUnavailable, 503, "unavailable_error"},
+                         {ErrorKind::kInternal, 500, "server_error"}}) {
+    EXPECT_EQ(StatusOf(c.kind).http_status, c.status);
+    EXPECT_EQ(StatusOf(c.kind).openai_type, c.type);
+  }
+}
+
+TEST(ErrorTest, BodyHasOpenAiShapeWithParam) {
+  nlohmann::json body = nlohmann::json::parse(
+      ErrorBody(ApiError(ErrorKind::kInvalidRequest, "'top_p': too big", "top_p")));
+  ASSERT_TRUE(body.contains("error"));
+  EXPECT_EQ(body["error"]["message"], "'top_p': too big");
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["param"], "top_p");
+  EXPECT_TRUE(body["error"].contains("code"));
+}
+
+TEST(ErrorTest, MissingParamIsNullAndModelNotFoundHasCode) {
+  nlohmann::json plain = nlohmann::json::parse(ErrorBody(ApiError(ErrorKind::kInternal, "bug")));
+  EXPECT_TRUE(plain["error"]["param"].is_null());
+  nlohmann::json model =
+      nlohmann::json::parse(ErrorBody(ApiError(ErrorKind::kNotFound, "no model x", "model")));
+  EXPECT_EQ(model["error"]["code"], "model_not_found");
+}
+
+TEST(ErrorTest, InvalidUtf8InMessageDoesNotThrow) {
+  std::string body = ErrorBody(ApiError(ErrorKind::kInvalidRequest, "bad \xff byte"));
+  EXPECT_NO_THROW(nlohmann::json::parse(body));
+}
+
+}  // namespace
+}  // namespace mkserve::server

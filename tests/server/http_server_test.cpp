@@ -1,0 +1,143 @@
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace mkserve::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpOptions options{.host = "127.0.0.1",
+                        .port = 0,
+                        .api_key = "sekret",
+                        .max_body_bytes = 1024,
+                        .num_threads = 8};
+    server_ = std::make_unique<HttpServer>(options);
+    server_->Route("GET", "/public", Access::kPublic,
+                   [](const HttpRequest&) { return JsonResponse("{\"ok\":true}"); });
+    server_->Route("POST", "/echo", Access::kAuthenticated, [](const HttpRequest& request) {
+      return TextResponse(request.body, "text/plain");
+    });
+    server_->Route("POST", "/stream", Access::kPublic, [](const HttpRequest&) {
+      auto count = std::make_shared<int>(0);
+      HttpResponse response = TextResponse("", "text/event-stream");
+      response.next = [count](std::string& chunk) {
+        chunk = "data: " + std::to_string((*count)++) + "\n\n";
+        return *count < 3;
+      };
+      return response;
+    });
+    server_->Route("POST", "/wait", Access::kPublic, [this](const HttpRequest& request) {
+      auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (!request.is_connection_closed() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(10ms);
+      }
+      saw_close_ = request.is_connection_closed();
+      wait_done_ = true;
+      return JsonResponse("{}");
+    });
+    port_ = server_->Bind();
+    thread_ = std::thread([this] { server_->Listen(); });
+  }
+
+  void TearDown() override {
+    server_->Stop();
+    thread_.join();
+  }
+
+  httplib::Client Client() { return httplib::Client("127.0.0.1", port_); }
+
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<bool> saw_close_{false};
+  std::atomic<bool> wait_done_{false};
+};
+
+TEST_F(HttpServerTest, PublicRouteNeedsNoKey) {
+  auto result = Client().Get("/public");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Access-Control-Allow-Origin"), "*");
+}
+
+TEST_F(HttpServerTest, AuthenticatedRouteChecksBearerKey) {
+  httplib::Client client = Client();
+  auto missing = client.Post("/echo", "hello", "text/plain");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 401);
+  EXPECT_EQ(nlohmann::json::parse(missing->body)["error"]["type"], "authentication_error");
+  auto wrong = client.Post("/echo", {{"Authorization", "Bearer nope"}}, "hello", "text/plain");
+  EXPECT_EQ(wrong->status, 401);
+  auto right = client.Post("/echo", {{"Authorization", "Bearer sekret"}}, "hello", "text/plain");
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+  EXPECT_EQ(right->body, "hello");
+}
+
+TEST_F(HttpServerTest, UnknownRouteIsOpenAiShaped404) {
+  auto result = Client().Get("/v1/nothing");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 404);
+  nlohmann::json body = nlohmann::json::parse(result->body);
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("/v1/nothing"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, OversizedBodyIs413) {
+  auto result = Client().Post("/echo", {{"Authorization", "Bearer sekret"}}, std::string(4096, 'x'),
+                              "text/plain");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 413);
+  EXPECT_EQ(nlohmann::json::parse(result->body)["error"]["code"], "request_too_large");
+}
+
+TEST_F(HttpServerTest, PreflightIsAnsweredWithoutKey) {
+  auto result = Client().Options("/echo", {{"Origin", "http://example.com"},
+                                           {"Access-Control-Request-Method", "POST"},
+                                           {"Access-Control-Request-Headers", "authorization"}});
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 204);
+  EXPECT_EQ(result->get_header_value("Access-Control-Allow-Origin"), "http://example.com");
+  EXPECT_EQ(result->get_header_value("Access-Control-Allow-Headers"), "authorization");
+}
+
+TEST_F(HttpServerTest, StreamedChunksArriveInOrder) {
+  auto result = Client().Post("/stream", "", "text/plain");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->body, "data: 0\n\ndata: 1\n\ndata: 2\n\n");
+}
+
+TEST_F(HttpServerTest, HandlerSeesClientHangUp) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port_);
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  std::string request = "POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(200ms);  // let the handler start waiting
+  close(fd);
+  auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (!wait_done_ && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(wait_done_);
+  EXPECT_TRUE(saw_close_);
+}
+
+}  // namespace
+}  // namespace mkserve::server

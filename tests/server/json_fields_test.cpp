@@ -1,0 +1,55 @@
+#include "server/json_fields.h"
+
+#include <gtest/gtest.h>
+
+#include "server/api_error_matcher.h"
+
+namespace mkserve::server {
+namespace {
+
+TEST(JsonFieldsTest, MalformedBodyIs400WithParserDetail) {
+  ApiError error = ExpectApiError([] { ParseJsonBody("{\"a\": 1,"); });
+  EXPECT_EQ(error.kind(), ErrorKind::kInvalidRequest);
+  EXPECT_NE(std::string(error.what()).find("malformed JSON"), std::string::npos);
+}
+
+TEST(JsonFieldsTest, NonObjectBodyIsRejected) {
+  ApiError error = ExpectApiError([] { ParseJsonBody("[1, 2]"); });
+  EXPECT_NE(std::string(error.what()).find("an array"), std::string::npos);
+}
+
+TEST(JsonFieldsTest, NullReadsAsAbsent) {
+  nlohmann::json object = {{"a", nullptr}};
+  JsonFields fields(object, "");
+  EXPECT_FALSE(fields.Number("a", 0, 1).has_value());
+  EXPECT_FALSE(fields.Number("missing", 0, 1).has_value());
+}
+
+TEST(JsonFieldsTest, WrongTypeNamesTheNestedParam) {
+  nlohmann::json object = {{"flag", "yes"}};
+  JsonFields fields(object, "stream_options");
+  ApiError error = ExpectApiError([&] { fields.Bool("flag"); });
+  EXPECT_EQ(error.param(), "stream_options.flag");
+  EXPECT_NE(std::string(error.what()).find("expected a boolean, got a string"), std::string::npos);
+}
+
+TEST(JsonFieldsTest, RangeChecksBothEnds) {
+  nlohmann::json object = {{"low", -0.5}, {"high", 2.5}, {"ok", 1.5}};
+  JsonFields fields(object, "");
+  EXPECT_EQ(ExpectApiError([&] { fields.Number("low", 0, 2); }).param(), "low");
+  EXPECT_EQ(ExpectApiError([&] { fields.Number("high", 0, 2); }).param(), "high");
+  EXPECT_DOUBLE_EQ(*fields.Number("ok", 0, 2), 1.5);
+}
+
+TEST(JsonFieldsTest, IntegerAcceptsWholeDoublesOnly) {
+  nlohmann::json object = {{"whole", 3.0}, {"fraction", 3.5}, {"big", 1e30}};
+  JsonFields fields(object, "");
+  EXPECT_EQ(*fields.Integer("whole", 0, 10), 3);
+  EXPECT_NE(std::string(ExpectApiError([&] { fields.Integer("fraction", 0, 10); }).what())
+                .find("expected an integer"),
+            std::string::npos);
+  EXPECT_EQ(ExpectApiError([&] { fields.Integer("big", 0, 10); }).param(), "big");
+}
+
+}  // namespace
+}  // namespace mkserve::server
