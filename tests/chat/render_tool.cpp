@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "chat/chat_template.h"
@@ -27,12 +28,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto chat_template = mkserve::chat::ChatTemplate::Parse(ReadFile(argv[1]));
     auto contexts = nlohmann::ordered_json::parse(ReadFile(argv[2]));
     nlohmann::ordered_json results = nlohmann::ordered_json::array();
+    std::optional<mkserve::chat::ChatTemplate> chat_template;
+    std::string parse_error;
+    try {
+      chat_template = mkserve::chat::ChatTemplate::Parse(ReadFile(argv[1]));
+    } catch (const mkserve::Error& error) {
+      parse_error = error.what();  // every context reports it, as a render would fail
+    }
     for (const auto& context : contexts) {
       try {
-        results.push_back({{"output", chat_template.Render(context)}});
+        if (!chat_template) throw mkserve::Error(parse_error);
+        results.push_back({{"output", chat_template->Render(context)}});
       } catch (const mkserve::Error& error) {
         results.push_back({{"error", error.what()}});
       }

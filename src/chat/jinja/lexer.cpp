@@ -280,6 +280,20 @@ void Lexer::LexOperator(int& depth) {
 
 }  // namespace
 
-std::vector<Token> Tokenize(std::string_view source) { return Lexer(source).Run(); }
+std::vector<Token> Tokenize(std::string_view source) {
+  // jinja2 normalises newlines to "\n" and, without keep_trailing_newline, drops one final one.
+  std::string normalized;
+  normalized.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      normalized += '\n';
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    } else {
+      normalized += source[i];
+    }
+  }
+  if (!normalized.empty() && normalized.back() == '\n') normalized.pop_back();
+  return Lexer(normalized).Run();
+}
 
 }  // namespace mkserve::chat::jinja

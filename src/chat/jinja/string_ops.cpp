@@ -83,32 +83,75 @@ std::string ReplaceString(const std::string& text, const std::string& old_text, 
   return out + text.substr(start);
 }
 
+namespace {
+
+// Simple (one-to-one) case mapping for ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic and
+// fullwidth Latin: the scripts chat content meets most. Other code points map to themselves.
+char32_t UpperCodePoint(char32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
+  if (c == 0xFF) return 0x178;
+  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+    bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+    bool is_lower = odd_upper ? (c % 2 == 0) : (c % 2 == 1);
+    return is_lower && c != 0x178 ? c - 1 : c;
+  }
+  if (c >= 0x3B1 && c <= 0x3C9) return c == 0x3C2 ? 0x3A3 : c - 32;
+  if (c >= 0x430 && c <= 0x44F) return c - 32;
+  if (c >= 0x450 && c <= 0x45F) return c - 80;
+  if (c >= 0xFF41 && c <= 0xFF5A) return c - 32;
+  return c;
+}
+
+char32_t LowerCodePoint(char32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if ((c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 32;
+  if (c == 0x178) return 0xFF;
+  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+    bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+    bool is_upper = odd_upper ? (c % 2 == 1) : (c % 2 == 0);
+    return is_upper ? c + 1 : c;
+  }
+  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+  if (c >= 0x410 && c <= 0x42F) return c + 32;
+  if (c >= 0x400 && c <= 0x40F) return c + 80;
+  if (c >= 0xFF21 && c <= 0xFF3A) return c + 32;
+  return c;
+}
+
+bool IsCased(char32_t c) { return UpperCodePoint(c) != c || LowerCodePoint(c) != c; }
+
+template <typename Fn>
+std::string MapCodePoints(const std::string& text, Fn&& fn) {
+  std::string out;
+  out.reserve(text.size());
+  std::u32string cps = DecodeUtf8(text);
+  for (size_t i = 0; i < cps.size(); ++i) AppendUtf8(fn(cps[i], i, cps), out);
+  return out;
+}
+
+}  // namespace
+
 std::string ToUpper(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return text;
+  return MapCodePoints(text, [](char32_t c, size_t, const std::u32string&) { return UpperCodePoint(c); });
 }
 
 std::string ToLower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
+  return MapCodePoints(text, [](char32_t c, size_t, const std::u32string&) { return LowerCodePoint(c); });
 }
 
+// Python str.title(): a cased letter after a cased letter is lowered, otherwise uppered.
 std::string TitleCase(const std::string& text) {
-  std::string out = text;
-  bool previous_cased = false;
-  for (char& c : out) {
-    unsigned char byte = static_cast<unsigned char>(c);
-    bool cased = std::isalpha(byte);
-    if (cased) c = static_cast<char>(previous_cased ? std::tolower(byte) : std::toupper(byte));
-    previous_cased = cased;
-  }
-  return out;
+  return MapCodePoints(text, [](char32_t c, size_t i, const std::u32string& all) {
+    bool previous_cased = i > 0 && IsCased(all[i - 1]);
+    return previous_cased ? LowerCodePoint(c) : UpperCodePoint(c);
+  });
 }
 
 std::string Capitalize(const std::string& text) {
-  std::string out = ToLower(text);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
+  return MapCodePoints(text, [](char32_t c, size_t i, const std::u32string&) {
+    return i == 0 ? UpperCodePoint(c) : LowerCodePoint(c);
+  });
 }
 
 std::string FormatString(const std::string& format, const CallArgs& args) {
