@@ -20,7 +20,7 @@ struct Outcome {
 };
 
 Outcome Feed(const SamplingParams& params, const std::vector<int32_t>& tokens,
-         int64_t max_model_len = 1000, int64_t num_prompt_tokens = 5) {
+             int64_t max_model_len = 1000, int64_t num_prompt_tokens = 5) {
   std::vector<int32_t> eos = {kEos};
   StopChecker checker(params, eos, max_model_len, kDecoder.NewStream({}));
   Outcome run;

@@ -1,0 +1,252 @@
+// The engine end to end over the scripted backend; every test also asserts that the KV-checking
+// backend saw no block-table violation.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/error.h"
+#include "engine/engine_test_util.h"
+
+namespace mkserve::testing {
+namespace {
+
+Script AnyPrompt(std::vector<int32_t> output) {
+  return Script{{ScriptRule{{}, std::move(output)}}};
+}
+
+EngineSetup ScriptSetup(Script script) {
+  EngineSetup setup;
+  setup.script = std::move(script);
+  return setup;
+}
+
+EngineSetup WithDecoder(EngineSetup setup) {
+  setup.options.text_decoder = LetterDecoder();
+  return setup;
+}
+
+TEST(EngineTest, StreamsTheScriptThenStopsAtEos) {
+  Harness h = MakeEngine(WithDecoder(ScriptSetup(AnyPrompt(Letters("abc")))));
+  RequestHandle handle = h.engine->Submit(MakeRequest({5, 6, 7}));
+  Collected out = Drain(handle);
+  EXPECT_EQ(out.token_ids[0], Letters("abc"));
+  EXPECT_EQ(out.text[0], "abc");
+  ASSERT_TRUE(out.finished.count(0));
+  EXPECT_EQ(out.finished[0].reason, FinishReason::kStop);
+  EXPECT_EQ(out.finished[0].usage.prompt_tokens, 3);
+  EXPECT_EQ(out.finished[0].usage.completion_tokens, 4);  // a, b, c and the EOS
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+  ASSERT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.requests_stop == 1 && s.kv_groups[0].used_blocks == 0;
+  }));
+  EngineSnapshot snapshot = h.engine->Snapshot();
+  EXPECT_EQ(snapshot.generation_tokens_total, 4);
+  EXPECT_EQ(snapshot.prompt_tokens_total, 3);
+  EXPECT_EQ(snapshot.time_to_first_token_s.count, 1u);
+  EXPECT_EQ(snapshot.inter_token_latency_s.count, 3u);
+}
+
+TEST(EngineTest, ChoosesTheRuleByPromptAndEndsWithLengthAtMaxTokens) {
+  Script script{{ScriptRule{{8, 9}, Letters("xyz")}, ScriptRule{{}, Letters("abc")}}};
+  Harness h = MakeEngine(WithDecoder(ScriptSetup(script)));
+  RequestHandle first = h.engine->Submit(MakeRequest({7, 8, 9, 10}, 2));
+  RequestHandle second = h.engine->Submit(MakeRequest({7, 9, 8}, 2));
+  Collected a = Drain(first), b = Drain(second);
+  EXPECT_EQ(a.text[0], "xy");
+  EXPECT_EQ(b.text[0], "ab");
+  EXPECT_EQ(a.finished[0].reason, FinishReason::kLength);
+  EXPECT_EQ(a.finished[0].usage.completion_tokens, 2);
+}
+
+TEST(EngineTest, StopStringIsNeverEmitted) {
+  Harness h = MakeEngine(WithDecoder(ScriptSetup(AnyPrompt(Letters("abcdef")))));
+  EngineRequest request = MakeRequest({3, 4});
+  request.sampling.stop = {"cd"};
+  RequestHandle handle = h.engine->Submit(request);
+  Collected out = Drain(handle);
+  EXPECT_EQ(out.text[0], "ab");
+  EXPECT_EQ(out.finished[0].reason, FinishReason::kStop);
+  EXPECT_EQ(out.finished[0].stop_string, "cd");
+}
+
+TEST(EngineTest, LogprobsAlignWithTokens) {
+  Harness h = MakeEngine(ScriptSetup(AnyPrompt(Letters("ab"))));
+  EngineRequest request = MakeRequest({3, 4});
+  request.sampling.num_logprobs = 2;
+  RequestHandle handle = h.engine->Submit(request);
+  Collected out = Drain(handle);
+  ASSERT_EQ(out.logprobs[0].size(), 2u);
+  EXPECT_EQ(out.logprobs[0][0].chosen.token_id, Letters("a")[0]);
+  EXPECT_EQ(out.logprobs[0][1].top.size(), 2u);
+  EXPECT_EQ(out.logprobs[0][1].top[0].token_id, Letters("b")[0]);
+}
+
+TEST(EngineTest, EchoReportsPromptLogprobsAcrossChunks) {
+  EngineSetup setup = ScriptSetup(AnyPrompt(Letters("ab")));
+  setup.options.max_batch = 4;
+  setup.options.max_step_tokens = 32;
+  Harness h = MakeEngine(setup);
+  std::vector<int32_t> prompt = Prompt(70);
+  EngineRequest request = MakeRequest(prompt, 0);
+  request.sampling.num_prompt_logprobs = 1;
+  RequestHandle handle = h.engine->Submit(request);
+  Collected out = Drain(handle);
+  ASSERT_EQ(out.prompt_logprobs.size(), prompt.size() - 1);
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    EXPECT_EQ(out.prompt_logprobs[i].chosen.token_id, prompt[i + 1]) << i;
+  }
+  EXPECT_EQ(out.finished[0].reason, FinishReason::kLength);
+  EXPECT_EQ(out.finished[0].usage.completion_tokens, 0);
+  EXPECT_TRUE(out.token_ids[0].empty());
+}
+
+TEST(EngineTest, PrefixCacheIsReusedAcrossRequests) {
+  Harness h = MakeEngine(ScriptSetup(AnyPrompt(Letters("ab"))));
+  std::vector<int32_t> prompt = Prompt(200);
+  RequestHandle first = h.engine->Submit(MakeRequest(prompt));
+  EXPECT_EQ(Drain(first).finished[0].usage.cached_tokens, 0);
+  prompt.push_back(5);
+  RequestHandle second = h.engine->Submit(MakeRequest(prompt));
+  Collected out = Drain(second);
+  EXPECT_EQ(out.finished[0].usage.cached_tokens, 192);
+  EXPECT_EQ(out.token_ids[0], Letters("ab"));
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+  EXPECT_EQ(h.engine->Snapshot().prefix_cache_hit_tokens, 192);
+}
+
+TEST(EngineTest, SiblingsShareThePromptBlocks) {
+  Harness h = MakeEngine(ScriptSetup(AnyPrompt(Letters("abcd"))));
+  EngineRequest request = MakeRequest(Prompt(150));
+  request.n = 3;
+  RequestHandle handle = h.engine->Submit(request);
+  Collected out = Drain(handle);
+  ASSERT_EQ(out.finished.size(), 3u);
+  EXPECT_EQ(out.finished[0].usage.cached_tokens, 0);
+  for (int32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(out.token_ids[i], Letters("abcd")) << i;
+    if (i > 0) {
+      EXPECT_EQ(out.finished[i].usage.cached_tokens, 128) << i;
+    }
+  }
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+}
+
+TEST(EngineTest, PreemptedRequestsContinueWithoutASeam) {
+  std::vector<int32_t> output;
+  for (int i = 0; i < 100; ++i) output.push_back(10 + i % 26);
+  EngineSetup setup = ScriptSetup(AnyPrompt(output));
+  setup.full_blocks = 7;
+  Harness h = MakeEngine(setup);
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 3; ++i) handles.push_back(h.engine->Submit(MakeRequest(Prompt(100, i), 100)));
+  for (RequestHandle& handle : handles) {
+    Collected out = Drain(handle);
+    EXPECT_EQ(out.token_ids[0], output);
+    EXPECT_EQ(out.finished[0].reason, FinishReason::kLength);
+    EXPECT_EQ(out.finished[0].usage.completion_tokens, 100);
+  }
+  EXPECT_GT(h.engine->Snapshot().preemptions_total, 0);
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+}
+
+TEST(EngineTest, SlidingWindowFlowKeepsBlockInvariants) {
+  EngineSetup setup = ScriptSetup(AnyPrompt(Letters("abcdefghij")));
+  setup.sliding_blocks = 16;
+  setup.options.max_batch = 4;
+  setup.options.max_step_tokens = 64;
+  Harness h = MakeEngine(setup);
+  std::vector<int32_t> prompt = Prompt(400);
+  RequestHandle first = h.engine->Submit(MakeRequest(prompt));
+  EXPECT_EQ(Drain(first).token_ids[0], Letters("abcdefghij"));
+  prompt.push_back(5);
+  RequestHandle second = h.engine->Submit(MakeRequest(prompt));
+  Collected out = Drain(second);
+  EXPECT_EQ(out.token_ids[0], Letters("abcdefghij"));
+  EXPECT_EQ(out.finished[0].usage.cached_tokens, 384);
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+  EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.kv_groups[0].used_blocks == 0 && s.kv_groups[1].used_blocks == 0;
+  }));
+}
+
+TEST(EngineTest, CancellingFreesTheKvCache) {
+  auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  Harness h = MakeEngine(ScriptSetup(AnyPrompt(std::vector<int32_t>(1000, 12))), pace);
+  {
+    RequestHandle handle = h.engine->Submit(MakeRequest(Prompt(100), 1000));
+    std::optional<EngineEvent> event;
+    while (!(event = handle.Next(std::chrono::milliseconds(1000)))) {
+    }
+    ASSERT_TRUE(std::holds_alternative<TokensEvent>(*event));
+  }  // the handle's destructor cancels
+  EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.requests_cancelled == 1 && s.num_running == 0 && s.kv_groups[0].used_blocks == 0;
+  }));
+}
+
+TEST(EngineTest, BackendFailureFailsTheBatchAndTheEngineKeepsServing) {
+  auto fail_third = [](int64_t step) {
+    if (step == 2) throw Error("device lost");
+  };
+  Harness h = MakeEngine(ScriptSetup(AnyPrompt(Letters("abcdef"))), fail_third);
+  RequestHandle failing = h.engine->Submit(MakeRequest({3, 4}));
+  Collected out = Drain(failing);
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kBackend);
+  EXPECT_NE(out.error->message.find("device lost"), std::string::npos);
+  RequestHandle next = h.engine->Submit(MakeRequest({3, 4}));
+  Collected ok = Drain(next);
+  EXPECT_FALSE(ok.error.has_value()) << ok.error->message;
+  EXPECT_EQ(ok.token_ids[0], Letters("abcdef"));
+  EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.requests_error == 1 && s.kv_groups[0].used_blocks == 0;
+  }));
+}
+
+TEST(EngineTest, InvalidRequestsGetClearErrors) {
+  EngineSetup setup = ScriptSetup(AnyPrompt({}));
+  setup.full_blocks = 4;
+  setup.max_position_embeddings = 512;
+  Harness h = MakeEngine(setup);  // no text decoder
+  auto error_of = [&](EngineRequest request) {
+    RequestHandle handle = h.engine->Submit(std::move(request));
+    Collected out = Drain(handle);
+    EXPECT_TRUE(out.error.has_value());
+    EXPECT_TRUE(out.finished.empty());
+    return out.error ? out.error->message : std::string();
+  };
+  EXPECT_NE(error_of(MakeRequest({})).find("empty"), std::string::npos);
+  EXPECT_NE(error_of(MakeRequest({3, 500})).find("500"), std::string::npos);
+  EXPECT_NE(error_of(MakeRequest(Prompt(512))).find("context limit"), std::string::npos);
+  EXPECT_NE(error_of(MakeRequest(Prompt(300))).find("KV cache"), std::string::npos);
+  EngineRequest with_stop = MakeRequest({3});
+  with_stop.sampling.stop = {"x"};
+  EXPECT_NE(error_of(with_stop).find("text decoder"), std::string::npos);
+  EngineRequest bad_top_p = MakeRequest({3});
+  bad_top_p.sampling.top_p = 0.0f;
+  EXPECT_NE(error_of(bad_top_p).find("top_p"), std::string::npos);
+  EXPECT_TRUE(
+      WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) { return s.requests_rejected == 6; }));
+}
+
+TEST(EngineTest, ShutdownFailsUnfinishedRequestsAndHandlesMayOutliveTheEngine) {
+  auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  Harness h = MakeEngine(ScriptSetup(AnyPrompt(std::vector<int32_t>(1000, 12))), pace);
+  RequestHandle handle = h.engine->Submit(MakeRequest(Prompt(10), 1000));
+  h.engine.reset();
+  Collected out = Drain(handle);
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kShutdown);
+}
+
+TEST(EngineTest, RejectsInconsistentOptions) {
+  EngineSetup setup = ScriptSetup(AnyPrompt({}));
+  setup.options.max_step_tokens = 8;
+  setup.options.max_batch = 64;
+  EXPECT_THROW(MakeEngine(setup), Error);
+}
+
+}  // namespace
+}  // namespace mkserve::testing
