@@ -61,6 +61,14 @@ SequenceResult CpuBackend::RunSequence(const SequenceStep& step) {
   ValidateStep(step);
   std::vector<float> hidden = ForwardHidden(step);
   SequenceResult result;
+  if (step.return_logits) {
+    const int64_t num_tokens = static_cast<int64_t>(step.token_ids.size());
+    std::vector<float> logits = Logits(hidden, num_tokens);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      auto row = logits.begin() + t * config_.vocab_size;
+      result.logits.emplace_back(row, row + config_.vocab_size);
+    }
+  }
   AddPromptLogprobs(step, hidden, result);
   if (step.sample) {
     const int64_t width = config_.hidden_size;
