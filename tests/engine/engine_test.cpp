@@ -133,6 +133,29 @@ TEST(EngineTest, SiblingsShareThePromptBlocks) {
   EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
 }
 
+// B shares A's prompt blocks and finishes while A runs; C then takes free blocks. A must still
+// read its own KV: shared blocks are only freed with their last reference.
+TEST(EngineTest, SharedBlocksSurviveTheFirstReleasingRequest) {
+  Script script{{ScriptRule{{2}, std::vector<int32_t>(300, 12)}, ScriptRule{{}, Letters("ab")}}};
+  auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  EngineSetup setup = ScriptSetup(script);
+  setup.full_blocks = 9;
+  Harness h = MakeEngine(setup, pace);
+  std::vector<int32_t> a_prompt = Prompt(150), b_prompt = Prompt(150);
+  a_prompt.push_back(2);
+  b_prompt.push_back(3);
+  RequestHandle a = h.engine->Submit(MakeRequest(a_prompt, 300));
+  while (!a.Next(std::chrono::milliseconds(1000))) {
+  }
+  RequestHandle b = h.engine->Submit(MakeRequest(b_prompt));
+  EXPECT_EQ(Drain(b).finished[0].usage.cached_tokens, 128);
+  RequestHandle c = h.engine->Submit(MakeRequest(Prompt(400, 39)));
+  EXPECT_FALSE(Drain(c).error.has_value());
+  Collected out = Drain(a);
+  EXPECT_EQ(out.finished[0].usage.completion_tokens, 300);
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+}
+
 TEST(EngineTest, PreemptedRequestsContinueWithoutASeam) {
   std::vector<int32_t> output;
   for (int i = 0; i < 100; ++i) output.push_back(10 + i % 26);
