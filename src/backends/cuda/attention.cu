@@ -66,7 +66,7 @@ __device__ inline float Score(const float* q, const __nv_bfloat16* k_row) {
 // Online softmax state of one warp (one query head); lane owns kHeadDim / 32 output dims.
 template <int kHeadDim>
 struct HeadState {
-  static constexpr int kDimsPerLane = kHeadDim / kWarpSize;
+  static constexpr int kDimsPerLane = (kHeadDim + kWarpSize - 1) / kWarpSize;  // >= 1
   float max = -INFINITY, sum = 0.0f, acc[kDimsPerLane] = {};
 
   __device__ void Update(float s0, float s1, const __nv_bfloat16* v_tile) {
@@ -82,6 +82,7 @@ struct HeadState {
     for (int d = 0; d < kDimsPerLane; ++d) acc[d] *= correction;
     for (int j = 0; j < kTileKeys; ++j) {
       const float p = __shfl_sync(0xffffffffu, j < kWarpSize ? p0 : p1, j % kWarpSize);
+      if (lane * kDimsPerLane >= kHeadDim) continue;  // head_dim < 32: idle lanes
       const __nv_bfloat16* v_row = v_tile + j * (kHeadDim + kRowPad) + lane * kDimsPerLane;
 #pragma unroll
       for (int d = 0; d < kDimsPerLane; ++d) acc[d] = fmaf(p, __bfloat162float(v_row[d]), acc[d]);
@@ -95,6 +96,7 @@ __device__ void StoreHead(const AttentionArgs& a, const HeadState<kHeadDim>& st,
                           int64_t head) {
   const int lane = threadIdx.x % kWarpSize;
   constexpr int kDims = HeadState<kHeadDim>::kDimsPerLane;
+  if (lane * kDims >= kHeadDim) return;  // head_dim < 32: idle lanes
   if (a.num_splits == 1) {
     const float inv = st.sum > 0.0f ? 1.0f / st.sum : 0.0f;
     __nv_bfloat16* out = a.out + (t * a.num_heads + head) * kHeadDim + lane * kDims;
@@ -184,12 +186,13 @@ void Launch(const AttentionArgs& a, cudaStream_t stream) {
 void CheckArgs(const AttentionArgs& a) {
   const bool ok = a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
                   a.num_heads / a.num_kv_heads <= kMaxHeadsPerGroup && a.num_splits >= 1 &&
-                  a.num_splits <= kMaxSplits && (a.head_dim == 64 || a.head_dim == 128);
+                  a.num_splits <= kMaxSplits &&
+                  (a.head_dim == 16 || a.head_dim == 32 || a.head_dim == 64 || a.head_dim == 128);
   if (!ok) {
     throw Error("PagedAttention: unsupported shape: heads " + std::to_string(a.num_heads) +
                 ", kv heads " + std::to_string(a.num_kv_heads) + ", head_dim " +
                 std::to_string(a.head_dim) + ", splits " + std::to_string(a.num_splits) +
-                " (head_dim 64 or 128, at most 16 query heads per kv head)");
+                " (head_dim 16, 32, 64 or 128; at most 16 query heads per kv head)");
   }
 }
 
@@ -210,10 +213,15 @@ int ChooseNumSplits(int64_t num_tokens, int64_t num_kv_heads, int64_t max_contex
 void PagedAttention(const AttentionArgs& args, cudaStream_t stream) {
   CheckArgs(args);
   if (args.num_tokens <= 0) return;
-  if (args.head_dim == 64) {
-    Launch<64>(args, stream);
-  } else {
-    Launch<128>(args, stream);
+  switch (args.head_dim) {
+    case 16:
+      return Launch<16>(args, stream);
+    case 32:
+      return Launch<32>(args, stream);
+    case 64:
+      return Launch<64>(args, stream);
+    default:
+      return Launch<128>(args, stream);
   }
 }
 

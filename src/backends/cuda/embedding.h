@@ -13,3 +13,11 @@ void EmbedTokens(const int32_t* token_ids, const __nv_bfloat16* table, float* ou
                  int64_t num_tokens, int64_t hidden, cudaStream_t stream);
 
 }  // namespace mkserve::cuda
+
+namespace mkserve::cuda {
+
+// dst[i] = src[rows[i]] for rows of `width` bf16 (the LM head's input rows).
+void GatherRows(const __nv_bfloat16* src, const int32_t* rows, int64_t num_rows, int64_t width,
+                __nv_bfloat16* dst, cudaStream_t stream);
+
+}  // namespace mkserve::cuda

@@ -35,21 +35,13 @@ __global__ void RouterKernel(RouterArgs a) {
   const int lane = threadIdx.x % kWarpSize;
   const float* row = a.logits + t * a.num_experts;
   float values[kPerLane];
-  float row_max = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int e = lane + i * kWarpSize;
     values[i] = e < a.num_experts ? row[e] : -INFINITY;
-    row_max = fmaxf(row_max, values[i]);
   }
-  row_max = WarpMax(row_max);
-  float exp_sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i)
-    exp_sum += values[i] == -INFINITY ? 0.0f : expf(values[i] - row_max);
-  exp_sum = WarpSum(exp_sum);
   bool taken[kPerLane] = {};
-  float picked_sum = 0.0f;
+  float picked_sum = 0.0f, top_logit = 0.0f;
   for (int j = 0; j < a.top_k; ++j) {
     float local = -INFINITY;
     int local_id = INT_MAX;
@@ -68,15 +60,18 @@ __global__ void RouterKernel(RouterArgs a) {
     for (int i = 0; i < kPerLane; ++i) {
       if (lane + i * kWarpSize == best_id) taken[i] = true;
     }
+    if (j == 0) top_logit = best;
+    // Softmax over the selected logits (= full softmax renormalised over the top k).
     const float w = a.selection == ExpertSelection::kSigmoid ? 1.0f / (1.0f + expf(-best))
-                                                             : expf(best - row_max) / exp_sum;
+                                                             : expf(best - top_logit);
     picked_sum += w;
     if (lane == 0) {
       a.expert_ids[t * a.top_k + j] = best_id;
       a.weights[t * a.top_k + j] = w;
     }
   }
-  if (a.renormalize && a.selection == ExpertSelection::kSigmoid && lane == 0) {
+  const bool divide = a.selection == ExpertSelection::kSoftmax || a.renormalize;
+  if (divide && lane == 0) {
     for (int j = 0; j < a.top_k; ++j) a.weights[t * a.top_k + j] /= picked_sum;
   }
 }

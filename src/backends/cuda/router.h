@@ -1,6 +1,7 @@
 // Router top-k from the router logits [num_tokens][num_experts] (fp32): the k largest logits
 // (ties: lower expert id), weighted by sigmoid(logit) (optionally divided by their sum:
-// norm_topk_prob) or by the full softmax probability.
+// norm_topk_prob) or by the softmax over the k selected logits (always renormalised, as the CPU
+// reference and HF do).
 #pragma once
 
 #include <cuda_runtime.h>

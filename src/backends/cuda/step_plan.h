@@ -1,0 +1,38 @@
+// StepPlan: one Step's sequences flattened into the per-token arrays the kernels read (token id,
+// position, owning sequence, KV slot per group), the padded block tables per group, and which
+// tokens need logits. Everything the engine passed in is validated here, on the host, so a bad
+// block table is an mkserve::Error naming the sequence, never a GPU fault.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/kv_layout.h"
+#include "model/model_config.h"
+
+namespace mkserve::cuda {
+
+struct LogitRow {
+  int32_t token_index = 0;     // row of the flattened step
+  int32_t sequence_index = 0;  // StepInputs::sequences index
+  int32_t token_in_sequence = 0;
+};
+
+struct StepPlan {
+  int64_t num_tokens = 0;
+  int64_t num_sequences = 0;
+  int64_t max_context_tokens = 0;  // longest position + 1 of the step
+  std::vector<int32_t> token_ids;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> seq_of_token;
+  std::vector<std::vector<int32_t>> slots;         // [group][token]
+  std::vector<int64_t> max_pages;                  // [group]
+  std::vector<std::vector<int32_t>> block_tables;  // [group][sequence * max_pages], -1 padded
+  std::vector<LogitRow> logit_rows;                // tokens whose logits are needed, step order
+};
+
+StepPlan BuildStepPlan(const ModelConfig& config, const KvLayout& layout, const StepInputs& inputs,
+                       int64_t max_num_tokens);
+
+}  // namespace mkserve::cuda

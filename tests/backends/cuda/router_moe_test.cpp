@@ -1,0 +1,160 @@
+// Router top-k (sigmoid, renormalised sigmoid, softmax; lowest id on ties) and the MoE forward
+// (bucketed per expert, SiLU*up, down, weighted combine, shared expert) against CPU loops.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "backends/cuda/moe.h"
+#include "backends/cuda/router.h"
+#include "gpu_test_util.h"
+
+namespace mkserve::cuda::testing {
+namespace {
+
+struct RouterCase {
+  ExpertSelection selection;
+  bool renormalize;
+  int64_t experts, top_k;
+};
+
+class RouterTest : public ::testing::TestWithParam<RouterCase> {};
+
+TEST_P(RouterTest, MatchesCpu) {
+  const RouterCase c = GetParam();
+  const int64_t tokens = 7;
+  std::vector<float> logits = RandomFloats(tokens * c.experts, 41);
+  logits[2] = logits[5] = 9.0f;  // a tie in token 0: expert 2 must come first
+  auto d_logits = ToDevice(logits);
+  auto d_ids = ToDevice(std::vector<int32_t>(tokens * c.top_k, -7));
+  auto d_weights = NanFloats(tokens * c.top_k);
+  RouterTopK({d_logits.data(), tokens, c.experts, c.top_k, c.selection, c.renormalize, d_ids.data(),
+              d_weights.data()},
+             0);
+  std::vector<int32_t> ids = ToHost(d_ids);
+  std::vector<float> weights = ToHost(d_weights);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = &logits[t * c.experts];
+    std::vector<int32_t> order(c.experts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    const bool softmax = c.selection == ExpertSelection::kSoftmax;
+    double picked = 0;
+    std::vector<float> want(c.top_k);
+    for (int64_t j = 0; j < c.top_k; ++j) {
+      const double l = row[order[j]];
+      want[j] =
+          static_cast<float>(softmax ? std::exp(l - row[order[0]]) : 1.0 / (1.0 + std::exp(-l)));
+      picked += want[j];
+      EXPECT_EQ(ids[t * c.top_k + j], order[j]) << "token " << t << " rank " << j;
+    }
+    if (c.renormalize || softmax) {  // softmax over the selected k is always normalised
+      for (auto& w : want) w = static_cast<float>(w / picked);
+    }
+    ExpectClose(
+        std::vector<float>(weights.begin() + t * c.top_k, weights.begin() + (t + 1) * c.top_k),
+        want, 1e-6f, 1e-5f, "weights");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Branches, RouterTest,
+                         ::testing::Values(RouterCase{ExpertSelection::kSigmoid, false, 128, 8},
+                                           RouterCase{ExpertSelection::kSigmoid, true, 8, 3},
+                                           RouterCase{ExpertSelection::kSoftmax, false, 6, 3},
+                                           RouterCase{ExpertSelection::kSoftmax, false, 256, 16}));
+
+struct MoeCase {
+  bool shared;
+  SharedExpertCombination combination;
+};
+
+class MoeTest : public ::testing::TestWithParam<MoeCase> {};
+
+TEST_P(MoeTest, MatchesCpu) {
+  const int64_t tokens = 19, hidden = 64, inter = 48, experts = 16, top_k = 4;
+  std::vector<float> x = RandomBf16Values(tokens * hidden, 51);
+  std::vector<float> gate_up = RandomBf16Values(experts * 2 * inter * hidden, 52, 0.1f);
+  std::vector<float> down = RandomBf16Values(experts * hidden * inter, 53, 0.1f);
+  std::vector<float> shared = RandomFloats(tokens * hidden, 54);
+  std::vector<int32_t> ids(tokens * top_k);
+  std::vector<float> weights = RandomFloats(tokens * top_k, 55);
+  for (int64_t t = 0; t < tokens; ++t) {  // experts 0..3 popular, 12..15 never used
+    for (int64_t j = 0; j < top_k; ++j)
+      ids[t * top_k + j] = static_cast<int32_t>((t * 3 + j * 5) % 12);
+  }
+  auto d_x = ToDeviceBf16(x), d_gu = ToDeviceBf16(gate_up), d_down = ToDeviceBf16(down);
+  auto d_shared = ToDevice(shared);
+  auto d_ids = ToDevice(ids);
+  auto d_w = ToDevice(weights);
+  auto d_out = NanFloats(tokens * hidden);
+  DeviceBuffer<int32_t> index(3 * experts + 1 + 2 * tokens * top_k);
+  auto d_hidden = NanBf16(tokens * top_k * inter);
+  auto d_expert_out = NanFloats(tokens * top_k * hidden);
+  int32_t* p = index.data();
+  MoeWorkspace ws{p,
+                  p + experts,
+                  p + 2 * experts + 1,
+                  p + 3 * experts + 1,
+                  p + 3 * experts + 1 + tokens * top_k,
+                  d_hidden.data(),
+                  d_expert_out.data()};
+  const MoeCase c = GetParam();
+  MoeArgs args{d_x.data(),    d_ids.data(),  d_w.data(),
+               d_gu.data(),   d_down.data(), c.shared ? d_shared.data() : nullptr,
+               c.combination, tokens,        hidden,
+               inter,         experts,       top_k,
+               d_out.data()};
+  MoeForward(args, ws, 0);
+  std::vector<float> want(tokens * hidden, 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < top_k; ++j) {
+      const int64_t e = ids[t * top_k + j];
+      std::vector<float> h(inter);
+      for (int64_t i = 0; i < inter; ++i) {
+        double g = 0, u = 0;
+        for (int64_t k = 0; k < hidden; ++k) {
+          g += static_cast<double>(x[t * hidden + k]) * gate_up[(e * 2 * inter + i) * hidden + k];
+          u += static_cast<double>(x[t * hidden + k]) *
+               gate_up[(e * 2 * inter + inter + i) * hidden + k];
+        }
+        h[i] = RoundBf16(static_cast<float>(g / (1.0 + std::exp(-g)) * u));
+      }
+      for (int64_t n = 0; n < hidden; ++n) {
+        double y = 0;
+        for (int64_t i = 0; i < inter; ++i)
+          y += static_cast<double>(h[i]) * down[(e * hidden + n) * inter + i];
+        want[t * hidden + n] += static_cast<float>(weights[t * top_k + j] * y);
+      }
+    }
+    for (int64_t n = 0; n < hidden && c.shared; ++n) {
+      want[t * hidden + n] += shared[t * hidden + n];
+      if (c.combination == SharedExpertCombination::kAverage) want[t * hidden + n] *= 0.5f;
+    }
+  }
+  ExpectClose(ToHost(d_out), want, 2e-3f, 1e-2f, "moe");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, MoeTest,
+                         ::testing::Values(MoeCase{false, SharedExpertCombination::kAverage},
+                                           MoeCase{true, SharedExpertCombination::kAverage},
+                                           MoeCase{true, SharedExpertCombination::kSum}));
+
+TEST(SiluMulTest, MatchesCpu) {
+  const int64_t tokens = 3, inter = 40;
+  std::vector<float> gu = RandomFloats(tokens * 2 * inter, 61, 3.0f);
+  auto d_gu = ToDevice(gu);
+  auto d_out = NanBf16(tokens * inter);
+  SiluMul(d_gu.data(), tokens, inter, d_out.data(), 0);
+  std::vector<float> want(tokens * inter);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < inter; ++i) {
+      const double g = gu[t * 2 * inter + i], u = gu[t * 2 * inter + inter + i];
+      want[t * inter + i] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+    }
+  }
+  ExpectClose(ToHostFloat(d_out), want, 1e-3f, 8e-3f, "silu_mul");
+}
+
+}  // namespace
+}  // namespace mkserve::cuda::testing
