@@ -48,6 +48,7 @@ class CudaBackend : public Backend {
   StepPlan Plan(const StepInputs& inputs) const;
   int64_t CountDistinctExperts(int64_t num_tokens) const;  // of the last MoE layer run
   KvPool& kv_pool() { return *kv_pool_; }
+  int64_t max_num_tokens() const { return workspace_->max_num_tokens; }
   const DeviceWeights& weights() const { return weights_; }
   cudaStream_t stream() const { return stream_; }
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/random_fill.h"
 #include "common/error.h"
 
 namespace mkserve::cuda {
@@ -62,6 +63,13 @@ __nv_bfloat16* KvPool::layer_cache(int64_t layer_id) const {
   const int32_t g = group_of_layer_[layer_id];
   return group_storage_[g].data() +
          index_in_group_[layer_id] * layout_.groups[g].num_blocks * block_elements_;
+}
+
+void KvPool::FillRandom(uint64_t seed, float stddev) {
+  for (size_t g = 0; g < group_storage_.size(); ++g) {
+    FillNormal(group_storage_[g].data(), group_storage_[g].count(), 0.0f, stddev, seed, g, 0);
+  }
+  MKSERVE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 int64_t KvPool::total_bytes() const {

@@ -31,6 +31,8 @@ class KvPool {
   // [num_blocks][kBlockTokens][2][kv_heads][head_dim] of one model layer.
   __nv_bfloat16* layer_cache(int64_t layer_id) const;
   int64_t total_bytes() const;
+  // Every block of every group filled with normal(0, stddev) (benchmarks: never zeros).
+  void FillRandom(uint64_t seed, float stddev);
   // Elements of one block of one layer.
   int64_t block_elements() const { return block_elements_; }
 

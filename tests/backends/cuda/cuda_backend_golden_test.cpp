@@ -53,6 +53,10 @@ void ExpectLogitsClose(const std::vector<float>& got, const std::vector<float>& 
 class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::filesystem::path Dir() const {
+    // Tests run from the repository root; the compiled-in source dir is the fallback (a build
+    // carried to another machine may have been configured elsewhere).
+    const std::filesystem::path local = std::filesystem::path("tests/fixtures/golden") / GetParam();
+    if (std::filesystem::exists(local / "golden.json")) return local;
     return std::filesystem::path(MKSERVE_SOURCE_DIR) / "tests/fixtures/golden" / GetParam();
   }
 };

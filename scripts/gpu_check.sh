@@ -1,0 +1,67 @@
+#!/bin/bash
+# GPU check for the CUDA backend, run on the GPU machine from the repository root with an
+# already-built build directory:
+#   scripts/gpu_check.sh [BUILD_DIR]        (default: build-cuda)
+# Runs every CUDA test binary (kernels vs CPU loops, weights, HF golden fixtures, CudaBackend vs
+# CpuBackend), compute-sanitizer on the small golden model when available, then the decode /
+# prefill benchmark. Logs go to $OUT (default /tmp/out); a short summary table is printed last.
+# Env: BENCH_ARGS overrides the benchmark flags; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip those.
+set -u
+BUILD_DIR=${1:-build-cuda}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+TEST_DIR="$BUILD_DIR/tests/backends/cuda"
+TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test)
+BENCH_ARGS=${BENCH_ARGS:---random-weights --batch 1,8,64 --context 1024,8192 --prefill 1024,8192}
+declare -A RESULT
+
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed" >> "$OUT/nvidia-smi.txt"
+
+run_test() {  # name -> RESULT[name] = "passed/failed/total" or "missing"/"crashed (rc)"
+  local name=$1 binary="$TEST_DIR/$1"
+  if [[ ! -x "$binary" ]]; then RESULT[$name]="missing binary"; return; fi
+  timeout 600 "$binary" --gtest_output="xml:$OUT/$name.xml" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  local passed failed
+  passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$name.log" | tail -1)
+  failed=$(grep -oP '\[  FAILED  \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -1)
+  if [[ -z "$passed" && -z "$failed" ]]; then RESULT[$name]="crashed (rc $rc)"; return; fi
+  RESULT[$name]="passed ${passed:-0}, failed ${failed:-0} (rc $rc)"
+}
+
+for t in "${TESTS[@]}"; do
+  echo "== $t" >&2
+  run_test "$t"
+done
+
+SANITIZER="not run"
+if [[ "${SKIP_SANITIZER:-0}" != 1 ]] && command -v compute-sanitizer > /dev/null; then
+  echo "== compute-sanitizer (golden north)" >&2
+  timeout 600 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$TEST_DIR/cuda_golden_test" --gtest_filter='*north*' > "$OUT/sanitizer.log" 2>&1
+  rc=$?
+  SANITIZER=$([[ $rc == 0 ]] && echo clean || echo "rc $rc, see sanitizer.log")
+  grep -m1 "ERROR SUMMARY" "$OUT/sanitizer.log" >> "$OUT/sanitizer.summary" 2>/dev/null
+fi
+
+BENCH="not run"
+if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
+  echo "== bench" >&2
+  # shellcheck disable=SC2086
+  timeout 900 "$BUILD_DIR/mkserve" bench $BENCH_ARGS --json "$OUT/bench.json" \
+    > "$OUT/bench.log" 2>&1
+  rc=$?
+  BENCH=$([[ $rc == 0 ]] && echo ok || echo "rc $rc, see bench.log")
+fi
+
+echo
+echo "| check | result |"
+echo "|---|---|"
+for t in "${TESTS[@]}"; do echo "| $t | ${RESULT[$t]} |"; done
+echo "| compute-sanitizer | $SANITIZER |"
+echo "| bench | $BENCH |"
+if [[ -f "$OUT/bench.log" ]]; then
+  echo
+  grep -E '^\||streaming read' "$OUT/bench.log"
+fi
+for t in "${TESTS[@]}"; do grep -h -m5 -E '^\[  FAILED  \] [A-Za-z]' "$OUT/$t.log" 2>/dev/null; done

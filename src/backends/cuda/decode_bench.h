@@ -1,0 +1,39 @@
+// The decode and prefill measurements of `mkserve bench` (design/performance.md): step time of
+// the layered path per (batch, context) with the KV cache filled with random values, the bytes a
+// step must stream, and the speed-of-light those bytes allow at the measured read bandwidth.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/cuda_backend.h"
+
+namespace mkserve::cuda {
+
+struct DecodePoint {
+  int64_t batch = 0;
+  int64_t context_tokens = 0;
+  double step_ms = 0.0;  // median wall time of Step(), host planning and sync included
+  double tokens_per_second = 0.0;
+  double bytes_per_step = 0.0;
+  int64_t distinct_experts = 0;  // of the last MoE layer, used for every MoE layer
+  double sol_tokens_per_second = 0.0;
+  double percent_of_sol = 0.0;
+};
+
+struct PrefillPoint {
+  int64_t prompt_tokens = 0;
+  double ms = 0.0;  // median, whole prompt (chunked by max_num_tokens)
+  double tokens_per_second = 0.0;
+};
+
+// bytes(step) of design/performance.md.
+double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context_tokens,
+                       int64_t distinct_experts);
+
+DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
+                        int warmup_steps, int timed_steps, double read_bytes_per_second);
+
+PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed_runs);
+
+}  // namespace mkserve::cuda

@@ -1,0 +1,183 @@
+// `mkserve bench --random-weights [--model DIR] [--layers N] --batch 1,8,64 --context 1024,8192
+// --decode layered [--prefill 1024,8192] [--json FILE]`: the decode benchmark of
+// design/performance.md on the CUDA backend. Measures the streaming-read bandwidth first, then
+// the layered decode step per (batch, context) over a randomly filled KV cache, then prefill
+// tokens/s, and prints a markdown table last.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "common/args.h"
+#include "common/error.h"
+
+#ifdef MKSERVE_HAS_CUDA
+#include "backends/cuda/decode_bench.h"
+#include "backends/cuda/read_bandwidth.h"
+#include "model/presets.h"
+#endif
+
+namespace mkserve::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: mkserve bench --random-weights [--model DIR] [--layers N] [--batch 1,8,64]\n"
+    "                     [--context 1024,8192] [--decode layered] [--prefill 1024,8192]\n"
+    "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
+    "\n"
+    "Random weights at North Mini Code geometry (or --model DIR's config.json geometry;\n"
+    "--layers keeps the layer pattern with fewer layers, preset geometry only). Prints\n"
+    "step ms, tok/s, bytes/step, distinct experts per layer, SoL tok/s and % SoL.\n";
+
+#ifdef MKSERVE_HAS_CUDA
+
+constexpr int64_t kReadBufferBytes = int64_t{4} << 30;
+constexpr int kReadRuns = 10;
+constexpr int kWarmupSteps = 3;
+constexpr int kPrefillRuns = 3;
+constexpr float kKvStd = 0.01f;
+
+struct BenchOptions {
+  std::string model_dir;
+  int64_t layers = 0;
+  std::vector<int64_t> batches, contexts, prefills;
+  int steps = 20;
+  double gpu_memory_fraction = 0.9;
+  uint64_t seed = 0;
+  std::string json_path;
+};
+
+BenchOptions ParseOptions(Args& args) {
+  BenchOptions o;
+  if (!args.Switch("random-weights")) {
+    throw Error("bench needs --random-weights (checkpoint weights are not benchmarked yet)");
+  }
+  o.model_dir = args.String("model", "");
+  o.layers = args.Int("layers", 0);
+  o.batches = args.IntList("batch", {1, 8, 64});
+  o.contexts = args.IntList("context", {1024, 8192});
+  o.prefills = args.IntList("prefill", {1024, 8192});
+  o.steps = static_cast<int>(args.Int("steps", 20));
+  o.gpu_memory_fraction = args.Double("gpu-memory-fraction", 0.9);
+  o.seed = static_cast<uint64_t>(args.Int("seed", 0));
+  o.json_path = args.String("json", "");
+  const std::string decode = args.String("decode", "layered");
+  args.Finish();
+  if (decode != "layered") throw Error("--decode: only \"layered\" exists so far, got " + decode);
+  if (o.steps < 1) throw Error("--steps must be at least 1");
+  for (int64_t b : o.batches) {
+    if (b < 1 || b > 64) throw Error("--batch values must be in 1..64, got " + std::to_string(b));
+  }
+  return o;
+}
+
+std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_batch) {
+  cuda::CudaBackendOptions options;
+  options.random_weights = true;
+  options.seed = o.seed;
+  options.gpu_memory_fraction = o.gpu_memory_fraction;
+  options.max_batch = max_batch;
+  options.max_num_tokens = 8192;
+  if (o.layers > 0) {
+    if (!o.model_dir.empty()) throw Error("--layers works with the preset geometry only");
+    ModelConfig config = NmcPreset(o.layers);
+    cuda::DeviceWeights weights = cuda::DeviceWeights::Random(config, o.seed);
+    return std::make_unique<cuda::CudaBackend>(std::move(config), std::move(weights), options);
+  }
+  return cuda::LoadCudaBackend(o.model_dir, options);
+}
+
+void PrintTable(const std::vector<cuda::DecodePoint>& decode,
+                const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
+  std::printf("\nstreaming read: %.2f TB/s\n\n", read_bw / 1e12);
+  std::printf(
+      "| batch | context | step ms | tok/s | MB/step | experts/layer | SoL tok/s | %% SoL |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const auto& p : decode) {
+    std::printf("| %lld | %lld | %.3f | %.1f | %.1f | %lld | %.1f | %.1f |\n",
+                static_cast<long long>(p.batch), static_cast<long long>(p.context_tokens),
+                p.step_ms, p.tokens_per_second, p.bytes_per_step / 1e6,
+                static_cast<long long>(p.distinct_experts), p.sol_tokens_per_second,
+                p.percent_of_sol);
+  }
+  std::printf("\n| prefill tokens | ms | tok/s |\n|---|---|---|\n");
+  for (const auto& p : prefill) {
+    std::printf("| %lld | %.1f | %.0f |\n", static_cast<long long>(p.prompt_tokens), p.ms,
+                p.tokens_per_second);
+  }
+}
+
+nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode,
+                      const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
+  nlohmann::json j = {{"read_bytes_per_second", read_bw},
+                      {"decode", nlohmann::json::array()},
+                      {"prefill", nlohmann::json::array()},
+                      {"path", "layered"}};
+  for (const auto& p : decode) {
+    j["decode"].push_back({{"batch", p.batch},
+                           {"context", p.context_tokens},
+                           {"step_ms", p.step_ms},
+                           {"tok_s", p.tokens_per_second},
+                           {"bytes_per_step", p.bytes_per_step},
+                           {"distinct_experts", p.distinct_experts},
+                           {"sol_tok_s", p.sol_tokens_per_second},
+                           {"pct_sol", p.percent_of_sol}});
+  }
+  for (const auto& p : prefill) {
+    j["prefill"].push_back(
+        {{"tokens", p.prompt_tokens}, {"ms", p.ms}, {"tok_s", p.tokens_per_second}});
+  }
+  return j;
+}
+
+int RunBench(std::span<const std::string> argv) {
+  Args args(argv);
+  if (args.Switch("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const BenchOptions o = ParseOptions(args);
+  const double read_bw = cuda::MeasureReadBandwidth(kReadBufferBytes, kReadRuns).bytes_per_second;
+  std::fprintf(stderr, "streaming read bandwidth: %.2f TB/s\n", read_bw / 1e12);
+  const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  auto backend = LoadBench(o, max_batch);
+  backend->kv_pool().FillRandom(o.seed + 1, kKvStd);
+  std::vector<cuda::DecodePoint> decode;
+  for (int64_t context : o.contexts) {
+    for (int64_t batch : o.batches) {
+      decode.push_back(cuda::BenchDecode(*backend, batch, context, kWarmupSteps, o.steps, read_bw));
+      std::fprintf(stderr, "decode batch %lld context %lld: %.3f ms\n",
+                   static_cast<long long>(batch), static_cast<long long>(context),
+                   decode.back().step_ms);
+    }
+  }
+  std::vector<cuda::PrefillPoint> prefill;
+  for (int64_t tokens : o.prefills)
+    prefill.push_back(cuda::BenchPrefill(*backend, tokens, kPrefillRuns));
+  const nlohmann::json j = ToJson(decode, prefill, read_bw);
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    if (!out) throw Error("--json: cannot write " + o.json_path);
+    out << j.dump(2) << "\n";
+  }
+  PrintTable(decode, prefill, read_bw);
+  return 0;
+}
+
+#else
+
+int RunBench(std::span<const std::string>) {
+  throw Error("mkserve was built without the CUDA backend (configure with -DMKSERVE_CUDA=ON)");
+}
+
+#endif
+
+const CommandRegistration kRegistration(
+    {"bench", "decode/prefill benchmark on the CUDA backend (--random-weights ...)", RunBench});
+
+}  // namespace
+}  // namespace mkserve::cli
