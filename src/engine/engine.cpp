@@ -16,6 +16,8 @@ namespace {
 
 using Clock = Engine::Clock;
 
+constexpr int64_t kIdleWaitMs = 60'000;  // any command wakes the loop earlier
+
 double SecondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
@@ -72,10 +74,10 @@ class Engine::Commands : public CancelSink {
     wake_.notify_one();
   }
   void CancelRequest(int64_t request_id) override { Push(CancelCommand{request_id}); }
-  // Waits for a command unless `busy`; false once Stop() was called.
-  bool Take(bool busy, std::deque<Command>& out) {
+  // Waits up to `max_wait` for a command; false once Stop() was called.
+  bool Take(std::chrono::milliseconds max_wait, std::deque<Command>& out) {
     std::unique_lock lock(mutex_);
-    if (!busy) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    wake_.wait_for(lock, max_wait, [&] { return stopping_ || !queue_.empty(); });
     out.swap(queue_);
     return !stopping_;
   }
@@ -127,10 +129,18 @@ EngineSnapshot Engine::Snapshot() const {
 
 void Engine::Loop() {
   std::deque<Command> commands;
-  while (commands_->Take(scheduler_.has_work(), commands)) {
+  bool progressed = false;
+  // Busy: poll without waiting. Work that could not be scheduled (waiting for KV or a sibling):
+  // nap briefly rather than spin. Idle: sleep until a command comes.
+  auto max_wait = [&] {
+    using std::chrono::milliseconds;
+    if (!scheduler_.has_work()) return milliseconds(kIdleWaitMs);
+    return milliseconds(progressed ? 0 : 1);
+  };
+  while (commands_->Take(max_wait(), commands)) {
     for (Command& command : commands) std::visit([&](auto& c) { Apply(c); }, command);
     commands.clear();
-    if (scheduler_.has_work()) Step();
+    progressed = scheduler_.has_work() && Step();
     CollectDoneRequests();
     PublishSnapshot();
   }
@@ -206,11 +216,12 @@ void Engine::Apply(const CancelCommand& command) {
 }
 
 // One step: schedule -> backend -> postprocess/emit. Errors fail the batch, not the loop.
-void Engine::Step() {
+// Returns whether anything changed.
+bool Engine::Step() {
   Batch batch = scheduler_.Schedule();
   stats_.preemptions_total += static_cast<int64_t>(batch.preempted.size());
   DropOutOfMemory(batch);
-  if (batch.empty()) return;
+  if (batch.empty()) return !batch.preempted.empty() || !batch.out_of_memory.empty();
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
   StepOutputs outputs;
   try {
@@ -227,13 +238,14 @@ void Engine::Step() {
                     std::string("backend step failed: ") + e.what());
       }
     }
-    return;
+    return true;
   }
   Postprocess(batch, inputs, outputs);
   ++stats_.steps_total;
   stats_.last_batch_size = static_cast<int64_t>(batch.sequences.size());
   stats_.last_batch_tokens = batch.num_tokens;
   stats_.batch_size.Observe(static_cast<double>(batch.sequences.size()));
+  return true;
 }
 
 // The only place token state changes after a step.

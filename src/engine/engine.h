@@ -78,7 +78,7 @@ class Engine {
   void Loop();
   void Apply(SubmitCommand& command);
   void Apply(const CancelCommand& command);
-  void Step();
+  bool Step();
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
   void MarkPromptReady(Generation& gen);
   void EmitPromptLogprobs(Generation& gen, const SequenceResult& result);

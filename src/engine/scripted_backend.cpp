@@ -52,6 +52,13 @@ Script LoadScript(const std::filesystem::path& path, const EncodeFn& encode) {
   return script;
 }
 
+std::unique_ptr<ScriptedBackend> MakeScriptedBackend(const ModelConfig& config, Script script,
+                                                     int64_t kv_tokens, int64_t max_batch) {
+  // One byte per token per layer: the budget is then simply tokens x layers.
+  KvLayout layout = PlanKvLayout(config, kv_tokens * config.num_layers, 1, max_batch);
+  return std::make_unique<ScriptedBackend>(config, std::move(layout), std::move(script));
+}
+
 ScriptedBackend::ScriptedBackend(ModelConfig config, KvLayout layout, Script script)
     : config_(std::move(config)), layout_(std::move(layout)), script_(std::move(script)) {
   if (config_.vocab_size <= 0) throw Error("ScriptedBackend needs a positive vocab_size");

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ struct Script {
 // file and the bad entry.
 using EncodeFn = std::function<std::vector<int32_t>(const std::string&)>;
 Script LoadScript(const std::filesystem::path& path, const EncodeFn& encode);
+
+class ScriptedBackend;
+// For `mkserve serve --backend scripted:FILE`: a scripted backend with `config`'s layers whose KV
+// pools hold about `kv_tokens` tokens per layer (sliding groups sized for max_batch first).
+std::unique_ptr<ScriptedBackend> MakeScriptedBackend(const ModelConfig& config, Script script,
+                                                     int64_t kv_tokens, int64_t max_batch);
 
 class ScriptedBackend : public Backend {
  public:
