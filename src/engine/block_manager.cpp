@@ -104,8 +104,6 @@ int64_t BlockManager::AttachCachedPrefix(Sequence& seq) {
   }
   seq.block_hashes.assign(hashes.begin(), hashes.begin() + num_blocks);
   seq.num_computed_tokens = num_blocks * kBlockTokens;
-  num_prefix_query_tokens_ += seq.num_tokens();
-  num_prefix_hit_tokens_ += seq.num_computed_tokens;
   return seq.num_computed_tokens;
 }
 

@@ -53,6 +53,12 @@ class BlockManager {
     return num_total_blocks(group) - num_available_blocks(group);
   }
   int32_t ref_count(int64_t group, int32_t block) const { return pools_[group].ref_counts[block]; }
+  // Usage statistics: the scheduler records each admitted sequence's lookup once (a sequence
+  // blocked at the head of the queue is looked up every step).
+  void RecordPrefixLookup(int64_t num_query_tokens, int64_t num_hit_tokens) {
+    num_prefix_query_tokens_ += num_query_tokens;
+    num_prefix_hit_tokens_ += num_hit_tokens;
+  }
   int64_t num_prefix_query_tokens() const { return num_prefix_query_tokens_; }
   int64_t num_prefix_hit_tokens() const { return num_prefix_hit_tokens_; }
 

@@ -105,7 +105,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
       max_model_len_(ResolveMaxModelLen(options_, backend_->config())),
       blocks_(backend_->kv_layout()),
       scheduler_(blocks_, CheckedSchedulerOptions(options_)),
-      commands_(std::make_shared<Commands>()) {
+      commands_(std::make_shared<Commands>()),
+      random_seeds_(std::random_device{}()) {
   PublishSnapshot();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -175,31 +176,34 @@ void Engine::Apply(SubmitCommand& command) {
   request->id = command.id;
   request->channel = command.channel;
   const EngineRequest& in = command.request;
-  if (in.n > 1) request->prompt_ready = std::make_shared<bool>(false);
-  std::random_device random;
-  for (int32_t i = 0; i < in.n; ++i) {
-    auto gen = std::make_unique<Generation>();
-    Sequence& seq = gen->seq;
-    seq.id = next_sequence_id_++;
-    seq.request_id = request->id;
-    seq.index = i;
-    seq.sampling = SiblingParams(in, i, (uint64_t{random()} << 32) | random(), config());
-    seq.token_ids = in.prompt_token_ids;
-    seq.num_prompt_tokens = static_cast<int64_t>(in.prompt_token_ids.size());
-    seq.use_prefix_cache = seq.sampling.num_prompt_logprobs < 0;
-    if (i > 0) seq.prompt_ready = request->prompt_ready;
-    auto text =
-        options_.text_decoder ? options_.text_decoder->NewStream(in.prompt_token_ids) : nullptr;
-    gen->stop = std::make_unique<StopChecker>(seq.sampling, config().eos_token_ids, max_model_len_,
-                                              std::move(text));
-    gen->request = request.get();
-    generations_[seq.id] = gen.get();
-    scheduler_.Add(&seq);
-    request->generations.push_back(std::move(gen));
-  }
+  // Siblings wait for sibling 0's prompt only when it has a full block to share.
+  bool shares_blocks = (static_cast<int64_t>(in.prompt_token_ids.size()) - 1) / kBlockTokens > 0;
+  if (in.n > 1 && shares_blocks) request->prompt_ready = std::make_shared<bool>(false);
+  for (int32_t i = 0; i < in.n; ++i) AddGeneration(*request, in, i);
   request->num_live = in.n;
   stats_.prompt_tokens_total += static_cast<int64_t>(in.prompt_token_ids.size());
   requests_[request->id] = std::move(request);
+}
+
+void Engine::AddGeneration(Request& request, const EngineRequest& in, int32_t index) {
+  auto gen = std::make_unique<Generation>();
+  Sequence& seq = gen->seq;
+  seq.id = next_sequence_id_++;
+  seq.request_id = request.id;
+  seq.index = index;
+  seq.sampling = SiblingParams(in, index, random_seeds_(), config());
+  seq.token_ids = in.prompt_token_ids;
+  seq.num_prompt_tokens = static_cast<int64_t>(in.prompt_token_ids.size());
+  seq.use_prefix_cache = seq.sampling.num_prompt_logprobs < 0;
+  if (index > 0) seq.prompt_ready = request.prompt_ready;
+  auto text =
+      options_.text_decoder ? options_.text_decoder->NewStream(in.prompt_token_ids) : nullptr;
+  gen->stop = std::make_unique<StopChecker>(seq.sampling, config().eos_token_ids, max_model_len_,
+                                            std::move(text));
+  gen->request = &request;
+  generations_[seq.id] = gen.get();
+  scheduler_.Add(&seq);
+  request.generations.push_back(std::move(gen));
 }
 
 void Engine::Apply(const CancelCommand& command) {

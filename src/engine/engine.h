@@ -19,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -78,6 +79,7 @@ class Engine {
   void Loop();
   void Apply(SubmitCommand& command);
   void Apply(const CancelCommand& command);
+  void AddGeneration(Request& request, const EngineRequest& in, int32_t index);
   bool Step();
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
   void MarkPromptReady(Generation& gen);
@@ -104,6 +106,7 @@ class Engine {
   std::vector<int64_t> done_requests_;                    // erased after the step
   std::vector<std::vector<int32_t>> next_token_scratch_;  // backs SequenceStep::next_token_ids
   int64_t next_sequence_id_ = 0;
+  std::mt19937_64 random_seeds_;  // seeds for requests that bring none
   EngineSnapshot stats_;
 
   mutable std::mutex snapshot_mutex_;

@@ -90,6 +90,7 @@ void Scheduler::AdmitWaiting(Batch& batch, int64_t& budget) {
       seq->num_computed_tokens = 0;
       return;
     }
+    blocks_.RecordPrefixLookup(seq->num_tokens(), num_cached);
     if (!seq->was_admitted) seq->num_cached_tokens = std::min(num_cached, seq->num_prompt_tokens);
     seq->was_admitted = true;
     seq->status = SequenceStatus::kRunning;
