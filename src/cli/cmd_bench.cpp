@@ -98,7 +98,7 @@ void PrintTable(const std::vector<cuda::DecodePoint>& decode,
       "| batch | context | step ms | tok/s | MB/step | experts/layer | SoL tok/s | %% SoL |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& p : decode) {
-    std::printf("| %lld | %lld | %.3f | %.1f | %.1f | %lld | %.1f | %.1f |\n",
+    std::printf("| %s | %lld | %lld | %.3f | %.1f | %.1f | %lld | %.1f | %.1f |\n", p.path.c_str(),
                 static_cast<long long>(p.batch), static_cast<long long>(p.context_tokens),
                 p.step_ms, p.tokens_per_second, p.bytes_per_step / 1e6,
                 static_cast<long long>(p.distinct_experts), p.sol_tokens_per_second,
@@ -115,10 +115,10 @@ nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode,
                       const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
   nlohmann::json j = {{"read_bytes_per_second", read_bw},
                       {"decode", nlohmann::json::array()},
-                      {"prefill", nlohmann::json::array()},
-                      {"path", "layered"}};
+                      {"prefill", nlohmann::json::array()}};
   for (const auto& p : decode) {
-    j["decode"].push_back({{"batch", p.batch},
+    j["decode"].push_back({{"path", p.path},
+                           {"batch", p.batch},
                            {"context", p.context_tokens},
                            {"step_ms", p.step_ms},
                            {"tok_s", p.tokens_per_second},
@@ -147,14 +147,19 @@ int RunBench(std::span<const std::string> argv) {
   auto backend = LoadBench(o, max_batch);
   backend->kv_pool().FillRandom(o.seed + 1, kKvStd);
   std::vector<cuda::DecodePoint> decode;
-  for (int64_t context : o.contexts) {
-    for (int64_t batch : o.batches) {
-      decode.push_back(cuda::BenchDecode(*backend, batch, context, kWarmupSteps, o.steps, read_bw));
-      std::fprintf(stderr, "decode batch %lld context %lld: %.3f ms\n",
-                   static_cast<long long>(batch), static_cast<long long>(context),
-                   decode.back().step_ms);
+  for (bool graphs : {false, true}) {
+    backend->set_use_cuda_graphs(graphs);
+    for (int64_t context : o.contexts) {
+      for (int64_t batch : o.batches) {
+        decode.push_back(
+            cuda::BenchDecode(*backend, batch, context, kWarmupSteps, o.steps, read_bw));
+        std::fprintf(stderr, "%s batch %lld context %lld: %.3f ms\n", decode.back().path.c_str(),
+                     static_cast<long long>(batch), static_cast<long long>(context),
+                     decode.back().step_ms);
+      }
     }
   }
+  backend->set_use_cuda_graphs(false);
   std::vector<cuda::PrefillPoint> prefill;
   for (int64_t tokens : o.prefills)
     prefill.push_back(cuda::BenchPrefill(*backend, tokens, kPrefillRuns));

@@ -6,6 +6,7 @@
 #include "backends/cuda/argmax.h"
 #include "backends/cuda/attention.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/decode_graph.h"
 #include "backends/cuda/embedding.h"
 #include "backends/cuda/linear.h"
 #include "backends/cuda/norm.h"
@@ -14,6 +15,11 @@
 #include "engine/sampler.h"
 
 namespace mkserve::cuda {
+namespace {
+
+constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
+
+}  // namespace
 
 struct CudaBackend::DeviceMetadata {
   const int32_t* token_ids = nullptr;
@@ -29,6 +35,9 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
     : config_(std::move(config)), weights_(std::move(weights)), options_(options) {
   MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MKSERVE_CUBLAS_CHECK(cublasCreate(&cublas_));
+  cublas_workspace_ = DeviceBuffer<uint8_t>(kCublasWorkspaceBytes);
+  MKSERVE_CUBLAS_CHECK(
+      cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
   int device = 0;
   MKSERVE_CUDA_CHECK(cudaGetDevice(&device));
   MKSERVE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
@@ -40,6 +49,7 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
 }
 
 CudaBackend::~CudaBackend() {
+  graphs_.clear();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -53,18 +63,18 @@ StepOutputs CudaBackend::Step(const StepInputs& inputs) {
   StepOutputs outputs;
   outputs.results.resize(inputs.sequences.size());
   if (plan.num_tokens == 0) return outputs;
+  if (CanReplayGraph(inputs)) return StepWithGraph(inputs, plan);
   Forward(plan);
   Sample(inputs, plan, &outputs);
   return outputs;
 }
 
-CudaBackend::DeviceMetadata CudaBackend::UploadMetadata(const StepPlan& plan) {
-  std::vector<int32_t> packed;
-  std::vector<size_t> offsets;
-  auto append = [&](const std::vector<int32_t>& values) {
-    offsets.push_back(packed.size());
-    packed.insert(packed.end(), values.begin(), values.end());
-    packed.resize((packed.size() + 3) / 4 * 4, 0);  // 16-byte aligned starts
+CudaBackend::PackedMetadata CudaBackend::PackMetadata(const StepPlan& plan) {
+  PackedMetadata packed;
+  auto append = [&packed](const std::vector<int32_t>& values) {
+    packed.offsets.push_back(packed.values.size());
+    packed.values.insert(packed.values.end(), values.begin(), values.end());
+    packed.values.resize((packed.values.size() + 3) / 4 * 4, 0);  // 16-byte aligned starts
   };
   append(plan.token_ids);
   append(plan.positions);
@@ -74,28 +84,39 @@ CudaBackend::DeviceMetadata CudaBackend::UploadMetadata(const StepPlan& plan) {
   append(logit_tokens);
   for (const auto& slots : plan.slots) append(slots);
   for (const auto& table : plan.block_tables) append(table);
-  if (static_cast<int64_t>(packed.size()) > workspace_->metadata.count()) {
-    MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be read
-    workspace_->metadata = DeviceBuffer<int32_t>(static_cast<int64_t>(packed.size()) * 2);
+  return packed;
+}
+
+CudaBackend::DeviceMetadata CudaBackend::PointMetadata(const int32_t* base,
+                                                       const PackedMetadata& packed,
+                                                       size_t num_groups) {
+  const auto& at = packed.offsets;
+  DeviceMetadata meta{base + at[0], base + at[1], base + at[2], base + at[3], {}, {}};
+  for (size_t g = 0; g < num_groups; ++g) {
+    meta.slots.push_back(base + at[4 + g]);
+    meta.block_tables.push_back(base + at[4 + num_groups + g]);
   }
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(workspace_->metadata.data(), packed.data(),
-                                     packed.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                     stream_));
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `packed` is pageable and local
-  const int32_t* base = workspace_->metadata.data();
-  DeviceMetadata meta{
-      base + offsets[0], base + offsets[1], base + offsets[2], base + offsets[3], {}, {}};
   logit_tokens_ = meta.logit_tokens;
-  const size_t groups = plan.slots.size();
-  for (size_t g = 0; g < groups; ++g) {
-    meta.slots.push_back(base + offsets[4 + g]);
-    meta.block_tables.push_back(base + offsets[4 + groups + g]);
-  }
   return meta;
 }
 
-void CudaBackend::Forward(const StepPlan& plan) {
-  const DeviceMetadata meta = UploadMetadata(plan);
+CudaBackend::DeviceMetadata CudaBackend::UploadMetadata(const StepPlan& plan) {
+  const PackedMetadata packed = PackMetadata(plan);
+  const int64_t count = static_cast<int64_t>(packed.values.size());
+  if (count > workspace_->metadata.count()) {
+    MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be read
+    workspace_->metadata = DeviceBuffer<int32_t>(count * 2);
+  }
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(workspace_->metadata.data(), packed.values.data(),
+                                     count * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `packed` is pageable and local
+  return PointMetadata(workspace_->metadata.data(), packed, plan.slots.size());
+}
+
+void CudaBackend::Forward(const StepPlan& plan) { Launch(plan, UploadMetadata(plan)); }
+
+// Everything after the metadata upload: asynchronous on stream_, so a CUDA graph can capture it.
+void CudaBackend::Launch(const StepPlan& plan, const DeviceMetadata& meta) {
   StepWorkspace& ws = *workspace_;
   const int64_t tokens = plan.num_tokens;
   EmbedTokens(meta.token_ids, weights_.embed(), ws.residual.data(), tokens, config_.hidden_size,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -49,12 +50,27 @@ class CudaBackend : public Backend {
   int64_t CountDistinctExperts(int64_t num_tokens) const;  // of the last MoE layer run
   KvPool& kv_pool() { return *kv_pool_; }
   int64_t max_num_tokens() const { return workspace_->max_num_tokens; }
+  void set_use_cuda_graphs(bool use) { options_.use_cuda_graphs = use; }
+  bool options_use_graphs() const { return options_.use_cuda_graphs; }
+  int64_t num_cuda_graphs() const { return static_cast<int64_t>(graphs_.size()); }
   const DeviceWeights& weights() const { return weights_; }
   cudaStream_t stream() const { return stream_; }
 
  private:
-  struct DeviceMetadata;  // device pointers into workspace_.metadata for one plan
+  struct DeviceMetadata;  // device pointers into a packed metadata buffer for one plan
+  struct PackedMetadata {
+    std::vector<int32_t> values;
+    std::vector<size_t> offsets;
+  };
+  struct DecodeGraph;  // one captured decode step and its own metadata buffer
+  static PackedMetadata PackMetadata(const StepPlan& plan);
+  DeviceMetadata PointMetadata(const int32_t* base, const PackedMetadata& packed,
+                               size_t num_groups);
   DeviceMetadata UploadMetadata(const StepPlan& plan);
+  void Launch(const StepPlan& plan, const DeviceMetadata& meta);
+  bool CanReplayGraph(const StepInputs& inputs) const;
+  StepOutputs StepWithGraph(const StepInputs& inputs, const StepPlan& plan);
+  DecodeGraph& CaptureGraph(const StepPlan& bucketed, const PackedMetadata& packed);
   void RunLayer(int64_t layer_id, const StepPlan& plan, const DeviceMetadata& meta);
   void RunAttention(int64_t layer_id, const StepPlan& plan, const DeviceMetadata& meta);
   void RunFfn(int64_t layer_id, int64_t num_tokens);
@@ -70,7 +86,9 @@ class CudaBackend : public Backend {
   int num_sms_ = 0;
   std::unique_ptr<StepWorkspace> workspace_;
   std::unique_ptr<KvPool> kv_pool_;
-  const int32_t* logit_tokens_ = nullptr;  // device: token index of each logits row
+  const int32_t* logit_tokens_ = nullptr;   // device: token index of each logits row
+  DeviceBuffer<uint8_t> cublas_workspace_;  // fixed, so cuBLAS never allocates inside a capture
+  std::map<std::vector<int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // (batch, pages...)
 };
 
 // A model directory (config.json + safetensors) or, with options.random_weights, random weights

@@ -84,7 +84,7 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   const ModelConfig& config = backend.config();
   const auto tables = BenchTables(backend.kv_layout(), batch, context_tokens + 1, true);
   const std::vector<int32_t> tokens = BenchTokens(batch, config.vocab_size, context_tokens);
-  const SamplingParams greedy{.temperature = 0.0f};
+  const SamplingParams greedy = GreedyParams();
   StepInputs inputs;
   for (int64_t s = 0; s < batch; ++s) {
     SequenceStep step;
@@ -100,6 +100,7 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) ms.push_back(TimeMs([&] { backend.Step(inputs); }));
   DecodePoint point;
+  point.path = backend.options_use_graphs() ? "layered+graphs" : "layered";
   point.batch = batch;
   point.context_tokens = context_tokens;
   point.step_ms = MedianMs(ms);
@@ -116,7 +117,7 @@ PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed
   const int64_t chunk = backend.max_num_tokens();
   const auto tables = BenchTables(backend.kv_layout(), 1, prompt_tokens, false);
   const std::vector<int32_t> prompt = BenchTokens(prompt_tokens, config.vocab_size, 1);
-  const SamplingParams greedy{.temperature = 0.0f};
+  const SamplingParams greedy = GreedyParams();
   auto run_prompt = [&] {
     for (int64_t first = 0; first < prompt_tokens; first += chunk) {
       const int64_t count = std::min(chunk, prompt_tokens - first);

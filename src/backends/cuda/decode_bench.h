@@ -11,6 +11,7 @@
 namespace mkserve::cuda {
 
 struct DecodePoint {
+  std::string path;  // "layered" (eager) or "layered+graphs"
   int64_t batch = 0;
   int64_t context_tokens = 0;
   double step_ms = 0.0;  // median wall time of Step(), host planning and sync included

@@ -86,17 +86,23 @@ void AddSequence(const KvLayout& layout, const SequenceStep& step, int32_t seq_i
   AddLogitRows(step, seq_index, first_token, &plan->logit_rows);
 }
 
+// Tables are cut to the pages the step can touch (the rest of an engine's table is unused
+// here), so the padded width follows the longest context, not the longest reservation.
 void PadBlockTables(const StepInputs& inputs, StepPlan* plan) {
+  std::vector<int64_t> needed;
+  int64_t pages = 1;
+  for (const SequenceStep& step : inputs.sequences) {
+    const int64_t end = step.start_position + static_cast<int64_t>(step.token_ids.size());
+    needed.push_back((end + kBlockTokens - 1) / kBlockTokens);
+    pages = std::max(pages, needed.back());
+  }
   for (size_t g = 0; g < plan->block_tables.size(); ++g) {
-    int64_t pages = 1;
-    for (const SequenceStep& step : inputs.sequences) {
-      pages = std::max<int64_t>(pages, static_cast<int64_t>(step.block_tables[g].size()));
-    }
     plan->max_pages[g] = pages;
     plan->block_tables[g].assign(plan->num_sequences * pages, -1);
     for (int64_t s = 0; s < plan->num_sequences; ++s) {
       const auto& table = inputs.sequences[s].block_tables[g];
-      std::copy(table.begin(), table.end(), plan->block_tables[g].begin() + s * pages);
+      std::copy(table.begin(), table.begin() + needed[s],
+                plan->block_tables[g].begin() + s * pages);
     }
   }
 }

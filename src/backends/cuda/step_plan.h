@@ -32,6 +32,13 @@ struct StepPlan {
   std::vector<LogitRow> logit_rows;                // tokens whose logits are needed, step order
 };
 
+// Greedy sampling parameters (temperature 0), for benchmarks and tests.
+inline SamplingParams GreedyParams() {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  return params;
+}
+
 StepPlan BuildStepPlan(const ModelConfig& config, const KvLayout& layout, const StepInputs& inputs,
                        int64_t max_num_tokens);
 

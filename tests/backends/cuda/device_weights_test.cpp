@@ -30,7 +30,9 @@ void ExpectSame(const bf16* device, const TensorView& host, const char* what) {
 TEST(DeviceWeightsTest, UploadFollowsTheLayout) {
   const ModelConfig config = TinyPreset(3);
   const auto dir = std::filesystem::temp_directory_path() / "mkserve_cuda_upload_test";
-  WriteRandomCheckpoint(config, {.seed = 5}, dir);
+  RandomCheckpointOptions options;
+  options.seed = 5;
+  WriteRandomCheckpoint(config, options, dir);
   Checkpoint checkpoint = Checkpoint::Open(dir);
   ModelWeights host = MapModelWeights(config, checkpoint);
   int64_t last_done = 0, calls = 0;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -113,6 +114,25 @@ inline void RequireGpu() {
   int count = 0;
   MKSERVE_CUDA_CHECK(cudaGetDeviceCount(&count));
   ASSERT_GT(count, 0) << "no CUDA device";
+}
+
+}  // namespace mkserve::cuda::testing
+
+namespace mkserve::cuda::testing {
+
+// Greedy agreement up to near-ties: bf16 activations may legitimately flip a choice whose two
+// best reference logits are closer than `tie_fraction` of the largest logit. Anything else fails.
+inline void ExpectSameGreedy(int32_t got, int32_t want, const std::vector<float>& reference_logits,
+                             const std::string& where, double tie_fraction = 0.005) {
+  ASSERT_GE(got, 0) << where;
+  ASSERT_LT(static_cast<size_t>(got), reference_logits.size()) << where;
+  if (got == want) return;
+  double max_abs = 0;
+  for (float v : reference_logits) max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
+  const double gap = reference_logits[want] - reference_logits[got];
+  EXPECT_LE(gap, tie_fraction * max_abs)
+      << where << ": greedy token " << got << " instead of " << want << " (reference gap " << gap
+      << ", not a near-tie)";
 }
 
 }  // namespace mkserve::cuda::testing

@@ -26,12 +26,12 @@ class StepPlanTest : public ::testing::Test {
   }
   ModelConfig config_ = TinyPreset(6);
   KvLayout layout_;
-  SamplingParams greedy_{.temperature = 0.0f};
+  SamplingParams greedy_ = GreedyParams();
 };
 
 TEST_F(StepPlanTest, FlattensChunksAndDecodeRows) {
   const std::vector<int32_t> prompt = {5, 6, 7}, decode = {9};
-  const std::vector<int32_t> table_a = {4, 2}, table_b = {1, 3, 0};
+  const std::vector<int32_t> table_a = {4, 2, 5}, table_b = {1, 3, 0, 6};  // longer than needed
   StepInputs inputs;
   inputs.sequences.push_back(MakeStep(prompt, 62, table_a));  // crosses into page 1
   inputs.sequences.push_back(MakeStep(decode, 130, table_b));
