@@ -1,5 +1,6 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <string>
 
 #include "backends/cpu/attention.h"
@@ -101,8 +102,9 @@ void CpuBackend::ValidateStep(const SequenceStep& step) {
     throw Error(who + "next_token_ids must have one entry per token");
   }
   for (int32_t id : step.next_token_ids) {
-    if (id >= config_.vocab_size)
+    if (id >= config_.vocab_size) {
       throw Error(who + "next token id " + std::to_string(id) + " is outside the vocabulary");
+    }
   }
   // Every slot this chunk writes must exist before anything is written.
   const int64_t end = step.start_position + static_cast<int64_t>(step.token_ids.size());

@@ -23,8 +23,8 @@ KvCache::KvCache(const KvLayout& layout, int64_t num_layers, int64_t kv_width)
       layer_group_[layer] = g;
       layer_index_[layer] = static_cast<int64_t>(i);
     }
-    if (group.num_blocks <= 0) {
-      throw Error("KV layout: group " + std::to_string(g) + " has no blocks");
+    if (group.layer_ids.empty() || group.num_blocks <= 0) {
+      throw Error("KV layout: group " + std::to_string(g) + " has no layers or no blocks");
     }
     size_t floats = group.layer_ids.size() * group.num_blocks * kBlockTokens * 2 * kv_width;
     pools_.emplace_back(floats, 0.0f);

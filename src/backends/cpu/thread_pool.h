@@ -27,7 +27,7 @@ class ThreadPool {
 
   // Calls fn on disjoint ranges that cover [0, n) and returns when all are done. Ranges smaller
   // than min_grain items are not split further (thread hand-off costs more than tiny work).
-  // An exception thrown by fn is rethrown here.
+  // An exception thrown by fn is rethrown here. Not re-entrant: fn must not call ParallelFor.
   void ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn);
 
  private:
