@@ -1,5 +1,6 @@
 #include "backends/cuda/moe.h"
 
+#include <algorithm>
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
@@ -17,15 +18,24 @@ __global__ void CountKernel(const int32_t* expert_ids, int64_t num_assignments, 
 }
 
 __global__ void OffsetsKernel(const int32_t* counts, int64_t num_experts, int32_t* offsets,
-                              int32_t* cursors) {
+                              int32_t* cursors, int32_t* active_experts) {
   if (threadIdx.x != 0) return;  // E <= 256: a serial scan is cheaper than a launch
-  int32_t running = 0;
+  int32_t running = 0, num_active = 0;
   for (int64_t e = 0; e < num_experts; ++e) {
     offsets[e] = running;
     cursors[e] = running;
     running += counts[e];
+    if (counts[e] > 0) active_experts[num_active++] = static_cast<int32_t>(e);
   }
   offsets[num_experts] = running;
+  active_experts[num_experts] = num_active;
+}
+
+// Grid y walks the list of experts with tokens; -1 when this block has no expert.
+__device__ inline int64_t ActiveExpert(const MoeArgs& a, const MoeWorkspace& w) {
+  return static_cast<int32_t>(blockIdx.y) < w.active_experts[a.num_experts]
+             ? w.active_experts[blockIdx.y]
+             : -1;
 }
 
 __global__ void ScatterKernel(const int32_t* expert_ids, int64_t num_assignments, int64_t top_k,
@@ -38,12 +48,12 @@ __global__ void ScatterKernel(const int32_t* expert_ids, int64_t num_assignments
   slot_of_assignment[a] = slot;
 }
 
-// Grid (row tiles of intermediate, expert). Experts without tokens exit at once.
+// Grid (row tiles of intermediate, active expert slot).
 __global__ void GateUpKernel(MoeArgs a, MoeWorkspace w) {
-  const int64_t e = blockIdx.y;
+  const int64_t e = ActiveExpert(a, w);
   const int64_t i = blockIdx.x * static_cast<int64_t>(kMoeWarps) + threadIdx.x / kWarpSize;
+  if (e < 0 || i >= a.intermediate) return;
   const int32_t begin = w.offsets[e], end = w.offsets[e + 1];
-  if (begin == end || i >= a.intermediate) return;
   const __nv_bfloat16* gate_row = a.gate_up + (e * 2 * a.intermediate + i) * a.hidden;
   const __nv_bfloat16* up_row = gate_row + a.intermediate * a.hidden;
   for (int32_t first = begin; first < end; first += kGemvTokens) {
@@ -67,12 +77,12 @@ __global__ void GateUpKernel(MoeArgs a, MoeWorkspace w) {
   }
 }
 
-// Grid (row tiles of hidden, expert).
+// Grid (row tiles of hidden, active expert slot).
 __global__ void DownKernel(MoeArgs a, MoeWorkspace w) {
-  const int64_t e = blockIdx.y;
+  const int64_t e = ActiveExpert(a, w);
   const int64_t n = blockIdx.x * static_cast<int64_t>(kMoeWarps) + threadIdx.x / kWarpSize;
+  if (e < 0 || n >= a.hidden) return;
   const int32_t begin = w.offsets[e], end = w.offsets[e + 1];
-  if (begin == end || n >= a.hidden) return;
   const __nv_bfloat16* down_row = a.down + (e * a.hidden + n) * a.intermediate;
   for (int32_t first = begin; first < end; first += kGemvTokens) {
     const int count = min(end - first, kGemvTokens);
@@ -119,7 +129,8 @@ void Bucket(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   MKSERVE_CUDA_CHECK(cudaMemsetAsync(w.counts, 0, a.num_experts * sizeof(int32_t), stream));
   CountKernel<<<blocks, 256, 0, stream>>>(a.expert_ids, assignments, w.counts);
   MKSERVE_CUDA_CHECK_LAUNCH();
-  OffsetsKernel<<<1, 32, 0, stream>>>(w.counts, a.num_experts, w.offsets, w.cursors);
+  OffsetsKernel<<<1, 32, 0, stream>>>(w.counts, a.num_experts, w.offsets, w.cursors,
+                                      w.active_experts);
   MKSERVE_CUDA_CHECK_LAUNCH();
   ScatterKernel<<<blocks, 256, 0, stream>>>(a.expert_ids, assignments, a.top_k, w.cursors,
                                             w.token_of_slot, w.slot_of_assignment);
@@ -135,7 +146,9 @@ void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   }
   if (a.num_tokens <= 0) return;
   Bucket(a, w, stream);
-  const unsigned experts = static_cast<unsigned>(a.num_experts);
+  // At most T * k experts can have tokens; the kernels read the actual count.
+  const unsigned experts =
+      static_cast<unsigned>(std::min<int64_t>(a.num_experts, a.num_tokens * a.top_k));
   GateUpKernel<<<dim3(static_cast<unsigned>(CeilDiv(a.intermediate, kMoeWarps)), experts),
                  kMoeWarps * kWarpSize, 0, stream>>>(a, w);
   MKSERVE_CUDA_CHECK_LAUNCH();

@@ -1,5 +1,6 @@
 // Mixture-of-experts FFN over only the experts that received tokens:
-//   1. bucket: count assignments per expert, offsets, scatter (token, assignment) into expert order
+//   1. bucket: count assignments per expert, offsets, the list of experts with tokens, scatter
+//      (token, assignment) into expert order; later grids cover only min(E, T * k) experts
 //   2. gate/up: per expert with tokens, h = silu(gate x) * up x   (bf16, one row per assignment)
 //   3. down: per expert with tokens, y = down h                    (fp32, one row per assignment)
 //   4. combine: out[t] = sum_j weight[t][j] * y[assignment(t, j)] (+ shared expert, averaged or

@@ -35,7 +35,7 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
   router_logits = DeviceBuffer<float>(t * experts);
   expert_ids = DeviceBuffer<int32_t>(assignments);
   expert_weights = DeviceBuffer<float>(assignments);
-  moe_index = DeviceBuffer<int32_t>(3 * experts + 1 + 2 * assignments);
+  moe_index = DeviceBuffer<int32_t>(MoeIndexElements(experts, assignments));
   moe_hidden = DeviceBuffer<__nv_bfloat16>(assignments *
                                            std::max<int64_t>(config.expert_intermediate_size, 1));
   moe_expert_out = DeviceBuffer<float>(assignments * hidden);

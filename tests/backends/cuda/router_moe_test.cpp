@@ -67,12 +67,14 @@ INSTANTIATE_TEST_SUITE_P(Branches, RouterTest,
 struct MoeCase {
   bool shared;
   SharedExpertCombination combination;
+  int64_t tokens;  // 1 and 3: fewer assignments than experts (decode-sized grids)
 };
 
 class MoeTest : public ::testing::TestWithParam<MoeCase> {};
 
 TEST_P(MoeTest, MatchesCpu) {
-  const int64_t tokens = 19, hidden = 64, inter = 48, experts = 16, top_k = 4;
+  const MoeCase c = GetParam();
+  const int64_t tokens = c.tokens, hidden = 64, inter = 48, experts = 16, top_k = 4;
   std::vector<float> x = RandomBf16Values(tokens * hidden, 51);
   std::vector<float> gate_up = RandomBf16Values(experts * 2 * inter * hidden, 52, 0.1f);
   std::vector<float> down = RandomBf16Values(experts * hidden * inter, 53, 0.1f);
@@ -88,18 +90,18 @@ TEST_P(MoeTest, MatchesCpu) {
   auto d_ids = ToDevice(ids);
   auto d_w = ToDevice(weights);
   auto d_out = NanFloats(tokens * hidden);
-  DeviceBuffer<int32_t> index(3 * experts + 1 + 2 * tokens * top_k);
+  DeviceBuffer<int32_t> index(MoeIndexElements(experts, tokens * top_k));
   auto d_hidden = NanBf16(tokens * top_k * inter);
   auto d_expert_out = NanFloats(tokens * top_k * hidden);
-  int32_t* p = index.data();
-  MoeWorkspace ws{p,
-                  p + experts,
-                  p + 2 * experts + 1,
-                  p + 3 * experts + 1,
-                  p + 3 * experts + 1 + tokens * top_k,
-                  d_hidden.data(),
-                  d_expert_out.data()};
-  const MoeCase c = GetParam();
+  MoeWorkspace ws;
+  ws.counts = index.data();
+  ws.offsets = ws.counts + experts;
+  ws.cursors = ws.offsets + experts + 1;
+  ws.active_experts = ws.cursors + experts;
+  ws.token_of_slot = ws.active_experts + experts + 1;
+  ws.slot_of_assignment = ws.token_of_slot + tokens * top_k;
+  ws.hidden = d_hidden.data();
+  ws.expert_out = d_expert_out.data();
   MoeArgs args{d_x.data(),    d_ids.data(),  d_w.data(),
                d_gu.data(),   d_down.data(), c.shared ? d_shared.data() : nullptr,
                c.combination, tokens,        hidden,
@@ -136,9 +138,11 @@ TEST_P(MoeTest, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, MoeTest,
-                         ::testing::Values(MoeCase{false, SharedExpertCombination::kAverage},
-                                           MoeCase{true, SharedExpertCombination::kAverage},
-                                           MoeCase{true, SharedExpertCombination::kSum}));
+                         ::testing::Values(MoeCase{false, SharedExpertCombination::kAverage, 19},
+                                           MoeCase{true, SharedExpertCombination::kAverage, 19},
+                                           MoeCase{true, SharedExpertCombination::kSum, 19},
+                                           MoeCase{false, SharedExpertCombination::kAverage, 1},
+                                           MoeCase{true, SharedExpertCombination::kSum, 3}));
 
 TEST(SiluMulTest, MatchesCpu) {
   const int64_t tokens = 3, inter = 40;
