@@ -1,0 +1,77 @@
+// `mkserve make-model --preset tiny|nmc [--layers N] [--seed S] [--shard-mb M] [--fused-experts]
+// [--force] --out DIR`: writes a seeded random checkpoint (config.json, generation_config.json,
+// safetensors shards; the tiny preset also gets the tiny tokenizer, whose ids it uses).
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "common/args.h"
+#include "common/error.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
+#include "tokenizer/tiny_tokenizer.h"
+
+namespace mkserve::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kDefaultShardMb = 4096;
+constexpr uint64_t kBytesPerMb = 1ull << 20;
+
+// A non-empty DIR is only reused with --force, so a typo cannot clobber a real checkpoint.
+void CheckOutputDir(const fs::path& dir, bool force) {
+  if (!fs::exists(dir)) return;
+  if (!fs::is_directory(dir)) throw Error(dir.string() + " exists and is not a directory");
+  if (!fs::is_empty(dir) && !force) {
+    throw Error(dir.string() + " is not empty; pass --force to overwrite the model files in it");
+  }
+}
+
+// The tiny model's ids (vocab, bos, eos, pad) are the tiny tokenizer's; check they still agree.
+void WriteTinyTokenizer(const ModelConfig& config, const fs::path& dir) {
+  if (config.vocab_size != tokenizer::kTinyVocabSize ||
+      config.bos_token_id != tokenizer::kTinyBosId ||
+      config.pad_token_id != tokenizer::kTinyPadId ||
+      config.eos_token_ids != std::vector<int32_t>{tokenizer::kTinyEosId}) {
+    throw Error("internal: the tiny preset's token ids disagree with the tiny tokenizer");
+  }
+  tokenizer::WriteTinyTokenizer(dir);
+}
+
+int RunMakeModel(std::span<const std::string> argv) {
+  Args args(argv);
+  std::string preset = args.RequiredString("preset");
+  std::optional<int64_t> num_layers;
+  if (auto layers = args.Value("layers")) num_layers = args.Int("layers", 0);
+  int64_t seed = args.Int("seed", 0);
+  int64_t shard_mb = args.Int("shard-mb", kDefaultShardMb);
+  bool fused = args.Switch("fused-experts");
+  bool force = args.Switch("force");
+  fs::path out = args.RequiredString("out");
+  args.Finish();
+  if (seed < 0) throw Error("--seed must be >= 0, got " + std::to_string(seed));
+  if (shard_mb <= 0) throw Error("--shard-mb must be positive, got " + std::to_string(shard_mb));
+
+  ModelConfig config = PresetByName(preset, num_layers);
+  CheckOutputDir(out, force);
+  RandomCheckpointOptions options{
+      .seed = static_cast<uint64_t>(seed),
+      .max_shard_bytes = static_cast<uint64_t>(shard_mb) * kBytesPerMb,
+      .expert_layout = fused ? ExpertLayout::kFused : ExpertLayout::kPerExpert};
+  WriteRandomCheckpoint(config, options, out);
+  if (preset == "tiny") WriteTinyTokenizer(config, out);
+  std::printf("wrote %s model (%lld layers, seed %lld) to %s\n", preset.c_str(),
+              static_cast<long long>(config.num_layers), static_cast<long long>(seed),
+              out.string().c_str());
+  return 0;
+}
+
+const CommandRegistration kRegistration(
+    {"make-model", "write a seeded random checkpoint (--preset tiny|nmc --out DIR)", RunMakeModel});
+
+}  // namespace
+}  // namespace mkserve::cli
