@@ -20,7 +20,8 @@ ChatTemplate ChatTemplate::Parse(std::string source) {
 }
 
 std::string ChatTemplate::Render(const nlohmann::ordered_json& context) const {
-  if (!context.is_object()) throw jinja::TemplateError("chat template context must be a JSON object");
+  if (!context.is_object())
+    throw jinja::TemplateError("chat template context must be a JSON object");
   jinja::Evaluator::Frame globals;
   jinja::AddGlobalFunctions(globals);
   globals["tools"] = jinja::Value(nullptr);

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
         results.push_back({{"error", error.what()}});
       }
     }
-    std::cout << results.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    std::cout << results.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+              << "\n";
   } catch (const std::exception& error) {
     std::cerr << "chat_render_tool: " << error.what() << "\n";
     return 1;

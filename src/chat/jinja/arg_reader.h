@@ -29,14 +29,17 @@ class ArgReader {
   std::string String(size_t index, const char* name, std::string fallback) const {
     Value value = Get(index, name);
     if (value.IsUndefined() || value.IsNone()) return fallback;
-    if (!value.IsString()) throw TemplateError(callee_ + "(): '" + name + "' must be a string, not " + value.TypeName());
+    if (!value.IsString())
+      throw TemplateError(callee_ + "(): '" + name + "' must be a string, not " + value.TypeName());
     return value.AsString();
   }
 
   int64_t Int(size_t index, const char* name, int64_t fallback) const {
     Value value = Get(index, name);
     if (value.IsUndefined() || value.IsNone()) return fallback;
-    if (!value.IsInt() && !value.IsBool()) throw TemplateError(callee_ + "(): '" + name + "' must be an integer, not " + value.TypeName());
+    if (!value.IsInt() && !value.IsBool())
+      throw TemplateError(callee_ + "(): '" + name + "' must be an integer, not " +
+                          value.TypeName());
     return value.AsInt();
   }
 

@@ -12,8 +12,20 @@
 namespace mkserve::chat::jinja {
 
 enum class ExprKind {
-  kLiteral, kName, kList, kDict, kGetAttr, kGetItem, kSlice, kCall, kFilter, kTest,
-  kUnary, kBinary, kCompare, kConditional,
+  kLiteral,
+  kName,
+  kList,
+  kDict,
+  kGetAttr,
+  kGetItem,
+  kSlice,
+  kCall,
+  kFilter,
+  kTest,
+  kUnary,
+  kBinary,
+  kCompare,
+  kConditional,
 };
 
 struct Expr {
@@ -46,12 +58,14 @@ struct DictExpr : Expr {
   std::vector<std::pair<ExprPtr, ExprPtr>> entries;
 };
 struct GetAttrExpr : Expr {  // object.name
-  GetAttrExpr(int l, ExprPtr o, std::string n) : Expr(ExprKind::kGetAttr, l), object(std::move(o)), name(std::move(n)) {}
+  GetAttrExpr(int l, ExprPtr o, std::string n)
+      : Expr(ExprKind::kGetAttr, l), object(std::move(o)), name(std::move(n)) {}
   ExprPtr object;
   std::string name;
 };
 struct GetItemExpr : Expr {  // object[index]
-  GetItemExpr(int l, ExprPtr o, ExprPtr i) : Expr(ExprKind::kGetItem, l), object(std::move(o)), index(std::move(i)) {}
+  GetItemExpr(int l, ExprPtr o, ExprPtr i)
+      : Expr(ExprKind::kGetItem, l), object(std::move(o)), index(std::move(i)) {}
   ExprPtr object;
   ExprPtr index;
 };
@@ -65,20 +79,23 @@ struct CallExpr : Expr {
   ArgExprs args;
 };
 struct FilterExpr : Expr {  // operand | name(args)
-  FilterExpr(int l, ExprPtr o, std::string n) : Expr(ExprKind::kFilter, l), operand(std::move(o)), name(std::move(n)) {}
+  FilterExpr(int l, ExprPtr o, std::string n)
+      : Expr(ExprKind::kFilter, l), operand(std::move(o)), name(std::move(n)) {}
   ExprPtr operand;
   std::string name;
   ArgExprs args;
 };
 struct TestExpr : Expr {  // operand is [not] name(args)
-  TestExpr(int l, ExprPtr o, std::string n) : Expr(ExprKind::kTest, l), operand(std::move(o)), name(std::move(n)) {}
+  TestExpr(int l, ExprPtr o, std::string n)
+      : Expr(ExprKind::kTest, l), operand(std::move(o)), name(std::move(n)) {}
   ExprPtr operand;
   std::string name;
   ArgExprs args;
   bool negated = false;
 };
 struct UnaryExpr : Expr {  // "-", "+", "not"
-  UnaryExpr(int l, std::string o, ExprPtr e) : Expr(ExprKind::kUnary, l), op(std::move(o)), operand(std::move(e)) {}
+  UnaryExpr(int l, std::string o, ExprPtr e)
+      : Expr(ExprKind::kUnary, l), op(std::move(o)), operand(std::move(e)) {}
   std::string op;
   ExprPtr operand;
 };
@@ -98,7 +115,18 @@ struct ConditionalExpr : Expr {  // then_expr if condition else else_expr
   ExprPtr condition, then_expr, else_expr;  // else_expr may be null (gives Undefined)
 };
 
-enum class StmtKind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kGeneration };
+enum class StmtKind {
+  kText,
+  kOutput,
+  kIf,
+  kFor,
+  kSet,
+  kSetBlock,
+  kMacro,
+  kBreak,
+  kContinue,
+  kGeneration
+};
 
 struct Stmt {
   Stmt(StmtKind kind_in, int line_in) : kind(kind_in), line(line_in) {}
@@ -147,7 +175,8 @@ struct MacroStmt : Stmt {
   std::vector<std::pair<std::string, ExprPtr>> params;  // default may be null
   Body body;
 };
-struct GenerationStmt : Stmt {  // transformers' {% generation %} marks assistant text; renders as is
+struct GenerationStmt
+    : Stmt {  // transformers' {% generation %} marks assistant text; renders as is
   explicit GenerationStmt(int l) : Stmt(StmtKind::kGeneration, l) {}
   Body body;
 };

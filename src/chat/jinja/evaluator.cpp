@@ -37,15 +37,18 @@ Value MakeLoopObject(size_t index, const std::vector<Value>& items) {
   loop->Set("previtem", i > 0 ? items[index - 1] : Value::MakeUndefined("previtem"));
   loop->Set("nextitem", i + 1 < n ? items[index + 1] : Value::MakeUndefined("nextitem"));
   loop->Set("cycle", Value(Function([i](CallArgs& args) {
-    if (args.positional.empty()) throw TemplateError("loop.cycle() needs at least one value");
-    return args.positional[i % args.positional.size()];
-  })));
+              if (args.positional.empty())
+                throw TemplateError("loop.cycle() needs at least one value");
+              return args.positional[i % args.positional.size()];
+            })));
   return Value(std::move(loop));
 }
 
 }  // namespace
 
-Evaluator::Evaluator(Frame globals) { frames_.push_back(std::make_shared<Frame>(std::move(globals))); }
+Evaluator::Evaluator(Frame globals) {
+  frames_.push_back(std::make_shared<Frame>(std::move(globals)));
+}
 
 std::string Evaluator::Render(const Body& body) {
   std::string out;
@@ -61,7 +64,9 @@ Value Evaluator::Lookup(const std::string& name) const {
   return Value::MakeUndefined(name);
 }
 
-void Evaluator::Assign(const std::string& name, Value value) { (*frames_.back())[name] = std::move(value); }
+void Evaluator::Assign(const std::string& name, Value value) {
+  (*frames_.back())[name] = std::move(value);
+}
 
 Evaluator::Flow Evaluator::Execute(const Body& body, std::string& out) {
   for (const StmtPtr& stmt : body) {
@@ -81,14 +86,25 @@ Evaluator::Flow Evaluator::ExecuteStmt(const Stmt& stmt, std::string& out) {
       out += PythonStr(value);
       return Flow::kNormal;
     }
-    case StmtKind::kIf: return ExecuteIf(static_cast<const IfStmt&>(stmt), out);
-    case StmtKind::kFor: return ExecuteFor(static_cast<const ForStmt&>(stmt), out);
-    case StmtKind::kSet: ExecuteSet(static_cast<const SetStmt&>(stmt)); return Flow::kNormal;
-    case StmtKind::kSetBlock: ExecuteSetBlock(static_cast<const SetBlockStmt&>(stmt)); return Flow::kNormal;
-    case StmtKind::kMacro: ExecuteMacro(static_cast<const MacroStmt&>(stmt)); return Flow::kNormal;
-    case StmtKind::kBreak: return Flow::kBreak;
-    case StmtKind::kContinue: return Flow::kContinue;
-    case StmtKind::kGeneration: return Execute(static_cast<const GenerationStmt&>(stmt).body, out);
+    case StmtKind::kIf:
+      return ExecuteIf(static_cast<const IfStmt&>(stmt), out);
+    case StmtKind::kFor:
+      return ExecuteFor(static_cast<const ForStmt&>(stmt), out);
+    case StmtKind::kSet:
+      ExecuteSet(static_cast<const SetStmt&>(stmt));
+      return Flow::kNormal;
+    case StmtKind::kSetBlock:
+      ExecuteSetBlock(static_cast<const SetBlockStmt&>(stmt));
+      return Flow::kNormal;
+    case StmtKind::kMacro:
+      ExecuteMacro(static_cast<const MacroStmt&>(stmt));
+      return Flow::kNormal;
+    case StmtKind::kBreak:
+      return Flow::kBreak;
+    case StmtKind::kContinue:
+      return Flow::kContinue;
+    case StmtKind::kGeneration:
+      return Execute(static_cast<const GenerationStmt&>(stmt).body, out);
   }
   return Flow::kNormal;
 }
@@ -136,7 +152,8 @@ void Evaluator::ExecuteSet(const SetStmt& stmt) {
   if (!stmt.attribute.empty()) {
     Value target = Lookup(stmt.targets[0]);
     if (!target.IsObject() || !target.AsObject().is_namespace) {
-      throw TemplateError("cannot assign attribute '" + stmt.attribute + "' on '" + stmt.targets[0] +
+      throw TemplateError("cannot assign attribute '" + stmt.attribute + "' on '" +
+                          stmt.targets[0] +
                           "': only namespace() objects accept attribute assignment");
     }
     target.AsObject().Set(stmt.attribute, std::move(value));
@@ -159,13 +176,16 @@ void Evaluator::ExecuteSetBlock(const SetBlockStmt& stmt) {
 
 void Evaluator::ExecuteMacro(const MacroStmt& stmt) {
   const MacroStmt* macro = &stmt;
-  Assign(stmt.name, Value(Function([this, macro](CallArgs& args) { return CallMacro(*macro, args); })));
+  Assign(stmt.name,
+         Value(Function([this, macro](CallArgs& args) { return CallMacro(*macro, args); })));
 }
 
 Value Evaluator::CallMacro(const MacroStmt& macro, const CallArgs& args) {
-  if (macro_depth_ >= kMaxMacroDepth) throw TemplateError("macro '" + macro.name + "' recursed too deeply");
+  if (macro_depth_ >= kMaxMacroDepth)
+    throw TemplateError("macro '" + macro.name + "' recursed too deeply");
   if (args.positional.size() > macro.params.size()) {
-    throw TemplateError("macro '" + macro.name + "' takes " + std::to_string(macro.params.size()) + " arguments");
+    throw TemplateError("macro '" + macro.name + "' takes " + std::to_string(macro.params.size()) +
+                        " arguments");
   }
   auto frame = std::make_shared<Frame>();
   std::vector<std::shared_ptr<Frame>> saved = frames_;
@@ -175,7 +195,8 @@ Value Evaluator::CallMacro(const MacroStmt& macro, const CallArgs& args) {
     Value value = Value::MakeUndefined(name);
     if (i < args.positional.size()) {
       value = args.positional[i];
-    } else if (auto it = std::find_if(args.keyword.begin(), args.keyword.end(), [&](auto& kw) { return kw.first == name; });
+    } else if (auto it = std::find_if(args.keyword.begin(), args.keyword.end(),
+                                      [&](auto& kw) { return kw.first == name; });
                it != args.keyword.end()) {
       value = it->second;
     } else if (default_expr) {

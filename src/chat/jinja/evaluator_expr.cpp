@@ -18,10 +18,14 @@ Value Evaluator::Eval(const Expr& expr) {
 
 Value Evaluator::EvalExpr(const Expr& expr) {
   switch (expr.kind) {
-    case ExprKind::kLiteral: return static_cast<const LiteralExpr&>(expr).value;
-    case ExprKind::kName: return EvalName(static_cast<const NameExpr&>(expr));
-    case ExprKind::kList: return EvalList(static_cast<const ListExpr&>(expr));
-    case ExprKind::kDict: return EvalDict(static_cast<const DictExpr&>(expr));
+    case ExprKind::kLiteral:
+      return static_cast<const LiteralExpr&>(expr).value;
+    case ExprKind::kName:
+      return EvalName(static_cast<const NameExpr&>(expr));
+    case ExprKind::kList:
+      return EvalList(static_cast<const ListExpr&>(expr));
+    case ExprKind::kDict:
+      return EvalDict(static_cast<const DictExpr&>(expr));
     case ExprKind::kGetAttr: {
       const auto& get = static_cast<const GetAttrExpr&>(expr);
       return GetAttribute(Eval(*get.object), get.name);
@@ -31,14 +35,22 @@ Value Evaluator::EvalExpr(const Expr& expr) {
       Value object = Eval(*get.object);
       return GetItem(object, Eval(*get.index));
     }
-    case ExprKind::kSlice: return EvalSlice(static_cast<const SliceExpr&>(expr));
-    case ExprKind::kCall: return EvalCall(static_cast<const CallExpr&>(expr));
-    case ExprKind::kFilter: return EvalFilter(static_cast<const FilterExpr&>(expr));
-    case ExprKind::kTest: return EvalTest(static_cast<const TestExpr&>(expr));
-    case ExprKind::kUnary: return EvalUnary(static_cast<const UnaryExpr&>(expr));
-    case ExprKind::kBinary: return EvalBinary(static_cast<const BinaryExpr&>(expr));
-    case ExprKind::kCompare: return EvalCompare(static_cast<const CompareExpr&>(expr));
-    case ExprKind::kConditional: return EvalConditional(static_cast<const ConditionalExpr&>(expr));
+    case ExprKind::kSlice:
+      return EvalSlice(static_cast<const SliceExpr&>(expr));
+    case ExprKind::kCall:
+      return EvalCall(static_cast<const CallExpr&>(expr));
+    case ExprKind::kFilter:
+      return EvalFilter(static_cast<const FilterExpr&>(expr));
+    case ExprKind::kTest:
+      return EvalTest(static_cast<const TestExpr&>(expr));
+    case ExprKind::kUnary:
+      return EvalUnary(static_cast<const UnaryExpr&>(expr));
+    case ExprKind::kBinary:
+      return EvalBinary(static_cast<const BinaryExpr&>(expr));
+    case ExprKind::kCompare:
+      return EvalCompare(static_cast<const CompareExpr&>(expr));
+    case ExprKind::kConditional:
+      return EvalConditional(static_cast<const ConditionalExpr&>(expr));
   }
   throw TemplateError("unknown expression");
 }
@@ -79,8 +91,10 @@ CallArgs Evaluator::EvalArgs(const ArgExprs& args) {
 Value Evaluator::EvalCall(const CallExpr& expr) {
   Value callee = Eval(*expr.callee);
   CallArgs args = EvalArgs(expr.args);
-  if (callee.IsUndefined()) throw TemplateError("'" + callee.UndefinedName() + "' is undefined (called as a function)");
-  if (!callee.IsFunction()) throw TemplateError("'" + callee.TypeName() + "' object is not callable");
+  if (callee.IsUndefined())
+    throw TemplateError("'" + callee.UndefinedName() + "' is undefined (called as a function)");
+  if (!callee.IsFunction())
+    throw TemplateError("'" + callee.TypeName() + "' object is not callable");
   return callee.AsFunction()(args);
 }
 
@@ -98,7 +112,8 @@ Value Evaluator::EvalTest(const TestExpr& expr) {
 Value Evaluator::EvalUnary(const UnaryExpr& expr) {
   Value operand = Eval(*expr.operand);
   if (expr.op == "not") return Value(!operand.Truthy());
-  if (!operand.IsNumber()) throw TemplateError("bad operand type for unary " + expr.op + ": '" + operand.TypeName() + "'");
+  if (!operand.IsNumber())
+    throw TemplateError("bad operand type for unary " + expr.op + ": '" + operand.TypeName() + "'");
   if (expr.op == "+") return operand.IsBool() ? Value(operand.AsInt()) : operand;
   if (operand.IsFloat()) return Value(-operand.AsDouble());
   return Value(-operand.AsInt());

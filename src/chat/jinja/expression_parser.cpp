@@ -19,10 +19,10 @@ bool ExpressionParser::IsName(const char* name, size_t ahead) const {
 
 void ExpressionParser::Fail(const std::string& message) const {
   const Token& token = Peek();
-  std::string near = token.kind == TokenKind::kEnd ? "end of template"
-                     : token.kind == TokenKind::kBlockEnd ? "'%}'"
+  std::string near = token.kind == TokenKind::kEnd           ? "end of template"
+                     : token.kind == TokenKind::kBlockEnd    ? "'%}'"
                      : token.kind == TokenKind::kVariableEnd ? "'}}'"
-                     : "'" + token.text + "'";
+                                                             : "'" + token.text + "'";
   throw TemplateError(message + " (found " + near + ")", token.line);
 }
 

@@ -23,8 +23,10 @@ ExprPtr ExpressionParser::ParsePrimary() {
       ++pos_;
       const std::string& name = token.text;
       if (name == "true" || name == "True") return std::make_unique<LiteralExpr>(line, Value(true));
-      if (name == "false" || name == "False") return std::make_unique<LiteralExpr>(line, Value(false));
-      if (name == "none" || name == "None") return std::make_unique<LiteralExpr>(line, Value(nullptr));
+      if (name == "false" || name == "False")
+        return std::make_unique<LiteralExpr>(line, Value(false));
+      if (name == "none" || name == "None")
+        return std::make_unique<LiteralExpr>(line, Value(nullptr));
       return std::make_unique<NameExpr>(line, name);
     }
     case TokenKind::kOperator:
@@ -83,7 +85,8 @@ ExprPtr ExpressionParser::ParsePostfix(ExprPtr expr) {
     int line = Peek().line;
     if (SkipOperator(".")) {
       const Token& name = Peek();
-      if (name.kind != TokenKind::kName && name.kind != TokenKind::kInteger) Fail("expected an attribute name");
+      if (name.kind != TokenKind::kName && name.kind != TokenKind::kInteger)
+        Fail("expected an attribute name");
       ++pos_;
       if (name.kind == TokenKind::kInteger) {  // x.0 is x[0] in jinja2
         auto index = std::make_unique<LiteralExpr>(line, Value(name.int_value));
@@ -106,7 +109,8 @@ ExprPtr ExpressionParser::ParsePostfix(ExprPtr expr) {
 ExprPtr ExpressionParser::ParseSubscript(ExprPtr object, int line) {
   ExprPtr start;
   if (!IsOperator(":")) start = ParseExpression();
-  if (SkipOperator("]")) return std::make_unique<GetItemExpr>(line, std::move(object), std::move(start));
+  if (SkipOperator("]"))
+    return std::make_unique<GetItemExpr>(line, std::move(object), std::move(start));
   auto slice = std::make_unique<SliceExpr>(line);
   slice->object = std::move(object);
   slice->start = std::move(start);
@@ -158,8 +162,9 @@ ExprPtr ExpressionParser::ParseTest(ExprPtr operand, int line) {
   std::string test_name;
   if (name.kind == TokenKind::kName) {
     test_name = name.text;
-  } else if (name.kind == TokenKind::kOperator && (name.text == "==" || name.text == "!=" || name.text == "<" ||
-                                                   name.text == ">" || name.text == "<=" || name.text == ">=")) {
+  } else if (name.kind == TokenKind::kOperator &&
+             (name.text == "==" || name.text == "!=" || name.text == "<" || name.text == ">" ||
+              name.text == "<=" || name.text == ">=")) {
     test_name = name.text;
   } else {
     Fail("expected a test name after 'is'");
@@ -174,9 +179,9 @@ ExprPtr ExpressionParser::ParseTest(ExprPtr operand, int line) {
     const Token& next = Peek();
     bool starts_argument = next.kind == TokenKind::kString || next.kind == TokenKind::kInteger ||
                            next.kind == TokenKind::kFloat || IsOperator("[") || IsOperator("{") ||
-                           (next.kind == TokenKind::kName && next.text != "and" && next.text != "or" &&
-                            next.text != "else" && next.text != "if" && next.text != "in" &&
-                            next.text != "not" && next.text != "is");
+                           (next.kind == TokenKind::kName && next.text != "and" &&
+                            next.text != "or" && next.text != "else" && next.text != "if" &&
+                            next.text != "in" && next.text != "not" && next.text != "is");
     if (starts_argument) test->args.positional.push_back(ParsePostfix(ParsePrimary()));
   }
   return test;

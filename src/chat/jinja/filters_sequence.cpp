@@ -40,12 +40,14 @@ Value Items(const Value& v, const ArgReader&) {
   Array pairs;
   if (v.IsUndefined()) return Value(std::move(pairs));
   if (!v.IsObject()) throw TemplateError("items: expected a mapping, got " + v.TypeName());
-  for (const auto& [key, value] : v.AsObject().entries) pairs.push_back(Value(Array{Value(key), value}));
+  for (const auto& [key, value] : v.AsObject().entries)
+    pairs.push_back(Value(Array{Value(key), value}));
   return Value(std::move(pairs));
 }
 
 Value Join(const Value& v, const ArgReader& a) {
-  std::string separator = PythonStr(a.Get(0, "d", Value(""))), attribute = a.String(1, "attribute", "");
+  std::string separator = PythonStr(a.Get(0, "d", Value(""))),
+              attribute = a.String(1, "attribute", "");
   std::string out;
   bool first = true;
   for (const Value& item : Iterate(v)) {
@@ -81,7 +83,8 @@ Value Sort(const Value& v, const ArgReader& a) {
   std::string attribute = a.String(2, "attribute", "");
   std::vector<Value> items = Iterate(v);
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-    int order = CompareValues(SortKey(x, attribute, case_sensitive), SortKey(y, attribute, case_sensitive));
+    int order =
+        CompareValues(SortKey(x, attribute, case_sensitive), SortKey(y, attribute, case_sensitive));
     return reverse ? order > 0 : order < 0;
   });
   return Value(std::move(items));
@@ -94,7 +97,8 @@ Value Dictsort(const Value& v, const ArgReader& a) {
   Array pairs = Items(v, a).AsArray();
   size_t index = by == "key" ? 0 : 1;
   std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
-    int order = CompareValues(SortKey(x.AsArray()[index], "", case_sensitive), SortKey(y.AsArray()[index], "", case_sensitive));
+    int order = CompareValues(SortKey(x.AsArray()[index], "", case_sensitive),
+                              SortKey(y.AsArray()[index], "", case_sensitive));
     return reverse ? order > 0 : order < 0;
   });
   return Value(std::move(pairs));
@@ -154,7 +158,8 @@ Value Extreme(const Value& v, const ArgReader& a, bool want_max) {
   if (items.empty()) return Value::MakeUndefined(want_max ? "max" : "min");
   Value best = items[0];
   for (const Value& item : items) {
-    int order = CompareValues(SortKey(item, attribute, case_sensitive), SortKey(best, attribute, case_sensitive));
+    int order = CompareValues(SortKey(item, attribute, case_sensitive),
+                              SortKey(best, attribute, case_sensitive));
     if (want_max ? order > 0 : order < 0) best = item;
   }
   return best;
@@ -172,16 +177,34 @@ Value Sum(const Value& v, const ArgReader& a) {
   return total;
 }
 
-Value Attr(const Value& v, const ArgReader& a) { return ResolveAttributePath(v, a.String(0, "name", "")); }
+Value Attr(const Value& v, const ArgReader& a) {
+  return ResolveAttributePath(v, a.String(0, "name", ""));
+}
 
 }  // namespace
 
 void AddSequenceFilters(FilterTable& table) {
-  table.insert({{"default", Default}, {"d", Default}, {"length", LengthFilter}, {"count", LengthFilter},
-                {"list", List}, {"first", First}, {"last", Last}, {"items", Items}, {"join", Join},
-                {"unique", Unique}, {"sort", Sort}, {"dictsort", Dictsort}, {"reverse", Reverse},
-                {"select", Select}, {"reject", Reject}, {"selectattr", Selectattr},
-                {"rejectattr", Rejectattr}, {"map", Map}, {"min", Min}, {"max", Max}, {"sum", Sum},
+  table.insert({{"default", Default},
+                {"d", Default},
+                {"length", LengthFilter},
+                {"count", LengthFilter},
+                {"list", List},
+                {"first", First},
+                {"last", Last},
+                {"items", Items},
+                {"join", Join},
+                {"unique", Unique},
+                {"sort", Sort},
+                {"dictsort", Dictsort},
+                {"reverse", Reverse},
+                {"select", Select},
+                {"reject", Reject},
+                {"selectattr", Selectattr},
+                {"rejectattr", Rejectattr},
+                {"map", Map},
+                {"min", Min},
+                {"max", Max},
+                {"sum", Sum},
                 {"attr", Attr}});
 }
 

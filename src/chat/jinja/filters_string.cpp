@@ -13,7 +13,9 @@ namespace mkserve::chat::jinja {
 
 namespace {
 
-Value Trim(const Value& v, const ArgReader& a) { return StripString(PythonStr(v), a.Get(0, "chars"), true, true); }
+Value Trim(const Value& v, const ArgReader& a) {
+  return StripString(PythonStr(v), a.Get(0, "chars"), true, true);
+}
 Value Upper(const Value& v, const ArgReader&) { return ToUpper(PythonStr(v)); }
 Value Lower(const Value& v, const ArgReader&) { return ToLower(PythonStr(v)); }
 Value Title(const Value& v, const ArgReader&) { return TitleCase(PythonStr(v)); }
@@ -22,20 +24,31 @@ Value String(const Value& v, const ArgReader&) { return PythonStr(v); }
 Value Safe(const Value& v, const ArgReader&) { return v; }  // autoescape is off in transformers
 
 Value Replace(const Value& v, const ArgReader& a) {
-  return ReplaceString(PythonStr(v), PythonStr(a.Required(0, "old")), PythonStr(a.Required(1, "new")),
-                       a.Int(2, "count", -1));
+  return ReplaceString(PythonStr(v), PythonStr(a.Required(0, "old")),
+                       PythonStr(a.Required(1, "new")), a.Int(2, "count", -1));
 }
 
 Value Escape(const Value& v, const ArgReader&) {
   std::string out;
   for (char c : PythonStr(v)) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -44,7 +57,8 @@ Value Escape(const Value& v, const ArgReader&) {
 // jinja2 indent: every line but the first (unless `first`), blank lines only with `blank`.
 Value Indent(const Value& v, const ArgReader& a) {
   Value width = a.Get(0, "width", Value(4));
-  std::string indention = width.IsString() ? width.AsString() : std::string(a.Int(0, "width", 4), ' ');
+  std::string indention =
+      width.IsString() ? width.AsString() : std::string(a.Int(0, "width", 4), ' ');
   Array lines = SplitString(ReplaceString(PythonStr(v), "\r\n", "\n", -1), Value("\n"), -1);
   bool blank = a.Bool(2, "blank", false);
   std::string out;
@@ -71,7 +85,8 @@ Value Wordcount(const Value& v, const ArgReader&) {
 
 Value Int(const Value& v, const ArgReader& a) {
   Value fallback = a.Get(0, "default", Value(0));
-  if (v.IsNumber()) return Value(static_cast<int64_t>(v.IsFloat() ? std::trunc(v.AsDouble()) : v.AsInt()));
+  if (v.IsNumber())
+    return Value(static_cast<int64_t>(v.IsFloat() ? std::trunc(v.AsDouble()) : v.AsInt()));
   if (!v.IsString()) return fallback;
   std::string text = StripString(v.AsString(), Value(), true, true);
   try {
@@ -147,10 +162,13 @@ Value Format(const Value& v, const ArgReader& a) {
       out += '%';
       continue;
     }
-    if (conversion != 's' && conversion != 'd' && conversion != 'r') throw TemplateError("format: unsupported conversion %" + std::string(1, conversion));
+    if (conversion != 's' && conversion != 'd' && conversion != 'r')
+      throw TemplateError("format: unsupported conversion %" + std::string(1, conversion));
     if (next >= a.args().positional.size()) throw TemplateError("format: not enough arguments");
     const Value& arg = a.args().positional[next++];
-    out += conversion == 'r' ? PythonRepr(arg) : conversion == 'd' ? std::to_string(arg.AsInt()) : PythonStr(arg);
+    out += conversion == 'r'   ? PythonRepr(arg)
+           : conversion == 'd' ? std::to_string(arg.AsInt())
+                               : PythonStr(arg);
   }
   return out;
 }
@@ -158,11 +176,24 @@ Value Format(const Value& v, const ArgReader& a) {
 }  // namespace
 
 void AddStringFilters(FilterTable& table) {
-  table.insert({{"trim", Trim}, {"upper", Upper}, {"lower", Lower}, {"title", Title},
-                {"capitalize", CapitalizeFilter}, {"string", String}, {"safe", Safe},
-                {"replace", Replace}, {"escape", Escape}, {"e", Escape}, {"indent", Indent},
-                {"wordcount", Wordcount}, {"int", Int}, {"float", Float}, {"abs", Abs},
-                {"round", Round}, {"tojson", ToJson}, {"format", Format}});
+  table.insert({{"trim", Trim},
+                {"upper", Upper},
+                {"lower", Lower},
+                {"title", Title},
+                {"capitalize", CapitalizeFilter},
+                {"string", String},
+                {"safe", Safe},
+                {"replace", Replace},
+                {"escape", Escape},
+                {"e", Escape},
+                {"indent", Indent},
+                {"wordcount", Wordcount},
+                {"int", Int},
+                {"float", Float},
+                {"abs", Abs},
+                {"round", Round},
+                {"tojson", ToJson},
+                {"format", Format}});
 }
 
 }  // namespace mkserve::chat::jinja

@@ -25,7 +25,8 @@ Value Range(CallArgs& call) {
   if (step == 0) throw TemplateError("range() arg 3 must not be zero");
   Array items;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (static_cast<int64_t>(items.size()) >= kMaxRangeItems) throw TemplateError("range() is too large");
+    if (static_cast<int64_t>(items.size()) >= kMaxRangeItems)
+      throw TemplateError("range() is too large");
     items.emplace_back(i);
   }
   return Value(std::move(items));

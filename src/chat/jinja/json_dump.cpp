@@ -22,13 +22,27 @@ void AppendJsonString(const std::string& text, bool ensure_ascii, std::string& o
   out += '"';
   for (char32_t cp : DecodeUtf8(text)) {
     switch (cp) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (cp < 0x20 || (ensure_ascii && cp == 0x7F)) {
           AppendEscape(cp, out);
@@ -53,13 +67,27 @@ class JsonWriter {
 
   void Write(const Value& value, int level, std::string& out) const {
     switch (value.kind()) {
-      case Value::Kind::kNone: out += "null"; return;
-      case Value::Kind::kBool: out += value.AsBool() ? "true" : "false"; return;
-      case Value::Kind::kInt: out += std::to_string(value.AsInt()); return;
-      case Value::Kind::kFloat: WriteFloat(value.AsDouble(), out); return;
-      case Value::Kind::kString: AppendJsonString(value.AsString(), options_.ensure_ascii, out); return;
-      case Value::Kind::kArray: WriteArray(value.AsArray(), level, out); return;
-      case Value::Kind::kObject: WriteObject(value.AsObject(), level, out); return;
+      case Value::Kind::kNone:
+        out += "null";
+        return;
+      case Value::Kind::kBool:
+        out += value.AsBool() ? "true" : "false";
+        return;
+      case Value::Kind::kInt:
+        out += std::to_string(value.AsInt());
+        return;
+      case Value::Kind::kFloat:
+        WriteFloat(value.AsDouble(), out);
+        return;
+      case Value::Kind::kString:
+        AppendJsonString(value.AsString(), options_.ensure_ascii, out);
+        return;
+      case Value::Kind::kArray:
+        WriteArray(value.AsArray(), level, out);
+        return;
+      case Value::Kind::kObject:
+        WriteObject(value.AsObject(), level, out);
+        return;
       default:
         throw TemplateError("Object of type " + value.TypeName() + " is not JSON serializable");
     }

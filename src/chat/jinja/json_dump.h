@@ -10,7 +10,7 @@
 namespace mkserve::chat::jinja {
 
 struct JsonDumpOptions {
-  std::optional<std::string> indent;  // None: one line; otherwise the per-level indent text
+  std::optional<std::string> indent;          // None: one line; otherwise the per-level indent text
   std::optional<std::string> item_separator;  // default ", " (one line) or "," (indented)
   std::string key_separator = ": ";
   bool sort_keys = false;

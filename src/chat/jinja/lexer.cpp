@@ -10,7 +10,9 @@ namespace mkserve::chat::jinja {
 namespace {
 
 bool IsInlineSpace(char c) { return c == ' ' || c == '\t'; }
-bool IsWhitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsWhitespace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 class Lexer {
  public:
@@ -104,7 +106,8 @@ class Lexer {
   }
 
   void LexExpressionTag(bool is_variable) {
-    tokens_.push_back({is_variable ? TokenKind::kVariableBegin : TokenKind::kBlockBegin, "", line_});
+    tokens_.push_back(
+        {is_variable ? TokenKind::kVariableBegin : TokenKind::kBlockBegin, "", line_});
     char closer = is_variable ? '}' : '%';
     int depth = 0;  // brackets open inside the tag: `}}` inside a dict literal is not the end
     while (true) {
@@ -121,7 +124,8 @@ class Lexer {
   bool TryCloseTag(char closer, bool is_variable) {
     std::string_view rest = source_.substr(pos_);
     char modifier = '\0';
-    if (rest.size() >= 3 && (rest[0] == '-' || rest[0] == '+') && rest[1] == closer && rest[2] == '}') {
+    if (rest.size() >= 3 && (rest[0] == '-' || rest[0] == '+') && rest[1] == closer &&
+        rest[2] == '}') {
       modifier = rest[0];
       pos_ += 3;
     } else if (rest.size() >= 2 && rest[0] == closer && rest[1] == '}') {
@@ -169,10 +173,13 @@ void Lexer::LexNumber() {
   size_t start = pos_;
   bool is_float = false;
   auto digits = [&] {
-    while (pos_ < source_.size() && (std::isdigit(static_cast<unsigned char>(source_[pos_])) || source_[pos_] == '_')) ++pos_;
+    while (pos_ < source_.size() &&
+           (std::isdigit(static_cast<unsigned char>(source_[pos_])) || source_[pos_] == '_'))
+      ++pos_;
   };
   digits();
-  if (pos_ + 1 < source_.size() && source_[pos_] == '.' && std::isdigit(static_cast<unsigned char>(source_[pos_ + 1]))) {
+  if (pos_ + 1 < source_.size() && source_[pos_] == '.' &&
+      std::isdigit(static_cast<unsigned char>(source_[pos_ + 1]))) {
     is_float = true;
     ++pos_;
     digits();
@@ -207,17 +214,28 @@ void Lexer::LexNumber() {
 char32_t Lexer::ReadEscape() {
   char c = source_[pos_++];
   switch (c) {
-    case 'n': return '\n';
-    case 't': return '\t';
-    case 'r': return '\r';
-    case 'b': return '\b';
-    case 'f': return '\f';
-    case 'v': return '\v';
-    case 'a': return '\a';
-    case '0': return '\0';
-    case 'x': case 'u': case 'U': {
+    case 'n':
+      return '\n';
+    case 't':
+      return '\t';
+    case 'r':
+      return '\r';
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'v':
+      return '\v';
+    case 'a':
+      return '\a';
+    case '0':
+      return '\0';
+    case 'x':
+    case 'u':
+    case 'U': {
       int count = c == 'x' ? 2 : c == 'u' ? 4 : 8;
-      if (pos_ + count > source_.size()) throw TemplateError("truncated \\" + std::string(1, c) + " escape", line_);
+      if (pos_ + count > source_.size())
+        throw TemplateError("truncated \\" + std::string(1, c) + " escape", line_);
       std::string hex(source_.substr(pos_, count));
       pos_ += count;
       try {
@@ -226,7 +244,8 @@ char32_t Lexer::ReadEscape() {
         throw TemplateError("bad \\" + std::string(1, c) + " escape '" + hex + "'", line_);
       }
     }
-    default: return static_cast<unsigned char>(c);  // \\ \' \" and unknown escapes keep the char
+    default:
+      return static_cast<unsigned char>(c);  // \\ \' \" and unknown escapes keep the char
   }
 }
 

@@ -16,10 +16,12 @@ using Method = Value (*)(const Value& self, const ArgReader& args);
 
 bool MatchesAffix(const std::string& text, const Value& affix, bool prefix) {
   auto matches = [&](const Value& candidate) {
-    if (!candidate.IsString()) throw TemplateError("startswith/endswith take a string or a tuple of strings");
+    if (!candidate.IsString())
+      throw TemplateError("startswith/endswith take a string or a tuple of strings");
     const std::string& a = candidate.AsString();
     if (a.size() > text.size()) return false;
-    return prefix ? text.compare(0, a.size(), a) == 0 : text.compare(text.size() - a.size(), a.size(), a) == 0;
+    return prefix ? text.compare(0, a.size(), a) == 0
+                  : text.compare(text.size() - a.size(), a.size(), a) == 0;
   };
   if (affix.IsArray()) {
     for (const Value& candidate : affix.AsArray()) {
@@ -30,19 +32,32 @@ bool MatchesAffix(const std::string& text, const Value& affix, bool prefix) {
   return matches(affix);
 }
 
-Value StrStrip(const Value& s, const ArgReader& a) { return StripString(s.AsString(), a.Get(0, "chars"), true, true); }
-Value StrLstrip(const Value& s, const ArgReader& a) { return StripString(s.AsString(), a.Get(0, "chars"), true, false); }
-Value StrRstrip(const Value& s, const ArgReader& a) { return StripString(s.AsString(), a.Get(0, "chars"), false, true); }
-Value StrSplit(const Value& s, const ArgReader& a) { return SplitString(s.AsString(), a.Get(0, "sep"), a.Int(1, "maxsplit", -1)); }
+Value StrStrip(const Value& s, const ArgReader& a) {
+  return StripString(s.AsString(), a.Get(0, "chars"), true, true);
+}
+Value StrLstrip(const Value& s, const ArgReader& a) {
+  return StripString(s.AsString(), a.Get(0, "chars"), true, false);
+}
+Value StrRstrip(const Value& s, const ArgReader& a) {
+  return StripString(s.AsString(), a.Get(0, "chars"), false, true);
+}
+Value StrSplit(const Value& s, const ArgReader& a) {
+  return SplitString(s.AsString(), a.Get(0, "sep"), a.Int(1, "maxsplit", -1));
+}
 Value StrUpper(const Value& s, const ArgReader&) { return ToUpper(s.AsString()); }
 Value StrLower(const Value& s, const ArgReader&) { return ToLower(s.AsString()); }
 Value StrTitle(const Value& s, const ArgReader&) { return TitleCase(s.AsString()); }
 Value StrCapitalize(const Value& s, const ArgReader&) { return Capitalize(s.AsString()); }
-Value StrStartswith(const Value& s, const ArgReader& a) { return MatchesAffix(s.AsString(), a.Required(0, "prefix"), true); }
-Value StrEndswith(const Value& s, const ArgReader& a) { return MatchesAffix(s.AsString(), a.Required(0, "suffix"), false); }
+Value StrStartswith(const Value& s, const ArgReader& a) {
+  return MatchesAffix(s.AsString(), a.Required(0, "prefix"), true);
+}
+Value StrEndswith(const Value& s, const ArgReader& a) {
+  return MatchesAffix(s.AsString(), a.Required(0, "suffix"), false);
+}
 Value StrFormat(const Value& s, const ArgReader& a) { return FormatString(s.AsString(), a.args()); }
 Value StrReplace(const Value& s, const ArgReader& a) {
-  return ReplaceString(s.AsString(), a.String(0, "old", ""), a.String(1, "new", ""), a.Int(2, "count", -1));
+  return ReplaceString(s.AsString(), a.String(0, "old", ""), a.String(1, "new", ""),
+                       a.Int(2, "count", -1));
 }
 Value StrFind(const Value& s, const ArgReader& a) {
   size_t found = s.AsString().find(a.String(0, "sub", ""));
@@ -53,7 +68,9 @@ Value StrCount(const Value& s, const ArgReader& a) {
   std::string sub = a.String(0, "x", "");
   if (sub.empty()) return Value(Length(s) + 1);
   int64_t count = 0;
-  for (size_t at = s.AsString().find(sub); at != std::string::npos; at = s.AsString().find(sub, at + sub.size())) ++count;
+  for (size_t at = s.AsString().find(sub); at != std::string::npos;
+       at = s.AsString().find(sub, at + sub.size()))
+    ++count;
   return Value(count);
 }
 Value StrJoin(const Value& s, const ArgReader& a) {
@@ -87,7 +104,8 @@ Value StrIsspace(const Value& s, const ArgReader&) {
 
 Value DictItems(const Value& d, const ArgReader&) {
   Array items;
-  for (const auto& [key, value] : d.AsObject().entries) items.push_back(Value(Array{Value(key), value}));
+  for (const auto& [key, value] : d.AsObject().entries)
+    items.push_back(Value(Array{Value(key), value}));
   return Value(std::move(items));
 }
 Value DictKeys(const Value& d, const ArgReader&) { return Value(Iterate(d)); }
@@ -113,7 +131,8 @@ Value ListPop(const Value& l, const ArgReader& a) {
   if (items.empty()) throw TemplateError("pop from empty list");
   int64_t index = a.Int(0, "index", -1);
   if (index < 0) index += static_cast<int64_t>(items.size());
-  if (index < 0 || index >= static_cast<int64_t>(items.size())) throw TemplateError("pop index out of range");
+  if (index < 0 || index >= static_cast<int64_t>(items.size()))
+    throw TemplateError("pop index out of range");
   Value value = items[index];
   items.erase(items.begin() + index);
   return value;
@@ -127,12 +146,24 @@ Value ListIndex(const Value& l, const ArgReader& a) {
 }
 
 const std::unordered_map<std::string, Method>& MethodsFor(Value::Kind kind) {
-  static const std::unordered_map<std::string, Method> kString = {
-      {"strip", StrStrip}, {"lstrip", StrLstrip}, {"rstrip", StrRstrip}, {"split", StrSplit},
-      {"upper", StrUpper}, {"lower", StrLower}, {"title", StrTitle}, {"capitalize", StrCapitalize},
-      {"startswith", StrStartswith}, {"endswith", StrEndswith}, {"replace", StrReplace},
-      {"format", StrFormat}, {"find", StrFind}, {"count", StrCount}, {"join", StrJoin},
-      {"splitlines", StrSplitlines}, {"isdigit", StrIsdigit}, {"isspace", StrIsspace}};
+  static const std::unordered_map<std::string, Method> kString = {{"strip", StrStrip},
+                                                                  {"lstrip", StrLstrip},
+                                                                  {"rstrip", StrRstrip},
+                                                                  {"split", StrSplit},
+                                                                  {"upper", StrUpper},
+                                                                  {"lower", StrLower},
+                                                                  {"title", StrTitle},
+                                                                  {"capitalize", StrCapitalize},
+                                                                  {"startswith", StrStartswith},
+                                                                  {"endswith", StrEndswith},
+                                                                  {"replace", StrReplace},
+                                                                  {"format", StrFormat},
+                                                                  {"find", StrFind},
+                                                                  {"count", StrCount},
+                                                                  {"join", StrJoin},
+                                                                  {"splitlines", StrSplitlines},
+                                                                  {"isdigit", StrIsdigit},
+                                                                  {"isspace", StrIsspace}};
   static const std::unordered_map<std::string, Method> kDict = {
       {"items", DictItems}, {"keys", DictKeys}, {"values", DictValues}, {"get", DictGet}};
   static const std::unordered_map<std::string, Method> kList = {
@@ -148,7 +179,8 @@ const std::unordered_map<std::string, Method>& MethodsFor(Value::Kind kind) {
 
 Value GetAttribute(const Value& object, const std::string& name) {
   if (object.IsUndefined()) {
-    throw TemplateError("'" + object.UndefinedName() + "' is undefined (reading attribute '" + name + "')");
+    throw TemplateError("'" + object.UndefinedName() + "' is undefined (reading attribute '" +
+                        name + "')");
   }
   bool is_namespace = object.IsObject() && object.AsObject().is_namespace;
   if (!is_namespace) {
@@ -157,7 +189,9 @@ Value GetAttribute(const Value& object, const std::string& name) {
     if (it != methods.end()) {
       Method method = it->second;
       std::string callee = name;
-      return Value(Function([object, method, callee](CallArgs& args) { return method(object, ArgReader(callee, args)); }));
+      return Value(Function([object, method, callee](CallArgs& args) {
+        return method(object, ArgReader(callee, args));
+      }));
     }
   }
   if (object.IsObject()) {

@@ -14,7 +14,8 @@ namespace {
 // Statement level: text, {{ }} and {% %} tags. Expressions are delegated to ExpressionParser.
 class StatementParser {
  public:
-  explicit StatementParser(std::vector<Token> tokens) : tokens_(std::move(tokens)), expr_(tokens_, pos_) {}
+  explicit StatementParser(std::vector<Token> tokens)
+      : tokens_(std::move(tokens)), expr_(tokens_, pos_) {}
 
   Body ParseAll() {
     std::string end_tag;
@@ -32,7 +33,9 @@ class StatementParser {
       const Token& token = Peek();
       if (token.kind == TokenKind::kEnd) {
         if (!end_tags.empty()) {
-          throw TemplateError("missing {% " + *end_tags.rbegin() + " %} before the end of the template", token.line);
+          throw TemplateError(
+              "missing {% " + *end_tags.rbegin() + " %} before the end of the template",
+              token.line);
         }
         return body;
       }
@@ -67,7 +70,8 @@ class StatementParser {
     if (tag == "generation") return ParseGeneration(name.line);
     if (tag == "break" || tag == "continue") {
       EndTag();
-      return std::make_unique<Stmt>(tag == "break" ? StmtKind::kBreak : StmtKind::kContinue, name.line);
+      return std::make_unique<Stmt>(tag == "break" ? StmtKind::kBreak : StmtKind::kContinue,
+                                    name.line);
     }
     throw TemplateError("unsupported tag '{% " + tag + " %}'", name.line);
   }
@@ -97,7 +101,8 @@ class StatementParser {
     if (!expr_.SkipName("in")) throw TemplateError("expected 'in' in for loop", Peek().line);
     stmt->iterable = expr_.ParseExpression(/*allow_conditional=*/false);
     if (expr_.SkipName("if")) stmt->filter = expr_.ParseExpression(false);
-    if (expr_.SkipName("recursive")) throw TemplateError("recursive for loops are not supported", line);
+    if (expr_.SkipName("recursive"))
+      throw TemplateError("recursive for loops are not supported", line);
     EndTag();
     std::string found;
     stmt->body = ParseBody({"else", "endfor"}, found);

@@ -61,7 +61,8 @@ std::string FormatPythonFloat(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   char buffer[64];
-  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
+  auto result =
+      std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
   std::string text(buffer, result.ptr);
   size_t e_pos = text.find('e');
   int exponent = std::stoi(text.substr(e_pos + 1));

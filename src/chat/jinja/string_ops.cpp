@@ -16,7 +16,9 @@ std::string StripString(const std::string& text, const Value& chars, bool left, 
     if (!chars.IsString()) throw TemplateError("strip arg must be None or str");
     strip_set = DecodeUtf8(chars.AsString());
   }
-  auto strip = [&](char32_t cp) { return whitespace ? IsSpace(cp) : strip_set.find(cp) != std::u32string::npos; };
+  auto strip = [&](char32_t cp) {
+    return whitespace ? IsSpace(cp) : strip_set.find(cp) != std::u32string::npos;
+  };
   size_t begin = 0, end = cps.size();
   while (left && begin < end && strip(cps[begin])) ++begin;
   while (right && end > begin && strip(cps[end - 1])) --end;
@@ -57,7 +59,8 @@ Array SplitString(const std::string& text, const Value& sep, int64_t maxsplit) {
   return parts;
 }
 
-std::string ReplaceString(const std::string& text, const std::string& old_text, const std::string& new_text, int64_t count) {
+std::string ReplaceString(const std::string& text, const std::string& old_text,
+                          const std::string& new_text, int64_t count) {
   std::string out;
   if (old_text.empty()) {  // Python inserts between every code point
     std::u32string cps = DecodeUtf8(text);
@@ -91,7 +94,8 @@ char32_t UpperCodePoint(char32_t c) {
   if (c >= 'a' && c <= 'z') return c - 32;
   if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
   if (c == 0xFF) return 0x178;
-  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+      c != 0x17F) {
     bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
     bool is_lower = odd_upper ? (c % 2 == 0) : (c % 2 == 1);
     return is_lower && c != 0x178 ? c - 1 : c;
@@ -107,7 +111,8 @@ char32_t LowerCodePoint(char32_t c) {
   if (c >= 'A' && c <= 'Z') return c + 32;
   if ((c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 32;
   if (c == 0x178) return 0xFF;
-  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+      c != 0x17F) {
     bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
     bool is_upper = odd_upper ? (c % 2 == 1) : (c % 2 == 0);
     return is_upper ? c + 1 : c;
@@ -133,11 +138,13 @@ std::string MapCodePoints(const std::string& text, Fn&& fn) {
 }  // namespace
 
 std::string ToUpper(std::string text) {
-  return MapCodePoints(text, [](char32_t c, size_t, const std::u32string&) { return UpperCodePoint(c); });
+  return MapCodePoints(text,
+                       [](char32_t c, size_t, const std::u32string&) { return UpperCodePoint(c); });
 }
 
 std::string ToLower(std::string text) {
-  return MapCodePoints(text, [](char32_t c, size_t, const std::u32string&) { return LowerCodePoint(c); });
+  return MapCodePoints(text,
+                       [](char32_t c, size_t, const std::u32string&) { return LowerCodePoint(c); });
 }
 
 // Python str.title(): a cased letter after a cased letter is lowered, otherwise uppered.
@@ -171,7 +178,8 @@ std::string FormatString(const std::string& format, const CallArgs& args) {
     size_t close = format.find('}', i);
     if (close == std::string::npos) throw TemplateError("format(): unmatched '{'");
     std::string field = format.substr(i + 1, close - i - 1);
-    if (field.find_first_of(":!") != std::string::npos) throw TemplateError("format(): format specs are not supported");
+    if (field.find_first_of(":!") != std::string::npos)
+      throw TemplateError("format(): format specs are not supported");
     const Value* value = nullptr;
     if (field.empty() || std::isdigit(static_cast<unsigned char>(field[0]))) {
       size_t index = field.empty() ? next_auto++ : std::stoul(field);

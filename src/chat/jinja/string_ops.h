@@ -13,7 +13,8 @@ namespace mkserve::chat::jinja {
 std::string StripString(const std::string& text, const Value& chars, bool left, bool right);
 // Python str.split(sep, maxsplit); `sep` None splits on whitespace runs.
 Array SplitString(const std::string& text, const Value& sep, int64_t maxsplit);
-std::string ReplaceString(const std::string& text, const std::string& old_text, const std::string& new_text, int64_t count);
+std::string ReplaceString(const std::string& text, const std::string& old_text,
+                          const std::string& new_text, int64_t count);
 std::string ToUpper(std::string text);
 std::string ToLower(std::string text);
 std::string TitleCase(const std::string& text);

@@ -23,20 +23,32 @@ bool FloatTest(const Value& v, const ArgReader&) { return v.IsFloat(); }
 bool Number(const Value& v, const ArgReader&) { return v.IsNumber(); }
 bool StringTest(const Value& v, const ArgReader&) { return v.IsString(); }
 bool Mapping(const Value& v, const ArgReader&) { return v.IsObject(); }
-bool Iterable(const Value& v, const ArgReader&) { return v.IsString() || v.IsArray() || v.IsObject() || v.IsUndefined(); }
-bool Sequence(const Value& v, const ArgReader&) { return v.IsString() || v.IsArray() || v.IsObject(); }
+bool Iterable(const Value& v, const ArgReader&) {
+  return v.IsString() || v.IsArray() || v.IsObject() || v.IsUndefined();
+}
+bool Sequence(const Value& v, const ArgReader&) {
+  return v.IsString() || v.IsArray() || v.IsObject();
+}
 bool Callable(const Value& v, const ArgReader&) { return v.IsFunction(); }
 bool In(const Value& v, const ArgReader& a) { return Contains(a.Required(0, "seq"), v); }
 bool Eq(const Value& v, const ArgReader& a) { return v.Equals(a.Required(0, "other")); }
 bool Ne(const Value& v, const ArgReader& a) { return !v.Equals(a.Required(0, "other")); }
 bool Lt(const Value& v, const ArgReader& a) { return CompareValues(v, a.Required(0, "other")) < 0; }
-bool Le(const Value& v, const ArgReader& a) { return CompareValues(v, a.Required(0, "other")) <= 0; }
+bool Le(const Value& v, const ArgReader& a) {
+  return CompareValues(v, a.Required(0, "other")) <= 0;
+}
 bool Gt(const Value& v, const ArgReader& a) { return CompareValues(v, a.Required(0, "other")) > 0; }
-bool Ge(const Value& v, const ArgReader& a) { return CompareValues(v, a.Required(0, "other")) >= 0; }
+bool Ge(const Value& v, const ArgReader& a) {
+  return CompareValues(v, a.Required(0, "other")) >= 0;
+}
 bool Odd(const Value& v, const ArgReader&) { return v.IsNumber() && v.AsInt() % 2 != 0; }
 bool Even(const Value& v, const ArgReader&) { return v.IsNumber() && v.AsInt() % 2 == 0; }
-bool Lower(const Value& v, const ArgReader&) { return v.IsString() && ToLower(v.AsString()) == v.AsString(); }
-bool Upper(const Value& v, const ArgReader&) { return v.IsString() && ToUpper(v.AsString()) == v.AsString(); }
+bool Lower(const Value& v, const ArgReader&) {
+  return v.IsString() && ToLower(v.AsString()) == v.AsString();
+}
+bool Upper(const Value& v, const ArgReader&) {
+  return v.IsString() && ToUpper(v.AsString()) == v.AsString();
+}
 
 bool Divisibleby(const Value& v, const ArgReader& a) {
   int64_t divisor = a.Int(0, "num", 0);
@@ -52,15 +64,42 @@ bool Sameas(const Value& v, const ArgReader& a) {
 }
 
 const TestTable& Tests() {
-  static const TestTable kTests = {
-      {"defined", Defined}, {"undefined", IsUndefinedTest}, {"none", None}, {"boolean", Boolean},
-      {"true", True}, {"false", False}, {"integer", Integer}, {"float", FloatTest},
-      {"number", Number}, {"string", StringTest}, {"mapping", Mapping}, {"iterable", Iterable},
-      {"sequence", Sequence}, {"callable", Callable}, {"in", In}, {"eq", Eq}, {"equalto", Eq},
-      {"==", Eq}, {"ne", Ne}, {"!=", Ne}, {"lt", Lt}, {"lessthan", Lt}, {"<", Lt}, {"le", Le},
-      {"<=", Le}, {"gt", Gt}, {"greaterthan", Gt}, {">", Gt}, {"ge", Ge}, {">=", Ge},
-      {"odd", Odd}, {"even", Even}, {"divisibleby", Divisibleby}, {"sameas", Sameas},
-      {"lower", Lower}, {"upper", Upper}};
+  static const TestTable kTests = {{"defined", Defined},
+                                   {"undefined", IsUndefinedTest},
+                                   {"none", None},
+                                   {"boolean", Boolean},
+                                   {"true", True},
+                                   {"false", False},
+                                   {"integer", Integer},
+                                   {"float", FloatTest},
+                                   {"number", Number},
+                                   {"string", StringTest},
+                                   {"mapping", Mapping},
+                                   {"iterable", Iterable},
+                                   {"sequence", Sequence},
+                                   {"callable", Callable},
+                                   {"in", In},
+                                   {"eq", Eq},
+                                   {"equalto", Eq},
+                                   {"==", Eq},
+                                   {"ne", Ne},
+                                   {"!=", Ne},
+                                   {"lt", Lt},
+                                   {"lessthan", Lt},
+                                   {"<", Lt},
+                                   {"le", Le},
+                                   {"<=", Le},
+                                   {"gt", Gt},
+                                   {"greaterthan", Gt},
+                                   {">", Gt},
+                                   {"ge", Ge},
+                                   {">=", Ge},
+                                   {"odd", Odd},
+                                   {"even", Even},
+                                   {"divisibleby", Divisibleby},
+                                   {"sameas", Sameas},
+                                   {"lower", Lower},
+                                   {"upper", Upper}};
   return kTests;
 }
 
@@ -93,11 +132,13 @@ Value ResolveAttributePath(const Value& object, const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (current.IsUndefined()) return current;
     bool is_index = !part.empty() && std::isdigit(static_cast<unsigned char>(part[0]));
-    current = is_index ? GetItem(current, Value(static_cast<int64_t>(std::stoll(part))))
-                       : current.IsObject() ? GetItem(current, Value(part)) : GetAttribute(current, part);
+    current = is_index             ? GetItem(current, Value(static_cast<int64_t>(std::stoll(part))))
+              : current.IsObject() ? GetItem(current, Value(part))
+                                   : GetAttribute(current, part);
     if (dot == std::string::npos) break;
     start = dot + 1;
   }

@@ -40,7 +40,8 @@ Value Value::FromJson(const nlohmann::ordered_json& json) {
     }
     case nlohmann::ordered_json::value_t::object: {
       auto object = std::make_shared<Object>();
-      for (const auto& [key, item] : json.items()) object->entries.emplace_back(key, FromJson(item));
+      for (const auto& [key, item] : json.items())
+        object->entries.emplace_back(key, FromJson(item));
       return Value(std::move(object));
     }
     default:

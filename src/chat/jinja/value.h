@@ -74,8 +74,8 @@ class Value {
   bool IsFunction() const { return kind() == Kind::kFunction; }
 
   bool AsBool() const { return std::get<bool>(storage_); }
-  int64_t AsInt() const;     // bool or int
-  double AsDouble() const;   // bool, int or float
+  int64_t AsInt() const;    // bool or int
+  double AsDouble() const;  // bool, int or float
   const std::string& AsString() const { return std::get<std::string>(storage_); }
   Array& AsArray() const { return *std::get<std::shared_ptr<Array>>(storage_); }
   Object& AsObject() const { return *std::get<std::shared_ptr<Object>>(storage_); }

@@ -14,7 +14,8 @@ namespace {
 [[noreturn]] void Unsupported(const std::string& op, const Value& left, const Value& right) {
   if (left.IsUndefined() || right.IsUndefined()) {
     const Value& undefined = left.IsUndefined() ? left : right;
-    throw TemplateError("'" + undefined.UndefinedName() + "' is undefined (used with '" + op + "')");
+    throw TemplateError("'" + undefined.UndefinedName() + "' is undefined (used with '" + op +
+                        "')");
   }
   throw TemplateError("unsupported operand types for " + op + ": '" + left.TypeName() + "' and '" +
                       right.TypeName() + "'");
@@ -70,14 +71,17 @@ bool IsSequence(const Value& v) { return v.IsString() || v.IsArray(); }
 Value BinaryOp(const std::string& op, const Value& left, const Value& right) {
   if (op == "~") return Value(PythonStr(left) + PythonStr(right));
   if (left.IsNumber() && right.IsNumber()) return Arithmetic(op, left, right);
-  if (op == "+" && left.IsString() && right.IsString()) return Value(left.AsString() + right.AsString());
+  if (op == "+" && left.IsString() && right.IsString())
+    return Value(left.AsString() + right.AsString());
   if (op == "+" && left.IsArray() && right.IsArray()) {
     Array out = left.AsArray();
     out.insert(out.end(), right.AsArray().begin(), right.AsArray().end());
     return Value(std::move(out));
   }
-  if (op == "*" && IsSequence(left) && (right.IsInt() || right.IsBool())) return Repeat(left, right.AsInt());
-  if (op == "*" && IsSequence(right) && (left.IsInt() || left.IsBool())) return Repeat(right, left.AsInt());
+  if (op == "*" && IsSequence(left) && (right.IsInt() || right.IsBool()))
+    return Repeat(left, right.AsInt());
+  if (op == "*" && IsSequence(right) && (left.IsInt() || left.IsBool()))
+    return Repeat(right, left.AsInt());
   Unsupported(op, left, right);
 }
 
@@ -86,7 +90,10 @@ int CompareValues(const Value& left, const Value& right) {
     double a = left.AsDouble(), b = right.AsDouble();
     return a < b ? -1 : a > b ? 1 : 0;
   }
-  if (left.IsString() && right.IsString()) return left.AsString().compare(right.AsString()) < 0 ? -1 : left.AsString() == right.AsString() ? 0 : 1;
+  if (left.IsString() && right.IsString())
+    return left.AsString().compare(right.AsString()) < 0 ? -1
+           : left.AsString() == right.AsString()         ? 0
+                                                         : 1;
   if (left.IsArray() && right.IsArray()) {
     const Array& a = left.AsArray();
     const Array& b = right.AsArray();
@@ -100,10 +107,12 @@ int CompareValues(const Value& left, const Value& right) {
 
 bool Contains(const Value& container, const Value& item) {
   if (container.IsString()) {
-    if (!item.IsString()) throw TemplateError("'in <string>' requires string as left operand, not " + item.TypeName());
+    if (!item.IsString())
+      throw TemplateError("'in <string>' requires string as left operand, not " + item.TypeName());
     return container.AsString().find(item.AsString()) != std::string::npos;
   }
-  if (container.IsObject()) return item.IsString() && container.AsObject().Find(item.AsString()) != nullptr;
+  if (container.IsObject())
+    return item.IsString() && container.AsObject().Find(item.AsString()) != nullptr;
   if (container.IsArray()) {
     for (const Value& element : container.AsArray()) {
       if (element.Equals(item)) return true;
@@ -139,7 +148,8 @@ std::vector<Value> Iterate(const Value& value) {
     }
     case Value::Kind::kString: {
       std::vector<Value> chars;
-      for (char32_t cp : DecodeUtf8(value.AsString())) chars.emplace_back(EncodeUtf8(std::u32string(1, cp)));
+      for (char32_t cp : DecodeUtf8(value.AsString()))
+        chars.emplace_back(EncodeUtf8(std::u32string(1, cp)));
       return chars;
     }
     default:
@@ -149,11 +159,16 @@ std::vector<Value> Iterate(const Value& value) {
 
 int64_t Length(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined: return 0;
-    case Value::Kind::kString: return static_cast<int64_t>(CodePointCount(value.AsString()));
-    case Value::Kind::kArray: return static_cast<int64_t>(value.AsArray().size());
-    case Value::Kind::kObject: return static_cast<int64_t>(value.AsObject().entries.size());
-    default: throw TemplateError("object of type '" + value.TypeName() + "' has no len()");
+    case Value::Kind::kUndefined:
+      return 0;
+    case Value::Kind::kString:
+      return static_cast<int64_t>(CodePointCount(value.AsString()));
+    case Value::Kind::kArray:
+      return static_cast<int64_t>(value.AsArray().size());
+    case Value::Kind::kObject:
+      return static_cast<int64_t>(value.AsObject().entries.size());
+    default:
+      throw TemplateError("object of type '" + value.TypeName() + "' has no len()");
   }
 }
 
@@ -166,7 +181,8 @@ Value GetItem(const Value& object, const Value& key) {
   if ((object.IsArray() || object.IsString()) && (key.IsInt() || key.IsBool())) {
     int64_t size = Length(object);
     int64_t index = key.AsInt() < 0 ? key.AsInt() + size : key.AsInt();
-    if (index < 0 || index >= size) return Value::MakeUndefined("[" + std::to_string(key.AsInt()) + "]");
+    if (index < 0 || index >= size)
+      return Value::MakeUndefined("[" + std::to_string(key.AsInt()) + "]");
     if (object.IsArray()) return object.AsArray()[index];
     return Value(EncodeUtf8(std::u32string(1, DecodeUtf8(object.AsString())[index])));
   }
