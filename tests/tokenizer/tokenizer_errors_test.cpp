@@ -1,0 +1,82 @@
+// Malformed or unsupported tokenizer.json and bad inputs give mkserve::Error naming the problem.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/error.h"
+#include "tokenizer/test_util.h"
+
+namespace mkserve::tokenizer {
+namespace {
+
+using testing::FromJson;
+using testing::SmallBpeJson;
+
+// Asserts that loading `json_text` fails with a message containing `needle`.
+void ExpectLoadError(const std::string& json_text, const std::string& needle) {
+  try {
+    Tokenizer::FromJsonText(json_text);
+    ADD_FAILURE() << "expected an error containing '" << needle << "'";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
+  }
+}
+
+TEST(TokenizerErrorsTest, MalformedJson) {
+  ExpectLoadError("{\"model\": ", "not valid JSON");
+  ExpectLoadError("[1, 2]", "must be a JSON object");
+  ExpectLoadError("{}", "no \"model\"");
+}
+
+TEST(TokenizerErrorsTest, UnsupportedComponentsAreNamed) {
+  nlohmann::json json = SmallBpeJson();
+  json["model"]["type"] = "Unigram";
+  ExpectLoadError(json.dump(), "Unigram");
+  json = SmallBpeJson();
+  json["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
+  ExpectLoadError(json.dump(), "UnicodeScripts");
+  json = SmallBpeJson();
+  json["post_processor"] = {{"type", "Fancy"}};
+  ExpectLoadError(json.dump(), "Fancy");
+  json = SmallBpeJson();
+  json["decoder"] = {{"type", "CTC"}};
+  ExpectLoadError(json.dump(), "CTC");
+}
+
+TEST(TokenizerErrorsTest, WrongFieldTypes) {
+  nlohmann::json json = SmallBpeJson();
+  json["model"]["vocab"]["a"] = "zero";
+  ExpectLoadError(json.dump(), "vocab entry 'a'");
+  json = SmallBpeJson();
+  json["added_tokens"] = nlohmann::json::parse(R"([{"content": "<x>"}])");
+  ExpectLoadError(json.dump(), "\"id\"");
+  json = SmallBpeJson();
+  json["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Glob", "*"}}}, {"content", ""}};
+  ExpectLoadError(json.dump(), "pattern");
+  json = SmallBpeJson();
+  json["post_processor"] = nlohmann::json::parse(R"({"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<cls>"}}, {"Sequence": {"id": "A"}}],
+      "special_tokens": {}})");
+  ExpectLoadError(json.dump(), "<cls>");
+}
+
+TEST(TokenizerErrorsTest, MissingFilesAreNamed) {
+  try {
+    Tokenizer::Load("/nonexistent/dir/for/mkserve");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/dir/for/mkserve"), std::string::npos);
+  }
+}
+
+TEST(TokenizerErrorsTest, BadInputs) {
+  Tokenizer tokenizer = FromJson(SmallBpeJson());
+  EXPECT_THROW(tokenizer.Encode("ab\xFF", false), Error);
+  std::vector<int32_t> out_of_range = {0, 999};
+  EXPECT_THROW(tokenizer.Decode(out_of_range, false), Error);
+  std::vector<int32_t> negative = {-1};
+  EXPECT_THROW(tokenizer.Decode(negative, false), Error);
+}
+
+}  // namespace
+}  // namespace mkserve::tokenizer
