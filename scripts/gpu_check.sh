@@ -5,7 +5,8 @@
 # Runs every CUDA test binary (kernels vs CPU loops, weights, HF golden fixtures, CudaBackend vs
 # CpuBackend), compute-sanitizer on the small golden model when available, then the decode /
 # prefill benchmark. Logs go to $OUT (default /tmp/out); a short summary table is printed last.
-# Env: BENCH_ARGS overrides the benchmark flags; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip those.
+# Env: BENCH_ARGS overrides the benchmark flags; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip those;
+# BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over).
 set -u
 BUILD_DIR=${1:-build-cuda}
 OUT=${OUT:-/tmp/out}
@@ -14,6 +15,13 @@ TEST_DIR="$BUILD_DIR/tests/backends/cuda"
 TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test)
 BENCH_ARGS=${BENCH_ARGS:---random-weights --batch 1,8,64 --context 1024,8192 --prefill 1024,8192}
 declare -A RESULT
+
+if [[ "${BUILD:-0}" == 1 ]]; then
+  echo "== build $BUILD_DIR" >&2
+  { cmake -S . -B "$BUILD_DIR" -DMKSERVE_CUDA=ON -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$BUILD_DIR" -j"$(nproc)" --target mkserve "${TESTS[@]}"; } \
+    > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; echo "build failed"; exit 1; }
+fi
 
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed" >> "$OUT/nvidia-smi.txt"
 

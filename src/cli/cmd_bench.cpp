@@ -95,8 +95,9 @@ void PrintTable(const std::vector<cuda::DecodePoint>& decode,
                 const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
   std::printf("\nstreaming read: %.2f TB/s\n\n", read_bw / 1e12);
   std::printf(
-      "| batch | context | step ms | tok/s | MB/step | experts/layer | SoL tok/s | %% SoL |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+      "| path | batch | context | step ms | tok/s | MB/step | experts/layer | SoL tok/s "
+      "| %% SoL |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& p : decode) {
     std::printf("| %s | %lld | %lld | %.3f | %.1f | %.1f | %lld | %.1f | %.1f |\n", p.path.c_str(),
                 static_cast<long long>(p.batch), static_cast<long long>(p.context_tokens),

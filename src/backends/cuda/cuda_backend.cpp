@@ -21,15 +21,6 @@ constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
 
 }  // namespace
 
-struct CudaBackend::DeviceMetadata {
-  const int32_t* token_ids = nullptr;
-  const int32_t* positions = nullptr;
-  const int32_t* seq_of_token = nullptr;
-  const int32_t* logit_tokens = nullptr;
-  std::vector<const int32_t*> slots;         // per KV group
-  std::vector<const int32_t*> block_tables;  // per KV group
-};
-
 CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
                          const CudaBackendOptions& options)
     : config_(std::move(config)), weights_(std::move(weights)), options_(options) {

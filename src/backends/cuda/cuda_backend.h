@@ -26,6 +26,7 @@ struct CudaBackendOptions {
   std::optional<KvLayout> kv_layout;  // exact KV pool (tests); otherwise sized from the fraction
   int64_t max_num_tokens = 8192;      // tokens per step (prefill chunk + decode rows)
   int64_t max_batch = 64;             // sequences per step the sliding pools must hold
+  bool use_cuda_graphs = false;       // replay plain-greedy decode steps from CUDA graphs
   bool random_weights = false;        // LoadCudaBackend: weights from the seed, not the checkpoint
   uint64_t seed = 0;
   UploadProgress progress;  // LoadCudaBackend: upload progress

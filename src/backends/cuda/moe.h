@@ -18,11 +18,18 @@
 
 namespace mkserve::cuda {
 
-struct MoeWorkspace {                // device buffers, sized for max tokens * top_k assignments
-  int32_t* counts = nullptr;         // [num_experts]
-  int32_t* offsets = nullptr;        // [num_experts + 1]
-  int32_t* cursors = nullptr;        // [num_experts]
-  int32_t* token_of_slot = nullptr;  // [assignments] token of each expert-ordered slot
+// Int32 elements a MoeWorkspace's index arrays take.
+inline int64_t MoeIndexElements(int64_t num_experts, int64_t num_assignments) {
+  return 4 * num_experts + 2 + 2 * num_assignments;
+}
+
+// Device buffers, sized for max tokens * top_k assignments.
+struct MoeWorkspace {
+  int32_t* counts = nullptr;              // [num_experts]
+  int32_t* offsets = nullptr;             // [num_experts + 1]
+  int32_t* cursors = nullptr;             // [num_experts]
+  int32_t* active_experts = nullptr;      // [num_experts + 1]: ids with tokens, then the count
+  int32_t* token_of_slot = nullptr;       // [assignments] token of each expert-ordered slot
   int32_t* slot_of_assignment = nullptr;  // [assignments] t * top_k + j -> slot
   __nv_bfloat16* hidden = nullptr;        // [assignments][intermediate]
   float* expert_out = nullptr;            // [assignments][hidden]

@@ -45,13 +45,14 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
   logits = DeviceBuffer<float>(kLogitRowsPerChunk * config.vocab_size);
   sampled = DeviceBuffer<int32_t>(kLogitRowsPerChunk);
   int32_t* index = moe_index.data();
-  moe = {index,
-         index + experts,
-         index + 2 * experts + 1,
-         index + 3 * experts + 1,
-         index + 3 * experts + 1 + assignments,
-         moe_hidden.data(),
-         moe_expert_out.data()};
+  moe.counts = index;                                        // [E]
+  moe.offsets = moe.counts + experts;                        // [E + 1]
+  moe.cursors = moe.offsets + experts + 1;                   // [E]
+  moe.active_experts = moe.cursors + experts;                // [E + 1]
+  moe.token_of_slot = moe.active_experts + experts + 1;      // [A]
+  moe.slot_of_assignment = moe.token_of_slot + assignments;  // [A]
+  moe.hidden = moe_hidden.data();
+  moe.expert_out = moe_expert_out.data();
 }
 
 }  // namespace mkserve::cuda
