@@ -13,7 +13,7 @@ namespace mkserve::chat::jinja {
 namespace {
 
 void AppendEscape(char32_t unit, std::string& out) {
-  char buffer[8];
+  char buffer[16];
   std::snprintf(buffer, sizeof(buffer), "\\u%04x", static_cast<unsigned>(unit));
   out += buffer;
 }

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "jinja/render_helper.h"
+#include "chat/jinja/render_helper.h"
 
 namespace mkserve::chat::jinja {
 namespace {
@@ -11,65 +11,93 @@ using Json = nlohmann::ordered_json;
 
 TEST(EvaluatorTest, PrintsValuesLikePython) {
   Json context = {{"b", true}, {"n", nullptr}, {"l", {1, "a"}}, {"f", 2.0}};
-  EXPECT_EQ(RenderText("{{ b }} {{ n }} {{ l }} {{ f }} {{ 7 / 2 }} {{ 4 / 2 }}", context), "True None [1, 'a'] 2.0 3.5 2.0");
+  EXPECT_EQ(RenderText("{{ b }} {{ n }} {{ l }} {{ f }} {{ 7 / 2 }} {{ 4 / 2 }}", context),
+            "True None [1, 'a'] 2.0 3.5 2.0");
 }
 
 TEST(EvaluatorTest, PythonArithmetic) {
-  EXPECT_EQ(RenderText("{{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2 ** -1 }} {{ 'ab' * 2 }} {{ [0] * 3 }} {{ 1 + 1.5 }}"),
+  EXPECT_EQ(RenderText("{{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2 ** -1 }} {{ 'ab' * 2 }} {{ "
+                       "[0] * 3 }} {{ 1 + 1.5 }}"),
             "-4 2 -2 0.5 abab [0, 0, 0] 2.5");
   EXPECT_EQ(RenderError("{{ 1 / 0 }}"), "chat template line 1: division by zero");
-  EXPECT_EQ(RenderError("{{ 'a' - 1 }}"), "chat template line 1: unsupported operand types for -: 'str' and 'int'");
+  EXPECT_EQ(RenderError("{{ 'a' - 1 }}"),
+            "chat template line 1: unsupported operand types for -: 'str' and 'int'");
 }
 
 TEST(EvaluatorTest, LoopVariablesAndFilters) {
-  EXPECT_EQ(RenderText("{% for x in [5, 6, 7, 8] if x != 6 %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}"
-                       "{{ loop.revindex0 }}{{ loop.length }}{{ loop.first }}{{ loop.last }}{{ loop.previtem }}-"
-                       "{{ loop.nextitem }}{{ loop.cycle('a', 'b') }};{% endfor %}"),
-            "10323TrueFalse-7a;21213FalseFalse5-8b;32103FalseTrue7-a;");
-  EXPECT_EQ(RenderText("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}{{ v }}{% endfor %}"), "a1b2");
-  EXPECT_EQ(RenderText("{% for c in 'hé' %}[{{ c }}]{% endfor %}{% for x in missing %}no{% else %}empty{% endfor %}"),
+  EXPECT_EQ(
+      RenderText(
+          "{% for x in [5, 6, 7, 8] if x != 6 %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex "
+          "}}"
+          "{{ loop.revindex0 }}{{ loop.length }}{{ loop.first }}{{ loop.last }}{{ loop.previtem }}-"
+          "{{ loop.nextitem }}{{ loop.cycle('a', 'b') }};{% endfor %}"),
+      "10323TrueFalse-7a;21213FalseFalse5-8b;32103FalseTrue7-a;");
+  EXPECT_EQ(RenderText("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}{{ v }}{% endfor %}"),
+            "a1b2");
+  EXPECT_EQ(RenderText("{% for c in 'hé' %}[{{ c }}]{% endfor %}{% for x in missing %}no{% else "
+                       "%}empty{% endfor %}"),
             "[h][é]empty");
-  EXPECT_EQ(RenderText("{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}"),
+  EXPECT_EQ(RenderText("{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == "
+                       "4 %}{% break %}{% endif %}{{ x }}{% endfor %}"),
             "013");
 }
 
 TEST(EvaluatorTest, ScopingFollowsJinja2) {
   // A set inside a loop stays in the loop; a namespace carries values out.
   EXPECT_EQ(RenderText("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
-  EXPECT_EQ(RenderText("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}"), "4");
+  EXPECT_EQ(RenderText("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i "
+                       "%}{% endfor %}{{ ns.x }}"),
+            "4");
   EXPECT_EQ(RenderText("{% if true %}{% set y = 3 %}{% endif %}{{ y }}"), "3");
   EXPECT_EQ(RenderError("{% set d = {} %}{% set d.x = 1 %}"),
-            "chat template line 1: cannot assign attribute 'x' on 'd': only namespace() objects accept attribute assignment");
+            "chat template line 1: cannot assign attribute 'x' on 'd': only namespace() objects "
+            "accept attribute assignment");
   EXPECT_EQ(RenderText("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
   EXPECT_EQ(RenderText("{% set block %}x{{ 1 + 1 }}{% endset %}[{{ block }}]"), "[x2]");
 }
 
 TEST(EvaluatorTest, Macros) {
-  EXPECT_EQ(RenderText("{% macro m(a, b='B', c=none) %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ m(1) }}|{{ m(1, c=3) }}|{{ m(b=2, a=0) }}"),
+  EXPECT_EQ(RenderText("{% macro m(a, b='B', c=none) %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ m(1) "
+                       "}}|{{ m(1, c=3) }}|{{ m(b=2, a=0) }}"),
             "1BNone|1B3|02None");
-  EXPECT_EQ(RenderText("{% set g = 'G' %}{% macro m() %}{{ g }}{% set g = 'L' %}{{ g }}{% endmacro %}{{ m() }}{{ g }}"), "GLG");
-  EXPECT_EQ(RenderError("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"), "chat template line 1: macro 'm' recursed too deeply");
+  EXPECT_EQ(RenderText("{% set g = 'G' %}{% macro m() %}{{ g }}{% set g = 'L' %}{{ g }}{% endmacro "
+                       "%}{{ m() }}{{ g }}"),
+            "GLG");
+  EXPECT_EQ(RenderError("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"),
+            "chat template line 1: macro 'm' recursed too deeply");
 }
 
 TEST(EvaluatorTest, UndefinedBehavesLikeJinja2Default) {
   Json context = {{"d", {{"k", "v"}}}};
-  EXPECT_EQ(RenderText("[{{ missing }}][{{ d.nope }}][{{ missing | length }}][{{ missing is defined }}][{{ not missing }}]", context),
+  EXPECT_EQ(RenderText("[{{ missing }}][{{ d.nope }}][{{ missing | length }}][{{ missing is "
+                       "defined }}][{{ not missing }}]",
+                       context),
             "[][][0][False][True]");
-  EXPECT_EQ(RenderText("{{ missing ~ 'x' }} {{ missing == missing }} {{ d.nope | default('dflt') }}", context), "x True dflt");
-  EXPECT_EQ(RenderError("line1\n{{ missing.attr }}"), "chat template line 2: 'missing' is undefined (reading attribute 'attr')");
-  EXPECT_EQ(RenderError("{{ missing + 1 }}"), "chat template line 1: 'missing' is undefined (used with '+')");
-  EXPECT_EQ(RenderError("{{ nothing() }}"), "chat template line 1: 'nothing' is undefined (called as a function)");
+  EXPECT_EQ(
+      RenderText("{{ missing ~ 'x' }} {{ missing == missing }} {{ d.nope | default('dflt') }}",
+                 context),
+      "x True dflt");
+  EXPECT_EQ(RenderError("line1\n{{ missing.attr }}"),
+            "chat template line 2: 'missing' is undefined (reading attribute 'attr')");
+  EXPECT_EQ(RenderError("{{ missing + 1 }}"),
+            "chat template line 1: 'missing' is undefined (used with '+')");
+  EXPECT_EQ(RenderError("{{ nothing() }}"),
+            "chat template line 1: 'nothing' is undefined (called as a function)");
 }
 
 TEST(EvaluatorTest, SubscriptsAndSlices) {
   Json context = {{"l", {1, 2, 3, 4}}, {"s", "héllo"}};
-  EXPECT_EQ(RenderText("{{ l[-1] }} {{ l[1:3] }} {{ l[::-2] }} {{ l[10] is defined }} {{ s[1] }} {{ s[1:3] }} {{ s[::-1] }} {{ l.0 }}", context),
+  EXPECT_EQ(RenderText("{{ l[-1] }} {{ l[1:3] }} {{ l[::-2] }} {{ l[10] is defined }} {{ s[1] }} "
+                       "{{ s[1:3] }} {{ s[::-1] }} {{ l.0 }}",
+                       context),
             "4 [2, 3] [4, 2] False é él olléh 1");
-  EXPECT_EQ(RenderError("{{ none[0] }}"), "chat template line 1: 'NoneType' object is not subscriptable");
+  EXPECT_EQ(RenderError("{{ none[0] }}"),
+            "chat template line 1: 'NoneType' object is not subscriptable");
 }
 
 TEST(EvaluatorTest, RaiseExceptionAndStrftime) {
-  EXPECT_EQ(RenderError("a\n{{ raise_exception('Roles must alternate') }}"), "chat template line 2: raise_exception: Roles must alternate");
+  EXPECT_EQ(RenderError("a\n{{ raise_exception('Roles must alternate') }}"),
+            "chat template line 2: raise_exception: Roles must alternate");
   std::string year = RenderText("{{ strftime_now('%Y') }}");
   ASSERT_EQ(year.size(), 4u);
   EXPECT_GE(std::stoi(year), 2024);
@@ -80,7 +108,8 @@ TEST(EvaluatorTest, GenerationBlockRendersItsBody) {
 }
 
 TEST(EvaluatorTest, ContextDefaultsLikeTransformers) {
-  EXPECT_EQ(RenderText("{{ tools is none }} {{ documents is none }} {{ add_generation_prompt }}"), "True True False");
+  EXPECT_EQ(RenderText("{{ tools is none }} {{ documents is none }} {{ add_generation_prompt }}"),
+            "True True False");
   EXPECT_EQ(RenderError("x", Json::array()), "chat template context must be a JSON object");
 }
 

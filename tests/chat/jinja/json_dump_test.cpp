@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "jinja/render_helper.h"
+#include "chat/jinja/render_helper.h"
 
 namespace mkserve::chat::jinja {
 namespace {
@@ -34,19 +34,22 @@ TEST(JsonDumpTest, SortKeysAndSeparators) {
   options.sort_keys = true;
   options.item_separator = ",";
   options.key_separator = ":";
-  EXPECT_EQ(DumpJson(Parse(R"({"b": 1, "a": {"d": 1, "c": 2}})"), options), R"({"a":{"c":2,"d":1},"b":1})");
+  EXPECT_EQ(DumpJson(Parse(R"({"b": 1, "a": {"d": 1, "c": 2}})"), options),
+            R"({"a":{"c":2,"d":1},"b":1})");
 }
 
 TEST(JsonDumpTest, FiltersPassTransformersArguments) {
   nlohmann::ordered_json context = {{"x", {{"b", 1}, {"a", 1.0}}}};
   EXPECT_EQ(RenderText("{{ x | tojson }}", context), R"({"b": 1, "a": 1.0})");
   EXPECT_EQ(RenderText("{{ x | tojson(indent=2) }}", context), "{\n  \"b\": 1,\n  \"a\": 1.0\n}");
-  EXPECT_EQ(RenderText("{{ x | tojson(sort_keys=true, separators=(',', ':')) }}", context), R"({"a":1.0,"b":1})");
+  EXPECT_EQ(RenderText("{{ x | tojson(sort_keys=true, separators=(',', ':')) }}", context),
+            R"({"a":1.0,"b":1})");
   EXPECT_EQ(RenderText("{{ 'é' | tojson(ensure_ascii=true) }}"), "\"\\u00e9\"");
 }
 
 TEST(JsonDumpTest, UndefinedIsNotSerializable) {
-  EXPECT_EQ(RenderError("{{ missing | tojson }}"), "chat template line 1: Object of type Undefined is not JSON serializable");
+  EXPECT_EQ(RenderError("{{ missing | tojson }}"),
+            "chat template line 1: Object of type Undefined is not JSON serializable");
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "chat/jinja/template_error.h"
-#include "jinja/render_helper.h"
+#include "chat/jinja/render_helper.h"
 
 namespace mkserve::chat::jinja {
 namespace {
@@ -12,7 +12,8 @@ TEST(LexerTest, TokenizesExpressions) {
   std::vector<Token> tokens = Tokenize("a{{ x.y[0] | f(1.5, 'q\\n') ~ \"z\" }}b");
   std::vector<std::string> texts;
   for (const Token& token : tokens) texts.push_back(token.text);
-  std::vector<std::string> expected = {"a", "", "x", ".", "y", "[", "0", "]", "|", "f", "(", "1.5", ",", "q\n", ")", "~", "z", "", "b", ""};
+  std::vector<std::string> expected = {"a", "",    "x", ".",   "y", "[", "0", "]", "|", "f",
+                                       "(", "1.5", ",", "q\n", ")", "~", "z", "",  "b", ""};
   EXPECT_EQ(texts, expected);
   EXPECT_EQ(tokens[6].kind, TokenKind::kInteger);
   EXPECT_EQ(tokens[11].kind, TokenKind::kFloat);
@@ -29,7 +30,8 @@ TEST(LexerTest, TrimBlocksAndLstripBlocks) {
   EXPECT_EQ(RenderText("a\n    {% if true %}\n  b\n    {% endif %}\nc"), "a\n  b\nc");
   EXPECT_EQ(RenderText("x  {% if true %}y{% endif %}"), "x  y");  // not alone on its line
   EXPECT_EQ(RenderText("  {# note #}\nz"), "z");
-  EXPECT_EQ(RenderText("  {{ 'v' }}\n"), "  v");  // variables are not stripped; one final newline is dropped
+  EXPECT_EQ(RenderText("  {{ 'v' }}\n"),
+            "  v");  // variables are not stripped; one final newline is dropped
 }
 
 TEST(LexerTest, ExplicitWhitespaceControl) {
@@ -44,7 +46,9 @@ TEST(LexerTest, NewlinesAreNormalisedAndOneTrailingNewlineDropped) {
 }
 
 TEST(LexerTest, StringEscapes) {
-  EXPECT_EQ(RenderText(R"({{ "tab\tq\"s\'\\ \u00e9\x41" }})"), "tab\tq\"s'\\ \xC3\xA9" "A");
+  EXPECT_EQ(RenderText(R"({{ "tab\tq\"s\'\\ \u00e9\x41" }})"),
+            "tab\tq\"s'\\ \xC3\xA9"
+            "A");
 }
 
 TEST(LexerTest, ErrorsNameTheLine) {

@@ -9,12 +9,14 @@
 
 namespace mkserve::chat::jinja {
 
-inline std::string RenderText(const std::string& source, const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
+inline std::string RenderText(const std::string& source, const nlohmann::ordered_json& context =
+                                                             nlohmann::ordered_json::object()) {
   return ChatTemplate::Parse(source).Render(context);
 }
 
 // The error message of rendering (or parsing) `source`, or "" when it succeeds.
-inline std::string RenderError(const std::string& source, const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
+inline std::string RenderError(const std::string& source, const nlohmann::ordered_json& context =
+                                                              nlohmann::ordered_json::object()) {
   try {
     RenderText(source, context);
   } catch (const mkserve::Error& error) {
