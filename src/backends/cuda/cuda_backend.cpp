@@ -9,6 +9,7 @@
 #include "backends/cuda/decode_graph.h"
 #include "backends/cuda/embedding.h"
 #include "backends/cuda/linear.h"
+#include "backends/cuda/moe_grouped.h"
 #include "backends/cuda/norm.h"
 #include "backends/cuda/rope_kv.h"
 #include "backends/cuda/router.h"
@@ -213,7 +214,11 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
               config_.num_experts,
               config_.num_experts_per_token,
               ws.ffn_out.data()};
-  MoeForward(moe, ws.moe, stream_);
+  if (num_tokens >= kGroupedMoeMinTokens && ws.moe.gathered_x != nullptr) {
+    MoeForwardGrouped(moe, ws.moe, cublas_, stream_);  // prefill: cuBLAS per active expert
+  } else {
+    MoeForward(moe, ws.moe, stream_);
+  }
 }
 
 int64_t CudaBackend::CountDistinctExperts(int64_t num_tokens) const {

@@ -123,7 +123,9 @@ __global__ void SiluMulKernel(const float* gate_up, int64_t intermediate, __nv_b
   }
 }
 
-void Bucket(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
+}  // namespace
+
+void MoeBucket(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   const int64_t assignments = a.num_tokens * a.top_k;
   const unsigned blocks = static_cast<unsigned>(CeilDiv(assignments, 256));
   MKSERVE_CUDA_CHECK(cudaMemsetAsync(w.counts, 0, a.num_experts * sizeof(int32_t), stream));
@@ -137,7 +139,10 @@ void Bucket(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   MKSERVE_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
+void MoeCombine(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
+  CombineKernel<<<static_cast<unsigned>(a.num_tokens), 256, 0, stream>>>(a, w);
+  MKSERVE_CUDA_CHECK_LAUNCH();
+}
 
 void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   if (a.hidden % kVecElements != 0 || a.intermediate % kVecElements != 0) {
@@ -145,7 +150,7 @@ void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
                 std::to_string(a.intermediate) + " must be multiples of 8");
   }
   if (a.num_tokens <= 0) return;
-  Bucket(a, w, stream);
+  MoeBucket(a, w, stream);
   // At most T * k experts can have tokens; the kernels read the actual count.
   const unsigned experts =
       static_cast<unsigned>(std::min<int64_t>(a.num_experts, a.num_tokens * a.top_k));
@@ -155,8 +160,7 @@ void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   DownKernel<<<dim3(static_cast<unsigned>(CeilDiv(a.hidden, kMoeWarps)), experts),
                kMoeWarps * kWarpSize, 0, stream>>>(a, w);
   MKSERVE_CUDA_CHECK_LAUNCH();
-  CombineKernel<<<static_cast<unsigned>(a.num_tokens), 256, 0, stream>>>(a, w);
-  MKSERVE_CUDA_CHECK_LAUNCH();
+  MoeCombine(a, w, stream);
 }
 
 void SiluMul(const float* gate_up, int64_t num_tokens, int64_t intermediate, __nv_bfloat16* out,

@@ -33,6 +33,9 @@ struct MoeWorkspace {
   int32_t* slot_of_assignment = nullptr;  // [assignments] t * top_k + j -> slot
   __nv_bfloat16* hidden = nullptr;        // [assignments][intermediate]
   float* expert_out = nullptr;            // [assignments][hidden]
+  // Grouped (prefill) path only; null when the workspace is decode-sized.
+  __nv_bfloat16* gathered_x = nullptr;  // [assignments][hidden] x rows in expert order
+  float* gate_up = nullptr;             // [assignments][2 * intermediate]
 };
 
 struct MoeArgs {
@@ -52,6 +55,10 @@ struct MoeArgs {
 };
 
 void MoeForward(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
+
+// The first and last phases on their own (the grouped path in moe_grouped.h reuses them).
+void MoeBucket(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
+void MoeCombine(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
 
 // out[t][i] = silu(gate_up[t][i]) * gate_up[t][intermediate + i], bf16.
 void SiluMul(const float* gate_up, int64_t num_tokens, int64_t intermediate, __nv_bfloat16* out,

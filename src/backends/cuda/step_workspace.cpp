@@ -1,5 +1,7 @@
 #include "backends/cuda/step_workspace.h"
 
+#include "backends/cuda/moe_grouped.h"
+
 #include <algorithm>
 
 namespace mkserve::cuda {
@@ -53,6 +55,12 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
   moe.slot_of_assignment = moe.token_of_slot + assignments;  // [A]
   moe.hidden = moe_hidden.data();
   moe.expert_out = moe_expert_out.data();
+  if (t >= kGroupedMoeMinTokens && config.num_experts > 0) {
+    moe_gathered_x = DeviceBuffer<__nv_bfloat16>(assignments * hidden);
+    moe_gate_up = DeviceBuffer<float>(assignments * 2 * config.expert_intermediate_size);
+    moe.gathered_x = moe_gathered_x.data();
+    moe.gate_up = moe_gate_up.data();
+  }
 }
 
 }  // namespace mkserve::cuda

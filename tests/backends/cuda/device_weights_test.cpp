@@ -7,6 +7,7 @@
 
 #include "backends/cuda/device_weights.h"
 #include "backends/cuda/kv_pool.h"
+#include "backends/cuda/random_fill.h"
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
 #include "model/presets.h"

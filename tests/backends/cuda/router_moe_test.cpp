@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "backends/cuda/moe.h"
+#include "backends/cuda/moe_grouped.h"
 #include "backends/cuda/router.h"
 #include "gpu_test_util.h"
 
@@ -67,7 +68,8 @@ INSTANTIATE_TEST_SUITE_P(Branches, RouterTest,
 struct MoeCase {
   bool shared;
   SharedExpertCombination combination;
-  int64_t tokens;  // 1 and 3: fewer assignments than experts (decode-sized grids)
+  int64_t tokens;        // 1 and 3: fewer assignments than experts (decode-sized grids)
+  bool grouped = false;  // MoeForwardGrouped (cuBLAS per active expert) instead of MoeForward
 };
 
 class MoeTest : public ::testing::TestWithParam<MoeCase> {};
@@ -102,12 +104,24 @@ TEST_P(MoeTest, MatchesCpu) {
   ws.slot_of_assignment = ws.token_of_slot + tokens * top_k;
   ws.hidden = d_hidden.data();
   ws.expert_out = d_expert_out.data();
+  auto d_gathered = NanBf16(tokens * top_k * hidden);
+  auto d_gate_up = NanFloats(tokens * top_k * 2 * inter);
+  ws.gathered_x = d_gathered.data();
+  ws.gate_up = d_gate_up.data();
   MoeArgs args{d_x.data(),    d_ids.data(),  d_w.data(),
                d_gu.data(),   d_down.data(), c.shared ? d_shared.data() : nullptr,
                c.combination, tokens,        hidden,
                inter,         experts,       top_k,
                d_out.data()};
-  MoeForward(args, ws, 0);
+  if (c.grouped) {
+    cublasHandle_t handle;
+    MKSERVE_CUBLAS_CHECK(cublasCreate(&handle));
+    MoeForwardGrouped(args, ws, handle, 0);
+    MKSERVE_CUDA_CHECK(cudaDeviceSynchronize());
+    cublasDestroy(handle);
+  } else {
+    MoeForward(args, ws, 0);
+  }
   std::vector<float> want(tokens * hidden, 0.0f);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t j = 0; j < top_k; ++j) {
@@ -142,7 +156,10 @@ INSTANTIATE_TEST_SUITE_P(Shared, MoeTest,
                                            MoeCase{true, SharedExpertCombination::kAverage, 19},
                                            MoeCase{true, SharedExpertCombination::kSum, 19},
                                            MoeCase{false, SharedExpertCombination::kAverage, 1},
-                                           MoeCase{true, SharedExpertCombination::kSum, 3}));
+                                           MoeCase{true, SharedExpertCombination::kSum, 3},
+                                           MoeCase{false, SharedExpertCombination::kAverage, 19,
+                                                   true},
+                                           MoeCase{true, SharedExpertCombination::kSum, 2, true}));
 
 TEST(SiluMulTest, MatchesCpu) {
   const int64_t tokens = 3, inter = 40;
