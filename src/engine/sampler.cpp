@@ -71,45 +71,85 @@ void ApplyPenalties(std::vector<float>& logits, const SequenceStep& step,
   }
 }
 
-// Temperature, top-k, top-p, min-p, then the inverse-CDF draw over the survivors sorted by
-// (probability desc, id asc).
-int32_t DrawToken(std::vector<float>& logits, const SamplingParams& params, double u) {
-  for (float& l : logits) l /= params.temperature;
-  int32_t vocab = static_cast<int32_t>(logits.size());
-  std::vector<int32_t> order(vocab);
-  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
-  int32_t keep = (params.top_k > 0 && params.top_k < vocab) ? params.top_k : vocab;
-  auto before = [&](int32_t a, int32_t b) { return Before(logits, a, b); };
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(), before);
-  order.resize(keep);
-  float max_logit = logits[order[0]];
-  if (max_logit == kNegInf) return order[0];  // everything masked: the lowest id
-  std::vector<double> probs(keep);
-  double total = 0.0;
-  for (int32_t i = 0; i < keep; ++i) {
-    probs[i] = std::exp(static_cast<double>(logits[order[i]]) - max_logit);
-    total += probs[i];
-  }
-  int32_t kept = keep;
-  if (params.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p, at least one token
-    double cumulative = 0.0;
-    for (kept = 0; kept < keep;) {
-      cumulative += probs[kept++] / total;
-      if (cumulative >= params.top_p) break;
+// Candidate ids in (logit desc, id asc) order, sorted lazily: sampling usually stops within the
+// first few dozen, so a 256k vocabulary is not fully sorted for every token.
+class SortedCandidates {
+ public:
+  SortedCandidates(std::span<const float> logits, int32_t top_k) : logits_(logits) {
+    int32_t vocab = static_cast<int32_t>(logits.size());
+    order_.resize(vocab);
+    for (int32_t i = 0; i < vocab; ++i) order_[i] = i;
+    limit_ = (top_k > 0 && top_k < vocab) ? top_k : vocab;
+    if (limit_ < vocab) {  // the top-k set, unordered inside
+      std::nth_element(order_.begin(), order_.begin() + limit_ - 1, order_.end(), Less());
     }
   }
-  if (params.min_p > 0.0f) {  // probs are sorted, so the survivors are a prefix
-    double floor = params.min_p * probs[0];
-    while (kept > 1 && probs[kept - 1] < floor) --kept;
+  int32_t size() const { return limit_; }
+  std::span<const int32_t> unsorted() const { return {order_.data(), size_t(limit_)}; }
+  int32_t at(int32_t rank) {
+    if (rank >= sorted_end_) {
+      int32_t end = std::min(limit_, std::max({rank + 1, 2 * sorted_end_, kFirstSortedChunk}));
+      std::partial_sort(order_.begin() + sorted_end_, order_.begin() + end, order_.begin() + limit_,
+                        Less());
+      sorted_end_ = end;
+    }
+    return order_[rank];
   }
-  double kept_total = 0.0;
-  for (int32_t i = 0; i < kept; ++i) kept_total += probs[i];
-  double target = u * kept_total, cumulative = 0.0;
-  for (int32_t i = 0; i < kept; ++i) {
-    cumulative += probs[i];
-    if (target < cumulative) return order[i];
+
+ private:
+  static constexpr int32_t kFirstSortedChunk = 64;
+  struct Ranker {
+    std::span<const float> logits;
+    bool operator()(int32_t a, int32_t b) const { return Before(logits, a, b); }
+  };
+  Ranker Less() const { return Ranker{logits_}; }
+  std::span<const float> logits_;
+  std::vector<int32_t> order_;
+  int32_t limit_ = 0;
+  int32_t sorted_end_ = 0;
+};
+
+// Temperature, top-k, top-p, min-p, then the inverse-CDF draw over the survivors sorted by
+// (probability desc, id asc). probs[id] is unnormalised; masses are sums of it.
+int32_t DrawToken(std::vector<float>& logits, const SamplingParams& params, double u) {
+  for (float& l : logits) l /= params.temperature;
+  SortedCandidates candidates(logits, params.top_k);
+  float max_logit = logits[candidates.at(0)];
+  if (max_logit == kNegInf) return candidates.at(0);  // everything masked: the lowest id
+  std::vector<double> probs(logits.size(), 0.0);
+  double mass = 0.0;
+  for (int32_t id : candidates.unsorted()) {
+    probs[id] = std::exp(static_cast<double>(logits[id]) - max_logit);
+    mass += probs[id];
   }
-  return order[kept - 1];
+  int32_t kept = candidates.size();
+  double kept_mass = mass;
+  if (params.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p, at least one token
+    kept_mass = 0.0;
+    for (kept = 0; kept < candidates.size();) {
+      kept_mass += probs[candidates.at(kept++)];
+      if (kept_mass / mass >= params.top_p) break;
+    }
+  }
+  if (params.min_p > 0.0f) {  // survivors of min-p are a prefix of the sorted order
+    double floor = params.min_p * probs[candidates.at(0)];
+    int32_t num_above = 0;
+    kept_mass = 0.0;
+    // After top-p the first `kept` entries are sorted; without it they are all candidates.
+    for (int32_t id : candidates.unsorted().first(kept)) {
+      if (probs[id] >= floor) {
+        ++num_above;
+        kept_mass += probs[id];
+      }
+    }
+    kept = std::max(num_above, 1);
+  }
+  double target = u * kept_mass, cumulative = 0.0;
+  for (int32_t rank = 0; rank < kept; ++rank) {
+    cumulative += probs[candidates.at(rank)];
+    if (target < cumulative) return candidates.at(rank);
+  }
+  return candidates.at(kept - 1);  // rounding left the target just past the end
 }
 
 }  // namespace

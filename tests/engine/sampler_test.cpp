@@ -93,6 +93,23 @@ TEST(SamplerTest, MinPDropsTokensBelowFractionOfMax) {
   ExpectDistribution(Frequencies(LogitsOf(kProbs), params), {{1, .4}, {2, .25}, {3, .15}, {4, .1}});
 }
 
+TEST(SamplerTest, CombinedFiltersApplyInOrder) {
+  SamplingParams params;
+  params.top_k = 5;      // 0.4 .25 .15 .1 .05
+  params.top_p = 0.85f;  // of the top-5 mass 0.95: .4 .25 .15 reach 0.8/0.95 = 0.84, so add .1
+  params.min_p = 0.3f;   // floor 0.12 drops 0.1
+  ExpectDistribution(Frequencies(LogitsOf(kProbs), params), {{1, .4}, {2, .25}, {3, .15}});
+}
+
+// A big vocabulary with a long flat tail: the lazy partial sort must still find every token.
+TEST(SamplerTest, LargeVocabularyTailIsReachable) {
+  std::vector<double> probs(50000, 0.5 / 49999);
+  probs[123] = 0.5;
+  std::map<int32_t, double> freq = Frequencies(LogitsOf(probs), SamplingParams());
+  EXPECT_NEAR(freq[123], 0.5, kTolerance);
+  EXPECT_GT(freq.size(), 5000u);
+}
+
 TEST(SamplerTest, TemperatureSharpens) {
   SamplingParams params;
   params.temperature = 0.5f;  // p^2, renormalised
