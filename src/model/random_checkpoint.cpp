@@ -43,12 +43,29 @@ void StoreBf16(std::span<std::byte> out, size_t element, float value) {
 
 // Fills elements [first, first + count) of `out` with the values of `source_name` starting at
 // `source_offset`; split over threads when large.
+// Element i of the stream `key`; see the header for the recipe.
+float ValueFromKey(uint64_t key, uint64_t index, bool is_norm) {
+  uint64_t bits = SplitMix64(key + index);
+  constexpr double kScale = 1.0 / (1 << 24);
+  double u1 = (static_cast<double>(bits >> 40) + 0.5) * kScale;  // (0, 1): log is finite
+  double u2 = static_cast<double>(bits & 0xffffff) * kScale;
+  double normal = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  float value = kRandomWeightStd * static_cast<float>(normal);
+  return is_norm ? 1.0f + value : value;
+}
+
+uint64_t StreamKey(uint64_t seed, const std::string& name) {
+  return SplitMix64(seed ^ Fnv1a64(name));
+}
+
+// Fills elements [first, first + count) of `out` with the first `count` values of
+// `source_name`; split over threads when large.
 void FillRange(std::span<std::byte> out, size_t first, size_t count, uint64_t seed,
-               const std::string& source_name, uint64_t source_offset) {
+               const std::string& source_name) {
+  uint64_t key = StreamKey(seed, source_name);
+  bool is_norm = IsNormWeight(source_name);
   auto fill = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      StoreBf16(out, first + i, RandomWeightValue(seed, source_name, source_offset + i));
-    }
+    for (size_t i = begin; i < end; ++i) StoreBf16(out, first + i, ValueFromKey(key, i, is_norm));
   };
   size_t num_threads = std::max(1u, std::thread::hardware_concurrency());
   if (count < kParallelFillElements || num_threads == 1) return fill(0, count);
@@ -71,18 +88,18 @@ void FillTensor(const TensorSpec& spec, std::span<std::byte> out, uint64_t seed)
     for (int64_t e = 0; e < spec.shape[0]; ++e) {
       std::string expert = ExpertsPrefix(spec.name) + std::to_string(e) + ".";
       size_t base = static_cast<size_t>(e) * 2 * per_matrix;
-      FillRange(out, base, per_matrix, seed, expert + "gate_proj.weight", 0);
-      FillRange(out, base + per_matrix, per_matrix, seed, expert + "up_proj.weight", 0);
+      FillRange(out, base, per_matrix, seed, expert + "gate_proj.weight");
+      FillRange(out, base + per_matrix, per_matrix, seed, expert + "up_proj.weight");
     }
   } else if (spec.name.ends_with("experts.down_proj")) {  // [E, H, I]
     size_t per_matrix = static_cast<size_t>(spec.shape[1] * spec.shape[2]);
     for (int64_t e = 0; e < spec.shape[0]; ++e) {
       std::string expert = ExpertsPrefix(spec.name) + std::to_string(e) + ".";
       FillRange(out, static_cast<size_t>(e) * per_matrix, per_matrix, seed,
-                expert + "down_proj.weight", 0);
+                expert + "down_proj.weight");
     }
   } else {
-    FillRange(out, 0, out.size() / 2, seed, spec.name, 0);
+    FillRange(out, 0, out.size() / 2, seed, spec.name);
   }
 }
 
@@ -158,14 +175,7 @@ json GenerationConfig(const ModelConfig& config) {
 }  // namespace
 
 float RandomWeightValue(uint64_t seed, const std::string& name, uint64_t index) {
-  uint64_t key = SplitMix64(seed ^ Fnv1a64(name));
-  uint64_t bits = SplitMix64(key + index);
-  constexpr double kScale = 1.0 / (1 << 24);
-  double u1 = (static_cast<double>(bits >> 40) + 0.5) * kScale;  // (0, 1): log is finite
-  double u2 = static_cast<double>(bits & 0xffffff) * kScale;
-  double normal = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-  float value = kRandomWeightStd * static_cast<float>(normal);
-  return IsNormWeight(name) ? 1.0f + value : value;
+  return ValueFromKey(StreamKey(seed, name), index, IsNormWeight(name));
 }
 
 std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& config, ExpertLayout layout) {
