@@ -11,7 +11,7 @@ namespace {
 // String content, or an array of {"type": "text", "text": ...} parts joined. Images and audio
 // are refused by name: the model reads text only.
 std::optional<std::string> ParseContent(const JsonFields& fields) {
-  const nlohmann::json* content = fields.Get("content");
+  const Json* content = fields.Get("content");
   if (content == nullptr) return std::nullopt;
   if (content->is_string()) return content->get<std::string>();
   std::string param = fields.Param("content");
@@ -34,9 +34,9 @@ std::optional<std::string> ParseContent(const JsonFields& fields) {
   return text;
 }
 
-ToolCall ParseToolCall(const nlohmann::json& value, const std::string& param) {
+ToolCall ParseToolCall(const Json& value, const std::string& param) {
   JsonFields fields(value, param);
-  const nlohmann::json* function = fields.Object("function");
+  const Json* function = fields.Object("function");
   if (function == nullptr) ThrowInvalid(fields.Param("function"), "a tool call needs 'function'");
   JsonFields function_fields(*function, fields.Param("function"));
   ToolCall call;
@@ -48,7 +48,7 @@ ToolCall ParseToolCall(const nlohmann::json& value, const std::string& param) {
   return call;
 }
 
-ChatMessage ParseMessage(const nlohmann::json& value, const std::string& param) {
+ChatMessage ParseMessage(const Json& value, const std::string& param) {
   static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
   JsonFields fields(value, param);
   ChatMessage message;
@@ -61,7 +61,7 @@ ChatMessage ParseMessage(const nlohmann::json& value, const std::string& param) 
   message.name = fields.String("name").value_or("");
   message.tool_call_id = fields.String("tool_call_id").value_or("");
   message.reasoning_content = fields.String("reasoning_content").value_or("");
-  if (const nlohmann::json* calls = fields.Array("tool_calls")) {
+  if (const Json* calls = fields.Array("tool_calls")) {
     if (message.role != "assistant") {
       ThrowInvalid(fields.Param("tool_calls"), "only assistant messages carry tool calls");
     }
@@ -78,14 +78,14 @@ ChatMessage ParseMessage(const nlohmann::json& value, const std::string& param) 
 
 std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
   std::vector<ToolDefinition> tools;
-  const nlohmann::json* list = fields.Array("tools");
+  const Json* list = fields.Array("tools");
   if (list == nullptr) return tools;
   for (size_t i = 0; i < list->size(); ++i) {
     JsonFields tool((*list)[i], "tools[" + std::to_string(i) + "]");
     if (tool.String("type").value_or("function") != "function") {
       ThrowInvalid(tool.Param("type"), "only 'function' tools are supported");
     }
-    const nlohmann::json* function = tool.Object("function");
+    const Json* function = tool.Object("function");
     if (function == nullptr) ThrowInvalid(tool.Param("function"), "a tool needs 'function'");
     JsonFields function_fields(*function, tool.Param("function"));
     ToolDefinition definition;
@@ -93,7 +93,7 @@ std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
     if (!name) ThrowInvalid(function_fields.Param("name"), "a function tool needs a name");
     definition.name = *name;
     definition.description = function_fields.String("description").value_or("");
-    if (const nlohmann::json* parameters = function_fields.Object("parameters")) {
+    if (const Json* parameters = function_fields.Object("parameters")) {
       definition.parameters = *parameters;
     }
     tools.push_back(std::move(definition));
@@ -104,7 +104,7 @@ std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
 ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefinition>& tools) {
   ToolChoice choice;
   choice.mode = tools.empty() ? ToolChoice::Mode::kNone : ToolChoice::Mode::kAuto;
-  const nlohmann::json* value = fields.Get("tool_choice");
+  const Json* value = fields.Get("tool_choice");
   if (value == nullptr) return choice;
   if (value->is_string()) {
     std::string mode = value->get<std::string>();
@@ -118,7 +118,7 @@ ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefin
       ThrowInvalid("tool_choice", "must be 'none', 'auto', 'required' or a named function");
   } else {
     JsonFields named(*value, "tool_choice");
-    const nlohmann::json* function = named.Object("function");
+    const Json* function = named.Object("function");
     if (function == nullptr)
       ThrowInvalid("tool_choice.function", "a named tool_choice needs 'function'");
     std::optional<std::string> name = JsonFields(*function, "tool_choice.function").String("name");
@@ -141,7 +141,7 @@ ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefin
 // Thinking on/off: chat_template_kwargs.enable_thinking (or .reasoning), else reasoning_effort
 // ("none" turns it off, any other effort on).
 void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
-  if (const nlohmann::json* kwargs = fields.Object("chat_template_kwargs")) {
+  if (const Json* kwargs = fields.Object("chat_template_kwargs")) {
     request.chat_template_kwargs = *kwargs;
     JsonFields kwarg_fields(*kwargs, "chat_template_kwargs");
     request.enable_thinking = kwarg_fields.Bool("enable_thinking");
@@ -158,7 +158,7 @@ void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
 
 }  // namespace
 
-std::vector<ChatMessage> ParseMessages(const nlohmann::json& messages, const std::string& param) {
+std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& param) {
   if (!messages.is_array())
     ThrowInvalid(param, "expected an array of messages, got " + JsonTypeName(messages));
   if (messages.empty()) ThrowInvalid(param, "must contain at least one message");
@@ -169,10 +169,10 @@ std::vector<ChatMessage> ParseMessages(const nlohmann::json& messages, const std
   return parsed;
 }
 
-ChatRequest ParseChatRequest(const nlohmann::json& body) {
+ChatRequest ParseChatRequest(const Json& body) {
   JsonFields fields(body, "");
   ChatRequest request;
-  const nlohmann::json* messages = fields.Get("messages");
+  const Json* messages = fields.Get("messages");
   if (messages == nullptr) ThrowInvalid("messages", "is required");
   request.messages = ParseMessages(*messages, "messages");
   request.generation = ParseGenerationFields(fields);

@@ -9,12 +9,12 @@
 namespace mkserve::server {
 namespace {
 
-bool IsTokenId(const nlohmann::json& value) {
+bool IsTokenId(const Json& value) {
   return value.is_number_integer() && value.get<int64_t>() >= 0 &&
          value.get<int64_t>() <= std::numeric_limits<int32_t>::max();
 }
 
-std::vector<int32_t> ParseTokenIds(const nlohmann::json& list, const std::string& param) {
+std::vector<int32_t> ParseTokenIds(const Json& list, const std::string& param) {
   if (!list.is_array())
     ThrowInvalid(param, "expected an array of token ids, got " + JsonTypeName(list));
   std::vector<int32_t> ids;
@@ -32,14 +32,14 @@ PromptInput TokenPrompt(std::vector<int32_t> ids) { return {"", std::move(ids), 
 
 // An array prompt's form is set by its first element: numbers (one token prompt), strings
 // (a batch of text prompts) or arrays (a batch of token prompts).
-std::vector<PromptInput> ParseArrayPrompt(const nlohmann::json& prompt) {
+std::vector<PromptInput> ParseArrayPrompt(const Json& prompt) {
   if (prompt.empty()) ThrowInvalid("prompt", "must not be an empty array");
-  const nlohmann::json& first = prompt.front();
+  const Json& first = prompt.front();
   if (first.is_number()) return {TokenPrompt(ParseTokenIds(prompt, "prompt"))};
   std::vector<PromptInput> prompts;
   for (size_t i = 0; i < prompt.size(); ++i) {
     std::string param = "prompt[" + std::to_string(i) + "]";
-    const nlohmann::json& item = prompt[i];
+    const Json& item = prompt[i];
     if (first.is_string() && item.is_string()) {
       prompts.push_back(TextPrompt(item.get<std::string>()));
     } else if (first.is_array() && item.is_array()) {
@@ -56,7 +56,7 @@ std::vector<PromptInput> ParseArrayPrompt(const nlohmann::json& prompt) {
 }
 
 std::vector<PromptInput> ParsePrompt(const JsonFields& fields) {
-  const nlohmann::json* prompt = fields.Get("prompt");
+  const Json* prompt = fields.Get("prompt");
   if (prompt == nullptr) ThrowInvalid("prompt", "is required");
   if (prompt->is_string()) return {TextPrompt(prompt->get<std::string>())};
   if (!prompt->is_array()) {
@@ -70,7 +70,7 @@ std::vector<PromptInput> ParsePrompt(const JsonFields& fields) {
 
 }  // namespace
 
-CompletionRequest ParseCompletionRequest(const nlohmann::json& body) {
+CompletionRequest ParseCompletionRequest(const Json& body) {
   JsonFields fields(body, "");
   CompletionRequest request;
   request.prompts = ParsePrompt(fields);
@@ -88,12 +88,12 @@ CompletionRequest ParseCompletionRequest(const nlohmann::json& body) {
   return request;
 }
 
-TokenizeRequest ParseTokenizeRequest(const nlohmann::json& body) {
+TokenizeRequest ParseTokenizeRequest(const Json& body) {
   JsonFields fields(body, "");
   TokenizeRequest request;
   request.model = fields.String("model").value_or("");
   request.add_special_tokens = fields.Bool("add_special_tokens").value_or(true);
-  if (const nlohmann::json* messages = fields.Get("messages")) {
+  if (const Json* messages = fields.Get("messages")) {
     request.messages = ParseMessages(*messages, "messages");
     return request;
   }
@@ -103,11 +103,11 @@ TokenizeRequest ParseTokenizeRequest(const nlohmann::json& body) {
   return request;
 }
 
-DetokenizeRequest ParseDetokenizeRequest(const nlohmann::json& body) {
+DetokenizeRequest ParseDetokenizeRequest(const Json& body) {
   JsonFields fields(body, "");
   DetokenizeRequest request;
   request.model = fields.String("model").value_or("");
-  const nlohmann::json* tokens = fields.Get("tokens");
+  const Json* tokens = fields.Get("tokens");
   if (tokens == nullptr) ThrowInvalid("tokens", "is required");
   request.token_ids = ParseTokenIds(*tokens, "tokens");
   return request;

@@ -1,6 +1,6 @@
 #include "server/error.h"
 
-#include <nlohmann/json.hpp>
+#include "server/json.h"
 
 namespace mkserve::server {
 
@@ -25,16 +25,16 @@ ErrorStatus StatusOf(ErrorKind kind) {
 namespace {
 
 // OpenAI's machine-readable `code` for the kinds where it defines one.
-nlohmann::json CodeOf(const ApiError& error) {
+Json CodeOf(const ApiError& error) {
   switch (error.kind()) {
     case ErrorKind::kUnauthorized:
       return "invalid_api_key";
     case ErrorKind::kNotFound:
-      return error.param() == "model" ? nlohmann::json("model_not_found") : nullptr;
+      return error.param() == "model" ? Json("model_not_found") : nullptr;
     case ErrorKind::kPayloadTooLarge:
       return "request_too_large";
     case ErrorKind::kInvalidRequest:
-      return error.param().empty() ? nlohmann::json(nullptr) : nlohmann::json("invalid_value");
+      return error.param().empty() ? Json(nullptr) : Json("invalid_value");
     default:
       return nullptr;
   }
@@ -43,13 +43,12 @@ nlohmann::json CodeOf(const ApiError& error) {
 }  // namespace
 
 std::string ErrorBody(const ApiError& error) {
-  nlohmann::json body = {
-      {"error",
-       {{"message", error.what()},
-        {"type", StatusOf(error.kind()).openai_type},
-        {"param", error.param().empty() ? nlohmann::json(nullptr) : nlohmann::json(error.param())},
-        {"code", CodeOf(error)}}}};
-  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  Json body = {{"error",
+                {{"message", error.what()},
+                 {"type", StatusOf(error.kind()).openai_type},
+                 {"param", error.param().empty() ? Json(nullptr) : Json(error.param())},
+                 {"code", CodeOf(error)}}}};
+  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace mkserve::server

@@ -8,7 +8,7 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 std::vector<std::string> ParseStop(const JsonFields& fields) {
-  const nlohmann::json* stop = fields.Get("stop");
+  const Json* stop = fields.Get("stop");
   if (stop == nullptr) return {};
   if (stop->is_string()) {
     if (stop->get<std::string>().empty()) ThrowInvalid("stop", "stop strings must not be empty");
@@ -19,7 +19,7 @@ std::vector<std::string> ParseStop(const JsonFields& fields) {
   }
   std::vector<std::string> strings;
   for (size_t i = 0; i < stop->size(); ++i) {
-    const nlohmann::json& item = (*stop)[i];
+    const Json& item = (*stop)[i];
     std::string param = "stop[" + std::to_string(i) + "]";
     if (!item.is_string()) ThrowInvalid(param, "expected a string, got " + JsonTypeName(item));
     if (item.get<std::string>().empty()) ThrowInvalid(param, "stop strings must not be empty");
@@ -29,11 +29,11 @@ std::vector<std::string> ParseStop(const JsonFields& fields) {
 }
 
 std::vector<int32_t> ParseTokenIdList(const JsonFields& fields, const std::string& name) {
-  const nlohmann::json* list = fields.Array(name);
+  const Json* list = fields.Array(name);
   std::vector<int32_t> ids;
   if (list == nullptr) return ids;
   for (size_t i = 0; i < list->size(); ++i) {
-    const nlohmann::json& item = (*list)[i];
+    const Json& item = (*list)[i];
     if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() > kInt32Max) {
       ThrowInvalid(name + "[" + std::to_string(i) + "]", "expected a token id (integer >= 0)");
     }
@@ -43,7 +43,7 @@ std::vector<int32_t> ParseTokenIdList(const JsonFields& fields, const std::strin
 }
 
 std::vector<std::pair<int32_t, float>> ParseLogitBias(const JsonFields& fields) {
-  const nlohmann::json* bias = fields.Object("logit_bias");
+  const Json* bias = fields.Object("logit_bias");
   std::vector<std::pair<int32_t, float>> entries;
   if (bias == nullptr) return entries;
   for (const auto& [key, value] : bias->items()) {
@@ -69,7 +69,7 @@ std::vector<std::pair<int32_t, float>> ParseLogitBias(const JsonFields& fields) 
 
 void ParseStreamFields(const JsonFields& fields, GenerationRequest& request) {
   request.stream = fields.Bool("stream").value_or(false);
-  const nlohmann::json* options = fields.Object("stream_options");
+  const Json* options = fields.Object("stream_options");
   if (options == nullptr) return;
   JsonFields stream_options(*options, "stream_options");
   request.include_usage = stream_options.Bool("include_usage").value_or(false);

@@ -7,15 +7,15 @@
 
 namespace mkserve::server {
 
-nlohmann::json ParseJsonBody(const std::string& body) {
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+Json ParseJsonBody(const std::string& body) {
+  Json value = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     // Re-parse with exceptions only to get nlohmann's position-bearing message.
     std::string detail = "could not parse the request body";
     try {
-      nlohmann::json unused = nlohmann::json::parse(body);
+      Json unused = Json::parse(body);
       (void)unused;
-    } catch (const nlohmann::json::parse_error& error) {
+    } catch (const Json::parse_error& error) {
       detail = error.what();
     }
     throw ApiError(ErrorKind::kInvalidRequest, "malformed JSON in the request body: " + detail);
@@ -31,7 +31,7 @@ void ThrowInvalid(const std::string& param, const std::string& message) {
   throw ApiError(ErrorKind::kInvalidRequest, "'" + param + "': " + message, param);
 }
 
-std::string JsonTypeName(const nlohmann::json& value) {
+std::string JsonTypeName(const Json& value) {
   if (value.is_string()) return "a string";
   if (value.is_boolean()) return "a boolean";
   if (value.is_number_integer() || value.is_number_unsigned()) return "an integer";
@@ -41,13 +41,13 @@ std::string JsonTypeName(const nlohmann::json& value) {
   return "null";
 }
 
-JsonFields::JsonFields(const nlohmann::json& object, std::string prefix)
+JsonFields::JsonFields(const Json& object, std::string prefix)
     : object_(object), prefix_(std::move(prefix)) {
   if (!object_.is_object())
     ThrowInvalid(prefix_, "expected an object, got " + JsonTypeName(object_));
 }
 
-const nlohmann::json* JsonFields::Get(const std::string& name) const {
+const Json* JsonFields::Get(const std::string& name) const {
   auto it = object_.find(name);
   if (it == object_.end() || it->is_null()) return nullptr;
   return &*it;
@@ -58,7 +58,7 @@ std::string JsonFields::Param(const std::string& name) const {
 }
 
 std::optional<bool> JsonFields::Bool(const std::string& name) const {
-  const nlohmann::json* value = Get(name);
+  const Json* value = Get(name);
   if (value == nullptr) return std::nullopt;
   if (!value->is_boolean())
     ThrowInvalid(Param(name), "expected a boolean, got " + JsonTypeName(*value));
@@ -66,7 +66,7 @@ std::optional<bool> JsonFields::Bool(const std::string& name) const {
 }
 
 std::optional<std::string> JsonFields::String(const std::string& name) const {
-  const nlohmann::json* value = Get(name);
+  const Json* value = Get(name);
   if (value == nullptr) return std::nullopt;
   if (!value->is_string())
     ThrowInvalid(Param(name), "expected a string, got " + JsonTypeName(*value));
@@ -90,7 +90,7 @@ std::string RangeText(double min, double max) {
 }  // namespace
 
 std::optional<double> JsonFields::Number(const std::string& name, double min, double max) const {
-  const nlohmann::json* value = Get(name);
+  const Json* value = Get(name);
   if (value == nullptr) return std::nullopt;
   if (!value->is_number())
     ThrowInvalid(Param(name), "expected a number, got " + JsonTypeName(*value));
@@ -105,7 +105,7 @@ std::optional<double> JsonFields::Number(const std::string& name, double min, do
 
 std::optional<int64_t> JsonFields::Integer(const std::string& name, int64_t min,
                                            int64_t max) const {
-  const nlohmann::json* value = Get(name);
+  const Json* value = Get(name);
   if (value == nullptr) return std::nullopt;
   // 3.0 is accepted as 3: some clients serialize every number as a double.
   bool integral =
@@ -122,16 +122,16 @@ std::optional<int64_t> JsonFields::Integer(const std::string& name, int64_t min,
   return value->is_number_float() ? static_cast<int64_t>(as_double) : value->get<int64_t>();
 }
 
-const nlohmann::json* JsonFields::Array(const std::string& name) const {
-  const nlohmann::json* value = Get(name);
+const Json* JsonFields::Array(const std::string& name) const {
+  const Json* value = Get(name);
   if (value != nullptr && !value->is_array()) {
     ThrowInvalid(Param(name), "expected an array, got " + JsonTypeName(*value));
   }
   return value;
 }
 
-const nlohmann::json* JsonFields::Object(const std::string& name) const {
-  const nlohmann::json* value = Get(name);
+const Json* JsonFields::Object(const std::string& name) const {
+  const Json* value = Get(name);
   if (value != nullptr && !value->is_object()) {
     ThrowInvalid(Param(name), "expected an object, got " + JsonTypeName(*value));
   }

@@ -7,26 +7,26 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "server/json.h"
 
 namespace mkserve::server {
 
 // Parses a request body; malformed JSON or a non-object body is a 400.
-nlohmann::json ParseJsonBody(const std::string& body);
+Json ParseJsonBody(const std::string& body);
 
 // Throws ApiError(kInvalidRequest) naming `param`.
 [[noreturn]] void ThrowInvalid(const std::string& param, const std::string& message);
 
 // Name of the JSON type of `value` for error messages ("a string", "an array").
-std::string JsonTypeName(const nlohmann::json& value);
+std::string JsonTypeName(const Json& value);
 
 class JsonFields {
  public:
   // `object` must outlive this reader; `prefix` names it in errors ("messages[2]").
-  JsonFields(const nlohmann::json& object, std::string prefix);
+  JsonFields(const Json& object, std::string prefix);
 
   // The field's value, or nullptr when absent or null.
-  const nlohmann::json* Get(const std::string& name) const;
+  const Json* Get(const std::string& name) const;
   // "prefix.name", or "name" at the top level.
   std::string Param(const std::string& name) const;
 
@@ -37,11 +37,11 @@ class JsonFields {
   std::optional<double> Number(const std::string& name, double min, double max) const;
   std::optional<int64_t> Integer(const std::string& name, int64_t min, int64_t max) const;
   // Present and of JSON type array / object; throws when present with another type.
-  const nlohmann::json* Array(const std::string& name) const;
-  const nlohmann::json* Object(const std::string& name) const;
+  const Json* Array(const std::string& name) const;
+  const Json* Object(const std::string& name) const;
 
  private:
-  const nlohmann::json& object_;
+  const Json& object_;
   std::string prefix_;
 };
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "server/json.h"
 
 #include "engine/sampling_params.h"
 
@@ -44,7 +44,7 @@ struct ChatMessage {
 struct ToolDefinition {
   std::string name;
   std::string description;
-  nlohmann::json parameters = nlohmann::json::object();  // JSON schema, passed to the template
+  Json parameters = Json::object();  // JSON schema, passed to the template
 };
 
 struct ToolChoice {
@@ -61,7 +61,7 @@ struct ChatRequest {
   bool parallel_tool_calls = true;
   bool logprobs = false;
   std::optional<bool> enable_thinking;  // chat_template_kwargs / reasoning_effort; nullopt: default
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  Json chat_template_kwargs = Json::object();
 };
 
 // One prompt of /v1/completions: text, or token ids when the client sent them.

@@ -5,89 +5,102 @@
 namespace mkserve::server {
 namespace {
 
-constexpr RequestOutcome kOutcomes[] = {RequestOutcome::kStop, RequestOutcome::kLength,
-                                        RequestOutcome::kToolCalls, RequestOutcome::kAborted,
-                                        RequestOutcome::kError};
+void Header(std::ostringstream& out, const std::string& name, const char* type,
+            const std::string& help) {
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+}
 
 template <typename Value>
 void Metric(std::ostringstream& out, const std::string& name, const char* type,
             const std::string& help, Value value) {
-  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-      << name << " " << value << "\n";
+  Header(out, name, type, help);
+  out << name << " " << value << "\n";
+}
+
+void RenderOutcomes(std::ostringstream& out, const EngineSnapshot& engine) {
+  const std::string name = "mkserve_requests_total";
+  Header(out, name, "counter", "Finished requests by outcome.");
+  const std::pair<const char*, int64_t> outcomes[] = {{"stop", engine.requests_stop},
+                                                      {"length", engine.requests_length},
+                                                      {"cancelled", engine.requests_cancelled},
+                                                      {"error", engine.requests_error},
+                                                      {"rejected", engine.requests_rejected}};
+  for (const auto& [outcome, count] : outcomes) {
+    out << name << "{outcome=\"" << outcome << "\"} " << count << "\n";
+  }
+}
+
+void RenderKv(std::ostringstream& out, const EngineSnapshot& engine) {
+  int64_t used = 0, total = 0;
+  for (const KvGroupUsage& group : engine.kv_groups) {
+    used += group.used_blocks;
+    total += group.total_blocks;
+  }
+  Metric(out, "mkserve_kv_blocks_used", "gauge", "KV cache blocks held by requests (all groups).",
+         used);
+  Metric(out, "mkserve_kv_blocks_total", "gauge", "KV cache blocks in all groups.", total);
+  double hit_rate =
+      engine.prefix_cache_query_tokens == 0
+          ? 0.0
+          : double(engine.prefix_cache_hit_tokens) / double(engine.prefix_cache_query_tokens);
+  Metric(out, "mkserve_prefix_cache_hit_rate", "gauge",
+         "Prompt tokens found in the prefix cache / prompt tokens looked up.", hit_rate);
 }
 
 }  // namespace
 
-const char* OutcomeName(RequestOutcome outcome) {
-  switch (outcome) {
-    case RequestOutcome::kStop:
-      return "stop";
-    case RequestOutcome::kLength:
-      return "length";
-    case RequestOutcome::kToolCalls:
-      return "tool_calls";
-    case RequestOutcome::kAborted:
-      return "aborted";
-    case RequestOutcome::kError:
-      return "error";
-  }
-  return "error";
+void HttpCounters::Record(int status) {
+  std::lock_guard lock(mutex_);
+  ++counts_[status];
 }
 
-// Buckets in seconds: TTFT spans queueing and prefill; ITL is one decode step.
-ServerMetrics::ServerMetrics()
-    : time_to_first_token_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
-      inter_token_latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
-
-void ServerMetrics::RecordRequest(RequestOutcome outcome) {
+std::map<int, int64_t> HttpCounters::Counts() const {
   std::lock_guard lock(mutex_);
-  ++requests_[outcome];
+  return counts_;
 }
 
-void ServerMetrics::AddTokens(int64_t prompt_tokens, int64_t generated_tokens) {
-  std::lock_guard lock(mutex_);
-  prompt_tokens_ += prompt_tokens;
-  generated_tokens_ += generated_tokens;
-}
-
-void ServerMetrics::ObserveTimeToFirstToken(double seconds) {
-  std::lock_guard lock(mutex_);
-  time_to_first_token_.Observe(seconds);
-}
-
-void ServerMetrics::ObserveInterTokenLatency(double seconds) {
-  std::lock_guard lock(mutex_);
-  inter_token_latency_.Observe(seconds);
-}
-
-std::string ServerMetrics::Render(const EngineGauges& gauges) const {
-  std::lock_guard lock(mutex_);
+std::string RenderHistogram(const std::string& name, const std::string& help,
+                            const Histogram& histogram) {
   std::ostringstream out;
-  out << "# HELP mkserve_requests_total Finished requests by outcome.\n"
-      << "# TYPE mkserve_requests_total counter\n";
-  for (RequestOutcome outcome : kOutcomes) {
-    auto it = requests_.find(outcome);
-    out << "mkserve_requests_total{outcome=\"" << OutcomeName(outcome) << "\"} "
-        << (it == requests_.end() ? 0 : it->second) << "\n";
+  out.precision(12);
+  Header(out, name, "histogram", help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < histogram.upper_bounds.size(); ++i) {
+    cumulative += i < histogram.counts.size() ? histogram.counts[i] : 0;
+    out << name << "_bucket{le=\"" << histogram.upper_bounds[i] << "\"} " << cumulative << "\n";
   }
-  Metric(out, "mkserve_prompt_tokens_total", "counter", "Prompt tokens processed.", prompt_tokens_);
-  Metric(out, "mkserve_generation_tokens_total", "counter", "Tokens generated.", generated_tokens_);
-  out << time_to_first_token_.Render("mkserve_time_to_first_token_seconds",
-                                     "Time from request arrival to the first generated token.");
-  out << inter_token_latency_.Render("mkserve_inter_token_latency_seconds",
-                                     "Time between consecutive generated tokens of a request.");
+  out << name << "_bucket{le=\"+Inf\"} " << histogram.count << "\n";
+  out << name << "_sum " << histogram.sum << "\n" << name << "_count " << histogram.count << "\n";
+  return out.str();
+}
+
+std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int64_t>& http_counts) {
+  std::ostringstream out;
+  RenderOutcomes(out, engine);
+  Header(out, "mkserve_http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [status, count] : http_counts) {
+    out << "mkserve_http_responses_total{code=\"" << status << "\"} " << count << "\n";
+  }
+  Metric(out, "mkserve_prompt_tokens_total", "counter", "Prompt tokens processed.",
+         engine.prompt_tokens_total);
+  Metric(out, "mkserve_generation_tokens_total", "counter", "Tokens generated.",
+         engine.generation_tokens_total);
+  Metric(out, "mkserve_preemptions_total", "counter", "Sequences preempted for KV memory.",
+         engine.preemptions_total);
+  out << RenderHistogram("mkserve_time_to_first_token_seconds",
+                         "Time from arrival to the first generated token.",
+                         engine.time_to_first_token_s);
+  out << RenderHistogram("mkserve_inter_token_latency_seconds",
+                         "Time between consecutive tokens of a request.",
+                         engine.inter_token_latency_s);
+  out << RenderHistogram("mkserve_batch_size", "Sequences per engine step.", engine.batch_size);
   Metric(out, "mkserve_num_requests_running", "gauge", "Requests in the running batch.",
-         gauges.num_running);
+         engine.num_running);
   Metric(out, "mkserve_num_requests_waiting", "gauge", "Requests waiting to be scheduled.",
-         gauges.num_waiting);
-  Metric(out, "mkserve_kv_blocks_used", "gauge", "KV cache blocks in use.", gauges.kv_blocks_used);
-  Metric(out, "mkserve_kv_blocks_total", "gauge", "KV cache blocks in all pools.",
-         gauges.kv_blocks_total);
-  Metric(out, "mkserve_prefix_cache_hit_rate", "gauge",
-         "Fraction of looked-up prompt tokens found in the prefix cache.",
-         gauges.prefix_cache_hit_rate);
-  Metric(out, "mkserve_batch_size", "gauge", "Sequences in the last engine step.",
-         gauges.batch_size);
+         engine.num_waiting);
+  Metric(out, "mkserve_last_batch_size", "gauge", "Sequences in the last engine step.",
+         engine.last_batch_size);
+  RenderKv(out, engine);
   return out.str();
 }
 

@@ -5,16 +5,16 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
+#include "server/json.h"
 
 namespace mkserve::server {
 
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
-std::string SseEvent(const nlohmann::json& payload);
+std::string SseEvent(const Json& payload);
 
 // Serialises JSON for a response; invalid UTF-8 (a model can emit it) becomes U+FFFD instead of
 // throwing.
-std::string DumpJson(const nlohmann::json& value);
+std::string DumpJson(const Json& value);
 
 }  // namespace mkserve::server

@@ -1,0 +1,202 @@
+// `mkserve serve`: the OpenAI-compatible HTTP server. The socket is bound first, so /health
+// answers 503 while the weights load; then the model is published and the summary printed.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "backends/cpu/load_cpu_backend.h"
+#include "chat/command4_template.h"
+#include "cli/command.h"
+#include "common/args.h"
+#include "common/error.h"
+#include "engine/scripted_backend.h"
+#include "server/http_server.h"
+#include "server/routes.h"
+#include "server/server_state.h"
+#include "server/tokenizer_text_decoder.h"
+
+namespace mkserve::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeFlags {
+  fs::path model_dir;
+  std::string backend = "cpu";
+  server::HttpOptions http;
+  int64_t max_batch = 64;
+  int64_t kv_bytes = int64_t{1} << 30;
+  int64_t max_model_len = 0;
+  int64_t max_waiting = 0;
+  std::string served_model_name;
+  bool reasoning = true;
+};
+
+ServeFlags ParseFlags(std::span<const std::string> argv) {
+  Args args(argv);
+  ServeFlags flags;
+  flags.model_dir = args.RequiredString("--model");
+  flags.backend = args.String("--backend", "cpu");
+  flags.http.host = args.String("--host", "127.0.0.1");
+  flags.http.port = static_cast<int>(args.Int("--port", 8000));
+  flags.http.api_key = args.String("--api-key", "");
+  flags.http.max_body_bytes = args.Int("--max-body-bytes", 16 << 20);
+  flags.max_batch = args.Int("--max-batch", 64);
+  flags.http.num_threads = static_cast<int>(args.Int("--http-threads", 2 * flags.max_batch + 16));
+  flags.kv_bytes = args.Int("--kv-bytes", flags.kv_bytes);
+  flags.max_model_len = args.Int("--max-model-len", 0);
+  flags.max_waiting = args.Int("--max-waiting", 0);
+  flags.served_model_name = args.String("--served-model-name", "");
+  std::string reasoning = args.String("--reasoning", "on");
+  if (reasoning != "on" && reasoning != "off") throw Error("--reasoning must be on or off");
+  flags.reasoning = reasoning == "on";
+  args.Finish();
+  if (flags.http.port < 0 || flags.http.port > 65535) throw Error("--port must be 0..65535");
+  if (flags.max_batch < 1) throw Error("--max-batch must be at least 1");
+  if (flags.http.max_body_bytes < 1024) throw Error("--max-body-bytes must be at least 1024");
+  if (!fs::is_directory(flags.model_dir)) {
+    throw Error("--model " + flags.model_dir.string() + " is not a directory");
+  }
+  return flags;
+}
+
+std::unique_ptr<Backend> LoadBackend(const ServeFlags& flags, const tokenizer::Tokenizer& tok) {
+  if (flags.backend == "cpu") {
+    CpuBackendOptions options;
+    options.kv_bytes_budget = flags.kv_bytes;
+    options.max_batch = flags.max_batch;
+    return LoadCpuBackend(flags.model_dir, options);
+  }
+  if (flags.backend.rfind("scripted:", 0) == 0) {
+    ModelConfig config = ModelConfig::Load(flags.model_dir / "config.json");
+    Script script = LoadScript(flags.backend.substr(9), [&tok](const std::string& text) {
+      return tok.Encode(text, /*add_special_tokens=*/false);
+    });
+    // The same KV budget the CPU backend would get, in tokens per layer.
+    int64_t bytes_per_token = config.num_layers * 2 * config.kv_width() * int64_t{sizeof(float)};
+    return MakeScriptedBackend(config, std::move(script), flags.kv_bytes / bytes_per_token,
+                               flags.max_batch);
+  }
+  if (flags.backend == "cuda") {
+    throw Error("--backend cuda is not available in this build yet; use cpu or scripted:FILE");
+  }
+  throw Error("--backend must be cpu, cuda or scripted:FILE, got '" + flags.backend + "'");
+}
+
+// Weight loading gives no byte count back, so the bar is an honest spinner with elapsed time.
+template <typename Work>
+auto WithProgress(const std::string& label, Work work) {
+  std::atomic<bool> done{false};
+  std::thread ticker([&] {
+    const char* frames = "|/-\\";
+    auto start = std::chrono::steady_clock::now();
+    for (int tick = 0; !done; ++tick) {
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "\r%s %c %.1fs", label.c_str(), frames[tick % 4], elapsed);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::fprintf(stderr, "\r%s done in %.1fs\n", label.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  });
+  struct Join {
+    std::atomic<bool>& done;
+    std::thread& thread;
+    ~Join() {
+      done = true;
+      thread.join();
+    }
+  } join{done, ticker};
+  return work();
+}
+
+int64_t KvCapacityTokens(const KvLayout& layout) {
+  int64_t tokens = 0;
+  for (const KvGroup& group : layout.groups) {
+    if (group.attention == AttentionKind::kFull) tokens = group.num_blocks * kBlockTokens;
+  }
+  return tokens;
+}
+
+std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
+  auto model = std::make_unique<server::ServedModel>();
+  model->tokenizer =
+      std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(flags.model_dir));
+  // A checkpoint without a template (the tiny test model) speaks the built-in Command-4 one.
+  const auto& source = model->tokenizer->chat_template();
+  model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
+  std::unique_ptr<Backend> backend = WithProgress("loading weights (" + flags.backend + ")", [&] {
+    return LoadBackend(flags, *model->tokenizer);
+  });
+  EngineOptions options;
+  options.max_batch = flags.max_batch;
+  options.max_model_len = flags.max_model_len;
+  options.max_waiting_requests = flags.max_waiting;
+  options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);
+  model->engine = std::make_unique<Engine>(std::move(backend), options);
+  return model;
+}
+
+void PrintSummary(const ServeFlags& flags, const server::ServedModel& model,
+                  const std::string& model_id, int port) {
+  const Engine& engine = *model.engine;
+  std::fprintf(stderr,
+               "mkserve serve\n  model        %s (%s)\n  backend      %s\n"
+               "  KV capacity  %lld tokens\n  context      %lld tokens\n  max batch    %lld\n"
+               "  reasoning    %s by default\n  chat format  %s\n  auth         %s\n"
+               "  listening    http://%s:%d\n",
+               model_id.c_str(), flags.model_dir.string().c_str(), engine.backend_name().c_str(),
+               static_cast<long long>(KvCapacityTokens(engine.kv_layout())),
+               static_cast<long long>(engine.max_model_len()),
+               static_cast<long long>(flags.max_batch), flags.reasoning ? "on" : "off",
+               model.tokenizer->chat_template() ? "checkpoint chat template" : "built-in Command-4",
+               flags.http.api_key.empty() ? "none" : "Bearer API key", flags.http.host.c_str(),
+               port);
+}
+
+int RunServe(std::span<const std::string> argv) {
+  ServeFlags flags = ParseFlags(argv);
+  // Block the stop signals in every thread; the main thread waits for them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::string model_id = flags.served_model_name.empty()
+                             ? fs::absolute(flags.model_dir).lexically_normal().filename().string()
+                             : flags.served_model_name;
+  if (model_id.empty()) model_id = fs::absolute(flags.model_dir).parent_path().filename().string();
+  server::ServerState state({model_id, flags.reasoning, static_cast<int64_t>(std::time(nullptr))});
+  server::HttpCounters counters;
+  server::HttpServer http(flags.http);
+  server::RegisterRoutes(http, state, counters);
+  int port = http.Bind();
+  std::thread listener([&http] { http.Listen(); });
+  std::fprintf(stderr, "mkserve serve: bound http://%s:%d, loading %s\n", flags.http.host.c_str(),
+               port, flags.model_dir.string().c_str());
+  try {
+    state.SetModel(LoadModel(flags));
+  } catch (...) {
+    http.Stop();
+    listener.join();
+    throw;
+  }
+  PrintSummary(flags, state.RequireModel(), model_id, port);
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::fprintf(stderr, "mkserve serve: signal %d, shutting down\n", signal_number);
+  http.Stop();
+  listener.join();
+  return 0;
+}
+
+CommandRegistration registration({"serve", "OpenAI-compatible HTTP server", RunServe});
+
+}  // namespace
+}  // namespace mkserve::cli

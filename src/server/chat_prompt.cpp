@@ -1,0 +1,90 @@
+#include "server/chat_prompt.h"
+
+#include "common/error.h"
+#include "server/error.h"
+
+namespace mkserve::server {
+namespace {
+
+// Templates print tool-call arguments with tojson, so they get the parsed object; text that is
+// not JSON is passed on as a string rather than refused.
+Json ArgumentsValue(const std::string& arguments) {
+  Json parsed = Json::parse(arguments, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_discarded() ? Json(arguments) : parsed;
+}
+
+Json MessageJson(const ChatMessage& message) {
+  Json json = {{"role", message.role},
+               {"content", message.content ? Json(*message.content) : Json(nullptr)}};
+  if (!message.name.empty()) json["name"] = message.name;
+  if (!message.tool_call_id.empty()) json["tool_call_id"] = message.tool_call_id;
+  if (!message.reasoning_content.empty()) json["reasoning_content"] = message.reasoning_content;
+  if (message.tool_calls.empty()) return json;
+  json["tool_calls"] = Json::array();
+  for (const ToolCall& call : message.tool_calls) {
+    json["tool_calls"].push_back(
+        {{"id", call.id},
+         {"type", "function"},
+         {"function", {{"name", call.name}, {"arguments", ArgumentsValue(call.arguments)}}}});
+  }
+  return json;
+}
+
+// tool_choice "none" leaves the tools out of the prompt; a named choice offers only that tool.
+Json ToolsJson(const ChatRequest& request) {
+  if (request.tools.empty() || request.tool_choice.mode == ToolChoice::Mode::kNone) return nullptr;
+  Json tools = Json::array();
+  for (const ToolDefinition& tool : request.tools) {
+    bool named = request.tool_choice.mode == ToolChoice::Mode::kNamed;
+    if (named && tool.name != request.tool_choice.name) continue;
+    tools.push_back({{"type", "function"},
+                     {"function",
+                      {{"name", tool.name},
+                       {"description", tool.description},
+                       {"parameters", tool.parameters}}}});
+  }
+  return tools;
+}
+
+std::string TokenText(const std::optional<tokenizer::NamedToken>& token) {
+  return token ? token->text : "";
+}
+
+}  // namespace
+
+Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer& tokenizer,
+                          bool enable_thinking) {
+  Json context =
+      request.chat_template_kwargs.is_object() ? request.chat_template_kwargs : Json::object();
+  context["messages"] = Json::array();
+  for (const ChatMessage& message : request.messages) {
+    context["messages"].push_back(MessageJson(message));
+  }
+  context["tools"] = ToolsJson(request);
+  context["add_generation_prompt"] = true;
+  context["bos_token"] = TokenText(tokenizer.bos());
+  context["eos_token"] = TokenText(tokenizer.eos());
+  context["enable_thinking"] = enable_thinking;
+  context["reasoning"] = enable_thinking;
+  return context;
+}
+
+std::vector<int32_t> RenderChatPrompt(const ServedModel& model, const ChatRequest& request,
+                                      bool enable_thinking) {
+  if (!model.chat_template) {
+    throw ApiError(ErrorKind::kInvalidRequest,
+                   "this model has no chat template; use /v1/completions instead");
+  }
+  std::string prompt;
+  try {
+    prompt = model.chat_template->Render(
+        BuildTemplateContext(request, *model.tokenizer, enable_thinking));
+    // The template writes BOS itself, as transformers' apply_chat_template expects.
+    return model.tokenizer->Encode(prompt, /*add_special_tokens=*/false);
+  } catch (const Error& error) {
+    throw ApiError(ErrorKind::kInvalidRequest,
+                   std::string("could not build the chat prompt: ") + error.what(), "messages");
+  }
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,59 @@
+// POST /v1/completions: one engine request per prompt, each with n siblings.
+#include "common/error.h"
+#include "server/completion_request.h"
+#include "server/completion_response.h"
+#include "server/generation_response.h"
+#include "server/handlers.h"
+#include "server/json_fields.h"
+#include "server/request_limits.h"
+
+namespace mkserve::server {
+namespace {
+
+CompletionPrompt Tokenize(const ServedModel& model, const PromptInput& input, size_t index,
+                          bool batched) {
+  std::string param = batched ? "prompt[" + std::to_string(index) + "]" : "prompt";
+  if (input.is_tokens) {
+    CheckTokenIds(model, input.token_ids, param);
+    return {model.tokenizer->Decode(input.token_ids, /*skip_special_tokens=*/false),
+            input.token_ids};
+  }
+  std::vector<int32_t> ids;
+  try {
+    ids = model.tokenizer->Encode(input.text, /*add_special_tokens=*/true);
+  } catch (const Error& error) {
+    ThrowInvalid(param, error.what());
+  }
+  if (ids.empty()) ThrowInvalid(param, "the prompt must not be empty");
+  return {input.text, std::move(ids)};
+}
+
+}  // namespace
+
+HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& http) {
+  const ServedModel& model = state.RequireModel();
+  CompletionRequest request = ParseCompletionRequest(ParseJsonBody(http.body));
+  state.CheckModelName(request.generation.model);
+  std::vector<CompletionPrompt> prompts;
+  for (size_t i = 0; i < request.prompts.size(); ++i) {
+    prompts.push_back(Tokenize(model, request.prompts[i], i, request.prompts.size() > 1));
+    ApplyModelLimits(model, static_cast<int64_t>(prompts.back().token_ids.size()),
+                     /*default_to_context=*/false, request.generation);
+  }
+  std::vector<RequestHandle> handles;
+  for (const CompletionPrompt& prompt : prompts) {
+    handles.push_back(model.engine->Submit(
+        {prompt.token_ids, request.generation.sampling, request.generation.n}));
+  }
+  auto run = std::make_unique<GenerationRun>(std::move(handles), request.generation.n,
+                                             http.is_connection_closed);
+  CompletionOutputOptions options{model.tokenizer.get(), request.generation.n, request.echo,
+                                  request.generation.sampling.num_logprobs >= 0,
+                                  request.generation.include_usage};
+  auto choices = std::make_unique<CompletionChoices>(
+      std::move(prompts), NewResponseMeta("cmpl-", state.options().model_id), options);
+  if (request.generation.stream) return StreamResponse(std::move(run), std::move(choices));
+  return CompleteResponse(*run, *choices);
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,88 @@
+#include "server/generation_run.h"
+
+#include "server/error.h"
+
+namespace mkserve::server {
+namespace {
+
+// How long one wait on the engine lasts before the connection is checked again: short, so a
+// hang-up while queued or prefilling frees the KV promptly.
+constexpr std::chrono::milliseconds kPollInterval(20);
+
+ErrorKind KindOf(EngineErrorKind kind) {
+  switch (kind) {
+    case EngineErrorKind::kInvalidRequest:
+      return ErrorKind::kInvalidRequest;
+    case EngineErrorKind::kQueueFull:
+    case EngineErrorKind::kShutdown:
+      return ErrorKind::kUnavailable;
+    case EngineErrorKind::kBackend:
+      return ErrorKind::kInternal;
+  }
+  return ErrorKind::kInternal;
+}
+
+}  // namespace
+
+GenerationRun::GenerationRun(std::vector<RequestHandle> handles, int32_t n,
+                             std::function<bool()> is_connection_closed)
+    : handles_(std::move(handles)),
+      n_(n),
+      is_connection_closed_(std::move(is_connection_closed)),
+      prompt_usage_(handles_.size()) {}
+
+std::optional<ChoiceEvent> GenerationRun::Next() {
+  // With several prompts a short per-handle wait keeps the round robin fair.
+  auto wait = handles_.size() == 1 ? kPollInterval : std::chrono::milliseconds(2);
+  while (!aborted_) {
+    bool all_done = true;
+    for (size_t tried = 0; tried < handles_.size(); ++tried) {
+      size_t index = (next_handle_ + tried) % handles_.size();
+      if (handles_[index].is_done()) continue;
+      all_done = false;
+      if (std::optional<EngineEvent> event = handles_[index].Next(wait)) {
+        next_handle_ = (index + 1) % handles_.size();
+        if (std::optional<ChoiceEvent> choice = Translate(index, std::move(*event))) return choice;
+      }
+    }
+    if (all_done) return std::nullopt;
+    if (is_connection_closed_()) {
+      aborted_ = true;
+      for (RequestHandle& handle : handles_) handle.Cancel();
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ChoiceEvent> GenerationRun::Translate(size_t handle_index, EngineEvent event) {
+  int32_t base = static_cast<int32_t>(handle_index) * n_;
+  if (auto* error = std::get_if<ErrorEvent>(&event)) {
+    for (RequestHandle& handle : handles_) handle.Cancel();
+    throw ApiError(KindOf(error->kind), error->message);
+  }
+  if (auto* tokens = std::get_if<TokensEvent>(&event)) {
+    return ChoiceEvent{base + tokens->index, std::move(*tokens)};
+  }
+  auto& finished = std::get<FinishedEvent>(event);
+  Usage& usage = prompt_usage_[handle_index];
+  usage.prompt_tokens = std::max(usage.prompt_tokens, finished.usage.prompt_tokens);
+  usage.cached_tokens = std::max(usage.cached_tokens, finished.usage.cached_tokens);
+  completion_tokens_ += finished.usage.completion_tokens;
+  return ChoiceEvent{base + finished.index, std::move(finished)};
+}
+
+Usage GenerationRun::TotalUsage() const {
+  Usage total;
+  for (const Usage& usage : prompt_usage_) {
+    total.prompt_tokens += usage.prompt_tokens;
+    total.cached_tokens += usage.cached_tokens;
+  }
+  total.completion_tokens = completion_tokens_;
+  return total;
+}
+
+double GenerationRun::ElapsedSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+}  // namespace mkserve::server

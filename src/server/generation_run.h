@@ -1,0 +1,52 @@
+// GenerationRun: the engine side of one HTTP request. It owns the RequestHandles of its prompts
+// (one per prompt; each with n siblings), pulls their events in arrival order, and numbers the
+// choices as OpenAI does (prompt_index * n + sibling). Dropping the run cancels every handle, so
+// a disconnect, an error or an early return all free the KV blocks.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace mkserve::server {
+
+struct ChoiceEvent {
+  int32_t choice_index = 0;
+  std::variant<TokensEvent, FinishedEvent> event;
+};
+
+class GenerationRun {
+ public:
+  // `is_connection_closed` is polled while waiting; a hang-up cancels the run.
+  GenerationRun(std::vector<RequestHandle> handles, int32_t n,
+                std::function<bool()> is_connection_closed);
+
+  // The next event of any choice; nullopt once every choice is finished or the client went away
+  // (then aborted() is true). Throws ApiError for an engine ErrorEvent.
+  std::optional<ChoiceEvent> Next();
+
+  bool aborted() const { return aborted_; }
+  int32_t num_choices() const { return static_cast<int32_t>(handles_.size()) * n_; }
+  // Prompt tokens counted once per prompt; completion tokens summed over choices.
+  Usage TotalUsage() const;
+  // Seconds since the run was created, for time-to-first-token.
+  double ElapsedSeconds() const;
+
+ private:
+  std::optional<ChoiceEvent> Translate(size_t handle_index, EngineEvent event);
+
+  std::vector<RequestHandle> handles_;
+  int32_t n_ = 1;
+  std::function<bool()> is_connection_closed_;
+  std::vector<Usage> prompt_usage_;  // per prompt: prompt and cached tokens
+  int64_t completion_tokens_ = 0;
+  size_t next_handle_ = 0;
+  bool aborted_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace mkserve::server

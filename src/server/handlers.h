@@ -1,0 +1,21 @@
+// The endpoint handlers. Each parses its body into a request struct, validates it, and hands the
+// work to the engine; errors leave as ApiError, which the route table's wrapper turns into an
+// OpenAI error response (routes.cpp). The output-parser factory picks the model's chat format.
+#pragma once
+
+#include "server/http_types.h"
+#include "server/server_metrics.h"
+#include "server/server_state.h"
+
+namespace mkserve::server {
+
+HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleDetokenize(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleModels(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleHealth(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleMetrics(const ServerState& state, const HttpCounters& counters,
+                           const HttpRequest& request);
+
+}  // namespace mkserve::server

@@ -1,0 +1,51 @@
+#include "server/request_limits.h"
+
+#include <algorithm>
+
+#include "server/json_fields.h"
+
+namespace mkserve::server {
+
+void CheckTokenIds(const ServedModel& model, std::span<const int32_t> ids,
+                   const std::string& param) {
+  int32_t vocab_size = model.tokenizer->vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      ThrowInvalid(param + "[" + std::to_string(i) + "]", "token id " + std::to_string(ids[i]) +
+                                                              " is outside the vocabulary (size " +
+                                                              std::to_string(vocab_size) + ")");
+    }
+  }
+}
+
+void ApplyModelLimits(const ServedModel& model, int64_t prompt_tokens, bool default_to_context,
+                      GenerationRequest& request) {
+  SamplingParams& sampling = request.sampling;
+  for (const auto& [token_id, bias] : sampling.logit_bias) {
+    if (token_id >= model.tokenizer->vocab_size()) {
+      ThrowInvalid("logit_bias." + std::to_string(token_id),
+                   "token id is outside the vocabulary (size " +
+                       std::to_string(model.tokenizer->vocab_size()) + ")");
+    }
+  }
+  CheckTokenIds(model, sampling.stop_token_ids, "stop_token_ids");
+  int64_t context = model.engine->max_model_len();
+  const std::string prompt_param = default_to_context ? "messages" : "prompt";
+  if (prompt_tokens >= context) {
+    ThrowInvalid(prompt_param, "the prompt is " + std::to_string(prompt_tokens) +
+                                   " tokens, which leaves no room in the context of " +
+                                   std::to_string(context) + " tokens");
+  }
+  int64_t room = context - prompt_tokens;
+  if (!request.has_max_tokens && default_to_context) {
+    sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
+  }
+  if (sampling.max_tokens > room) {
+    ThrowInvalid(request.has_max_tokens ? "max_tokens" : prompt_param,
+                 "the prompt (" + std::to_string(prompt_tokens) + " tokens) plus max_tokens (" +
+                     std::to_string(sampling.max_tokens) + ") exceeds the context of " +
+                     std::to_string(context) + " tokens");
+  }
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,60 @@
+#include "server/routes.h"
+
+#include <cstdio>
+
+#include "common/error.h"
+#include "server/error.h"
+#include "server/handlers.h"
+
+namespace mkserve::server {
+namespace {
+
+HttpResponse ErrorResponse(const ApiError& error) {
+  return JsonResponse(ErrorBody(error), StatusOf(error.kind()).http_status);
+}
+
+// The one place handler exceptions stop: ApiError keeps its kind; mkserve::Error from a module
+// (tokenizer, template) is a bad input; anything else is a bug and answers 500.
+Handler Guard(Handler handler, HttpCounters& counters) {
+  return [handler = std::move(handler), &counters](const HttpRequest& request) {
+    HttpResponse response;
+    try {
+      response = handler(request);
+    } catch (const ApiError& error) {
+      response = ErrorResponse(error);
+    } catch (const Error& error) {
+      response = ErrorResponse(ApiError(ErrorKind::kInvalidRequest, error.what()));
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "mkserve serve: internal error on %s %s: %s\n", request.method.c_str(),
+                   request.path.c_str(), error.what());
+      response = ErrorResponse(
+          ApiError(ErrorKind::kInternal, "internal error: " + std::string(error.what())));
+    }
+    counters.Record(response.status);
+    return response;
+  };
+}
+
+}  // namespace
+
+void RegisterRoutes(HttpServer& http, const ServerState& state, HttpCounters& counters) {
+  auto bind = [&state](auto handler) {
+    return [&state, handler](const HttpRequest& request) { return handler(state, request); };
+  };
+  auto metrics = [&state, &counters](const HttpRequest& request) {
+    return HandleMetrics(state, counters, request);
+  };
+  constexpr Access kPublic = Access::kPublic;
+  constexpr Access kAuth = Access::kAuthenticated;
+  // clang-format off
+  http.Route("POST", "/v1/chat/completions", kAuth,   Guard(bind(HandleChatCompletions), counters));
+  http.Route("POST", "/v1/completions",      kAuth,   Guard(bind(HandleCompletions), counters));
+  http.Route("GET",  "/v1/models",           kPublic, Guard(bind(HandleModels), counters));
+  http.Route("POST", "/tokenize",            kAuth,   Guard(bind(HandleTokenize), counters));
+  http.Route("POST", "/detokenize",          kAuth,   Guard(bind(HandleDetokenize), counters));
+  http.Route("GET",  "/health",              kPublic, Guard(bind(HandleHealth), counters));
+  http.Route("GET",  "/metrics",             kPublic, Guard(metrics, counters));
+  // clang-format on
+}
+
+}  // namespace mkserve::server

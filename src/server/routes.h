@@ -1,0 +1,13 @@
+// The route table: every endpoint of the server, registered on an HttpServer.
+#pragma once
+
+#include "server/http_server.h"
+#include "server/server_metrics.h"
+#include "server/server_state.h"
+
+namespace mkserve::server {
+
+// `state` and `counters` must outlive `http`.
+void RegisterRoutes(HttpServer& http, const ServerState& state, HttpCounters& counters);
+
+}  // namespace mkserve::server

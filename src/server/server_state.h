@@ -1,0 +1,52 @@
+// What the handlers share: the served model (set once loading is done) and the server's options.
+// Until SetModel() is called every model route answers 503, /health included.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "chat/chat_template.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mkserve::server {
+
+struct ServerOptions {
+  std::string model_id;                 // the name /v1/models lists and requests must use
+  bool default_enable_thinking = true;  // reasoning on unless the request turns it off
+  int64_t created_unix_s = 0;           // /v1/models `created`
+};
+
+// The loaded model: engine, tokenizer and chat template. Immutable once published.
+struct ServedModel {
+  std::unique_ptr<Engine> engine;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::optional<chat::ChatTemplate> chat_template;
+};
+
+class ServerState {
+ public:
+  explicit ServerState(ServerOptions options) : options_(std::move(options)) {}
+
+  const ServerOptions& options() const { return options_; }
+  // Publishes the model; handlers see it from their next request on.
+  void SetModel(std::unique_ptr<ServedModel> model) {
+    model_ = std::move(model);
+    ready_.store(true, std::memory_order_release);
+  }
+  // The model, or throws ApiError(kUnavailable) while it is still loading.
+  const ServedModel& RequireModel() const;
+  bool is_ready() const { return ready_.load(std::memory_order_acquire); }
+  // Throws ApiError(kNotFound, param "model") unless `model` is empty or the served id.
+  void CheckModelName(const std::string& model) const;
+
+ private:
+  ServerOptions options_;
+  std::unique_ptr<ServedModel> model_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace mkserve::server

@@ -1,0 +1,206 @@
+// The real CPU backend on the tiny random model, driven by the official SDK: every endpoint and
+// parameter, concurrency, disconnects and bad input.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { makeTinyModel, startServer, client, rawPost, metric, waitFor } from './harness.mjs';
+
+const KEY = 'test-key-123';
+const MAX_BODY = 65536;
+let model, server, openai, maxModelLen;
+before(async () => {
+  model = makeTinyModel();
+  server = await startServer(model.modelDir,
+    ['--api-key', KEY, '--max-body-bytes', String(MAX_BODY), '--max-batch', '64']);
+  openai = client(server, { apiKey: KEY });
+  maxModelLen = (await openai.models.list()).data[0].max_model_len;
+});
+after(async () => { await server?.stop(); model?.cleanup(); });
+
+const auth = { Authorization: `Bearer ${KEY}` };
+const user = (content) => [{ role: 'user', content }];
+
+async function expectApiError(promise, status, param) {
+  await assert.rejects(promise, (error) => {
+    assert.ok(error instanceof OpenAI.APIError, String(error));
+    assert.equal(error.status, status, error.message);
+    if (param !== undefined) assert.equal(error.param, param);
+    return true;
+  });
+}
+
+test('models and health are public; metrics is Prometheus text', async () => {
+  const models = await new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list();
+  assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
+  assert.equal((await fetch(`${server.url}/health`)).status, 200);
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  for (const name of ['mkserve_requests_total', 'mkserve_time_to_first_token_seconds_bucket',
+    'mkserve_inter_token_latency_seconds_count', 'mkserve_num_requests_running',
+    'mkserve_num_requests_waiting', 'mkserve_kv_blocks_used', 'mkserve_kv_blocks_total',
+    'mkserve_prefix_cache_hit_rate', 'mkserve_batch_size_bucket', 'mkserve_prompt_tokens_total',
+    'mkserve_generation_tokens_total']) {
+    assert.ok(text.includes(name), name);
+  }
+  assert.ok(await metric(server, 'mkserve_kv_blocks_total') > 0);
+});
+
+test('chat completion with every sampling parameter', async () => {
+  const response = await openai.chat.completions.create({
+    model: 'tiny', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: [{ type: 'text', text: 'Hi' }] }],
+    max_completion_tokens: 6, temperature: 0.8, top_p: 0.9, top_k: 20, min_p: 0.01, seed: 7,
+    presence_penalty: 0.5, frequency_penalty: 0.5, repetition_penalty: 1.1, logit_bias: { '100': -5 },
+    stop: ['\n\n'], stop_token_ids: [3], min_tokens: 1, user: 'tester',
+    logprobs: true, top_logprobs: 3, chat_template_kwargs: { enable_thinking: false },
+  });
+  const choice = response.choices[0];
+  assert.ok(['stop', 'length', 'tool_calls'].includes(choice.finish_reason));
+  assert.ok(response.usage.completion_tokens >= 1 && response.usage.completion_tokens <= 6);
+  assert.ok(choice.logprobs.content.length >= 1);
+  for (const entry of choice.logprobs.content) {
+    assert.ok(entry.logprob <= 0);
+    assert.equal(entry.top_logprobs.length, 3);
+    assert.deepEqual(entry.bytes, [...Buffer.from(entry.token, 'utf8')]);
+  }
+});
+
+test('same seed twice gives the same text', async () => {
+  const request = { messages: user('Tell me a story'), max_tokens: 12, temperature: 1.0, seed: 1234, ignore_eos: true };
+  const first = await openai.chat.completions.create(request);
+  const second = await openai.chat.completions.create(request);
+  const text = (r) => (r.choices[0].message.reasoning_content ?? '') + (r.choices[0].message.content ?? '');
+  assert.equal(text(first), text(second));
+  assert.equal(first.usage.completion_tokens, 12);
+});
+
+test('completions: prompt as string, strings, token ids and token-id lists', async () => {
+  const ids = (await rawPost(server, '/tokenize', JSON.stringify({ prompt: 'hello world' }), auth)).json.tokens;
+  const cases = [['hello world', 1], [['hello', 'world', 'again'], 3], [ids, 1], [[ids, ids.slice(0, 2)], 2]];
+  for (const [prompt, choices] of cases) {
+    const response = await openai.completions.create({ model: 'tiny', prompt, max_tokens: 4, temperature: 0 });
+    assert.equal(response.object, 'text_completion');
+    assert.deepEqual(response.choices.map((c) => c.index), [...Array(choices).keys()]);
+    assert.ok(response.usage.completion_tokens <= 4 * choices);
+  }
+  // Greedy from the same tokens: the string and the id forms agree.
+  const byText = await openai.completions.create({ prompt: 'hello world', max_tokens: 4, temperature: 0 });
+  const byIds = await openai.completions.create({ prompt: ids, max_tokens: 4, temperature: 0 });
+  assert.equal(byText.choices[0].text, byIds.choices[0].text);
+  assert.equal(byText.usage.prompt_tokens, ids.length);
+});
+
+test('completions: n, streaming with usage, logprobs and echo', async () => {
+  const n = await openai.completions.create({ prompt: 'abc', max_tokens: 3, n: 3, seed: 5 });
+  assert.equal(n.choices.length, 3);
+  const chunks = [];
+  for await (const chunk of await openai.completions.create({
+    prompt: 'abc', max_tokens: 5, stream: true, stream_options: { include_usage: true }, ignore_eos: true })) {
+    chunks.push(chunk);
+  }
+  assert.equal(chunks.at(-1).usage.completion_tokens, 5);
+  assert.equal(chunks.filter((c) => c.choices[0]?.finish_reason === 'length').length, 1);
+  const ids = (await rawPost(server, '/tokenize', JSON.stringify({ prompt: 'one two three' }), auth)).json.tokens;
+  const echo = await openai.completions.create({ prompt: 'one two three', max_tokens: 0, echo: true, logprobs: 2 });
+  const logprobs = echo.choices[0].logprobs;
+  assert.equal(logprobs.tokens.length, ids.length);
+  assert.equal(logprobs.token_logprobs[0], null);
+  assert.ok(logprobs.token_logprobs.slice(1).every((l) => l <= 0));
+  assert.ok(echo.choices[0].text.startsWith('one two three'));
+  const scored = await openai.completions.create({ prompt: 'one', max_tokens: 3, logprobs: 2, ignore_eos: true });
+  assert.equal(scored.choices[0].logprobs.tokens.length, 3);
+  assert.equal(Object.keys(scored.choices[0].logprobs.top_logprobs[0]).length <= 2, true);
+});
+
+test('tokenize and detokenize round trip', async () => {
+  const tokens = await rawPost(server, '/tokenize', JSON.stringify({ prompt: 'round trip', add_special_tokens: false }), auth);
+  assert.equal(tokens.status, 200);
+  assert.equal(tokens.json.count, tokens.json.tokens.length);
+  const text = await rawPost(server, '/detokenize', JSON.stringify({ tokens: tokens.json.tokens }), auth);
+  assert.equal(text.json.prompt, 'round trip');
+  const chat = await rawPost(server, '/tokenize', JSON.stringify({ messages: user('x') }), auth);
+  assert.ok(chat.json.count > tokens.json.count);
+});
+
+test('bad input: each with its clear error', async () => {
+  const malformed = await rawPost(server, '/v1/chat/completions', '{"messages": [', auth);
+  assert.equal(malformed.status, 400);
+  assert.match(malformed.json.error.message, /malformed JSON/);
+  assert.equal(malformed.json.error.type, 'invalid_request_error');
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), temperature: 'hot' }), 400, 'temperature');
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), top_p: 2 }), 400, 'top_p');
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), n: 0 }), 400, 'n');
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), logit_bias: { '999999': 1 } }), 400, 'logit_bias.999999');
+  await expectApiError(openai.chat.completions.create({ messages: [{ role: 'robot', content: 'x' }] }), 400, 'messages[0].role');
+  await expectApiError(openai.completions.create({ prompt: [1, 99999], max_tokens: 1 }), 400, 'prompt[1]');
+  await expectApiError(openai.chat.completions.create({ model: 'gpt-9', messages: user('x') }), 404, 'model');
+  const big = await rawPost(server, '/v1/chat/completions',
+    JSON.stringify({ messages: user('x'.repeat(MAX_BODY * 2)) }), auth);
+  assert.equal(big.status, 413);
+  assert.match(big.json.error.message, /max-body-bytes/);
+  const route = await fetch(`${server.url}/v1/nothing`);
+  assert.equal(route.status, 404);
+  assert.ok((await route.json()).error.message.includes('/v1/nothing'));
+});
+
+test('API key: 401 without or with a wrong key; CORS preflight needs none', async () => {
+  const anonymous = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+  await expectApiError(anonymous.chat.completions.create({ messages: user('x'), max_tokens: 1 }), 401);
+  const missing = await rawPost(server, '/v1/completions', JSON.stringify({ prompt: 'x' }));
+  assert.equal(missing.status, 401);
+  assert.equal(missing.json.error.code, 'invalid_api_key');
+  const preflight = await fetch(`${server.url}/v1/chat/completions`, { method: 'OPTIONS', headers: {
+    Origin: 'http://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization,content-type' } });
+  assert.equal(preflight.status, 204);
+  assert.equal(preflight.headers.get('access-control-allow-origin'), 'http://app.example');
+  assert.match(preflight.headers.get('access-control-allow-methods'), /POST/);
+});
+
+test('64 concurrent streams all complete', async () => {
+  const runs = Array.from({ length: 64 }, async (_, i) => {
+    const stream = await openai.chat.completions.create({
+      messages: user(`stream ${i}`), max_tokens: 8, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+    let finish = null, usage = null;
+    for await (const chunk of stream) {
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      usage = chunk.usage ?? usage;
+    }
+    return { finish, usage };
+  });
+  const results = await Promise.all(runs);
+  for (const { finish, usage } of results) {
+    assert.equal(finish, 'length');
+    assert.equal(usage.completion_tokens, 8);
+  }
+  assert.ok(await waitFor(async () => (await metric(server, 'mkserve_kv_blocks_used')) === 0));
+});
+
+test('a client aborting mid-stream frees its KV and the server stays healthy', async () => {
+  const baseline = await metric(server, 'mkserve_kv_blocks_used');
+  const cancelledBefore = await metric(server, 'mkserve_requests_total{outcome="cancelled"}');
+  const stream = await openai.chat.completions.create({
+    messages: user('a long one'), ignore_eos: true, stream: true,
+    chat_template_kwargs: { enable_thinking: false } }).catch((e) => { throw e; });
+  let seen = 0;
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.delta) seen++;
+    if (seen >= 3) break;  // leaving the loop aborts the HTTP request
+  }
+  assert.ok(await metric(server, 'mkserve_num_requests_running') <= 1);
+  assert.ok(await waitFor(async () => (await metric(server, 'mkserve_kv_blocks_used')) === baseline),
+    'KV blocks back to baseline');
+  assert.ok(await waitFor(async () =>
+    (await metric(server, 'mkserve_requests_total{outcome="cancelled"}')) === cancelledBefore + 1));
+  assert.equal((await fetch(`${server.url}/health`)).status, 200);
+
+  // Non-streaming: the client gives up; the request is cancelled too.
+  const controller = new AbortController();
+  const pending = fetch(`${server.url}/v1/completions`, { method: 'POST', signal: controller.signal,
+    headers: { 'Content-Type': 'application/json', ...auth },
+    body: JSON.stringify({ prompt: 'x', max_tokens: maxModelLen - 8, ignore_eos: true }) }).catch(() => null);
+  assert.ok(await waitFor(async () => (await metric(server, 'mkserve_kv_blocks_used')) > baseline));
+  controller.abort();
+  await pending;
+  assert.ok(await waitFor(async () => (await metric(server, 'mkserve_kv_blocks_used')) === baseline),
+    'KV blocks back to baseline after a non-streaming abort');
+  const after = await openai.chat.completions.create({ messages: user('still there?'), max_tokens: 2 });
+  assert.ok(after.choices.length === 1);
+});
