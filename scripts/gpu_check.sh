@@ -7,12 +7,26 @@
 # prefill benchmark. Logs go to $OUT (default /tmp/out); a short summary table is printed last.
 # Env: BENCH_ARGS overrides the benchmark flags; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip those;
 # BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over).
+# Packing (on the build machine): scripts/gpu_check.sh --pack [BUILD_DIR] [PACK_DIR] copies the
+# binaries this script runs, stripped of debug info, into PACK_DIR (default build-cuda-pack, a
+# few MB instead of ~100), to carry to the GPU machine and pass as BUILD_DIR there.
 set -u
+TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test)
+if [[ "${1:-}" == --pack ]]; then
+  from=${2:-build-cuda}
+  to=${3:-build-cuda-pack}
+  mkdir -p "$to/tests/backends/cuda"
+  strip -o "$to/mkserve" "$from/mkserve" || echo "warning: no $from/mkserve" >&2
+  for t in "${TESTS[@]}"; do
+    strip -o "$to/tests/backends/cuda/$t" "$from/tests/backends/cuda/$t" || exit 1
+  done
+  du -sh "$to"
+  exit 0
+fi
 BUILD_DIR=${1:-build-cuda}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 TEST_DIR="$BUILD_DIR/tests/backends/cuda"
-TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test)
 BENCH_ARGS=${BENCH_ARGS:---random-weights --batch 1,8,64 --context 1024,8192 --prefill 1024,8192}
 declare -A RESULT
 
