@@ -122,7 +122,7 @@ TEST_F(CudaVsCpuTest, BatchRowMatchesTheSameSequenceAlone) {
     StepOutputs single = cuda_->Step(alone);
     const auto& a = together.results[s].logits.back();
     const auto& b = single.results[0].logits.back();
-    EXPECT_GE(Cosine(a, b), 0.99999) << "sequence " << s;
+    EXPECT_GE(Cosine(a, b), 0.9999) << "sequence " << s;  // GEMM paths differ by batch size
   }
 }
 
