@@ -23,7 +23,8 @@ struct SequenceStep {
   // (sliding groups drop blocks before the window). Covers start_position + token_ids.size().
   std::vector<std::span<const int32_t>> block_tables;
 
-  // Sampling: set on the last prefill chunk and on decode tokens.
+  // Sampling: `sample` is set on the last prefill chunk and on decode tokens; the other fields
+  // are set on every step (the engine always fills them).
   bool sample = false;
   const SamplingParams* sampling = nullptr;
   std::span<const int32_t> prompt_token_ids;  // whole prompt (repetition penalty)

@@ -8,9 +8,17 @@
 //   RequestHandle handle = engine.Submit(std::move(request));
 //   while (auto event = handle.Next(std::chrono::milliseconds(100))) { ... }  // or is_done()
 //
+// Event contract, per request: for each sibling index, zero or more TokensEvent then exactly one
+// FinishedEvent; the request is done when every sibling has finished. An invalid request gets a
+// single ErrorEvent; a backend failure or shutdown ends a running request with one ErrorEvent
+// (possibly after some TokensEvents). Cancel (or dropping the handle) ends the stream with no
+// further event. Preemption is invisible: tokens are never re-emitted.
+//
 // Each step: schedule -> backend step -> postprocess (advance counters, cache full blocks,
 // stop checks) -> emit events. A failing Backend::Step fails the requests in that batch with an
 // ErrorEvent; the loop keeps serving the others.
+//
+// The Engine must be destroyed after the HTTP threads stop calling it; handles may outlive it.
 #pragma once
 
 #include <chrono>
