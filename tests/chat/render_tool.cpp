@@ -1,6 +1,8 @@
 // Test helper (not a CLI command): renders one chat template with a list of contexts.
 //   chat_render_tool TEMPLATE_FILE CONTEXTS_JSON_FILE
 // prints a JSON array with {"output": "..."} or {"error": "..."} per context, in order.
+//   chat_render_tool --print-command4-template
+// prints the built-in Command-4 template source, so other renderers can check it too.
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "chat/chat_template.h"
+#include "chat/command4_template.h"
 #include "common/error.h"
 
 namespace {
@@ -23,6 +26,10 @@ std::string ReadFile(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--print-command4-template") {
+    std::cout << mkserve::chat::Command4TemplateSource();
+    return 0;
+  }
   if (argc != 3) {
     std::cerr << "usage: chat_render_tool TEMPLATE_FILE CONTEXTS_JSON_FILE\n";
     return 2;

@@ -50,8 +50,9 @@ struct NameExpr : Expr {
   std::string name;
 };
 struct ListExpr : Expr {  // list and tuple literals
-  explicit ListExpr(int l) : Expr(ExprKind::kList, l) {}
+  explicit ListExpr(int l, bool tuple = false) : Expr(ExprKind::kList, l), is_tuple(tuple) {}
   std::vector<ExprPtr> items;
+  bool is_tuple;
 };
 struct DictExpr : Expr {
   explicit DictExpr(int l) : Expr(ExprKind::kDict, l) {}

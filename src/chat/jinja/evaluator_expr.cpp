@@ -60,7 +60,7 @@ Value Evaluator::EvalName(const NameExpr& expr) { return Lookup(expr.name); }
 Value Evaluator::EvalList(const ListExpr& expr) {
   Array items;
   for (const ExprPtr& item : expr.items) items.push_back(Eval(*item));
-  return Value(std::move(items));
+  return expr.is_tuple ? Value::MakeTuple(std::move(items)) : Value(std::move(items));
 }
 
 Value Evaluator::EvalDict(const DictExpr& expr) {

@@ -70,7 +70,7 @@ ExprPtr ExpressionParser::ParseTupleOrExpression() {
   int line = Peek().line;
   ExprPtr first = ParseExpression();
   if (!IsOperator(",")) return first;
-  auto tuple = std::make_unique<ListExpr>(line);
+  auto tuple = std::make_unique<ListExpr>(line, true);
   tuple->items.push_back(std::move(first));
   while (SkipOperator(",")) tuple->items.push_back(ParseExpression());
   return tuple;

@@ -41,10 +41,10 @@ ExprPtr ExpressionParser::ParsePrimary() {
 }
 
 ExprPtr ExpressionParser::ParseParenthesized(int line) {
-  if (SkipOperator(")")) return std::make_unique<ListExpr>(line);  // empty tuple
+  if (SkipOperator(")")) return std::make_unique<ListExpr>(line, true);  // empty tuple
   ExprPtr first = ParseExpression();
   if (SkipOperator(")")) return first;
-  auto tuple = std::make_unique<ListExpr>(line);
+  auto tuple = std::make_unique<ListExpr>(line, true);
   tuple->items.push_back(std::move(first));
   while (SkipOperator(",")) {
     if (IsOperator(")")) break;

@@ -41,7 +41,7 @@ Value Items(const Value& v, const ArgReader&) {
   if (v.IsUndefined()) return Value(std::move(pairs));
   if (!v.IsObject()) throw TemplateError("items: expected a mapping, got " + v.TypeName());
   for (const auto& [key, value] : v.AsObject().entries)
-    pairs.push_back(Value(Array{Value(key), value}));
+    pairs.push_back(Value::MakeTuple({Value(key), value}));
   return Value(std::move(pairs));
 }
 
@@ -118,6 +118,7 @@ Value Filtered(const Value& v, const ArgReader& a, bool by_attribute, bool keep)
   std::string test = a.String(test_index, "test", "");
   CallArgs test_args = Rest(a, test_index + 1);
   Array out;
+  if (!v.Truthy()) return Value(std::move(out));  // jinja2 yields nothing for None or empty
   for (const Value& item : Iterate(v)) {
     Value subject = by_attribute ? ResolveAttributePath(item, attribute) : item;
     bool passed = test.empty() ? subject.Truthy() : ApplyTest(test, subject, test_args);
@@ -134,6 +135,7 @@ Value Rejectattr(const Value& v, const ArgReader& a) { return Filtered(v, a, tru
 // map(attribute='x', default=...) or map('filter', args...).
 Value Map(const Value& v, const ArgReader& a) {
   Array out;
+  if (!v.Truthy()) return Value(std::move(out));  // jinja2 yields nothing for None or empty
   if (a.args().positional.empty()) {
     std::string attribute = a.String(99, "attribute", "");
     if (attribute.empty()) throw TemplateError("map: give a filter name or attribute=");

@@ -128,7 +128,7 @@ Value Round(const Value& v, const ArgReader& a) {
   if (method == "ceil") return Value(std::ceil(x) / scale);
   if (method == "floor") return Value(std::floor(x) / scale);
   if (method != "common") throw TemplateError("round: method must be common, ceil or floor");
-  return Value(std::round(x) / scale);
+  return Value(std::nearbyint(x) / scale);  // Python round(): ties go to the even neighbour
 }
 
 // transformers' tojson: json.dumps(x, ensure_ascii, indent, separators, sort_keys).

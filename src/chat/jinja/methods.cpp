@@ -105,7 +105,7 @@ Value StrIsspace(const Value& s, const ArgReader&) {
 Value DictItems(const Value& d, const ArgReader&) {
   Array items;
   for (const auto& [key, value] : d.AsObject().entries)
-    items.push_back(Value(Array{Value(key), value}));
+    items.push_back(Value::MakeTuple({Value(key), value}));
   return Value(std::move(items));
 }
 Value DictKeys(const Value& d, const ArgReader&) { return Value(Iterate(d)); }

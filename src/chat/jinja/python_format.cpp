@@ -36,13 +36,14 @@ std::string ReprString(const std::string& text) {
   return out;
 }
 
-std::string ReprArray(const Array& items) {
-  std::string out = "[";
+std::string ReprArray(const Array& items, bool is_tuple) {
+  std::string out = is_tuple ? "(" : "[";
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ", ";
     out += PythonRepr(items[i]);
   }
-  return out + "]";
+  if (is_tuple && items.size() == 1) out += ",";
+  return out + (is_tuple ? ")" : "]");
 }
 
 std::string ReprObject(const Object& object) {
@@ -104,7 +105,7 @@ std::string PythonRepr(const Value& value) {
     case Value::Kind::kString:
       return ReprString(value.AsString());
     case Value::Kind::kArray:
-      return ReprArray(value.AsArray());
+      return ReprArray(value.AsArray(), value.IsTuple());
     case Value::Kind::kObject:
       return ReprObject(value.AsObject());
     case Value::Kind::kFunction:

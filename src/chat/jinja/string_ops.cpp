@@ -138,6 +138,8 @@ std::string MapCodePoints(const std::string& text, Fn&& fn) {
 }  // namespace
 
 std::string ToUpper(std::string text) {
+  // U+00DF (sharp s) is the one full mapping chat text meets: Python uppers it to "SS".
+  text = ReplaceString(text, "\xC3\x9F", "SS", -1);
   return MapCodePoints(text,
                        [](char32_t c, size_t, const std::u32string&) { return UpperCodePoint(c); });
 }

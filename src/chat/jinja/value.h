@@ -59,6 +59,12 @@ class Value {
 
   static Value MakeUndefined(std::string name) { return Value(Undefined{std::move(name)}); }
   static Value MakeObject() { return Value(std::make_shared<Object>()); }
+  // A Python tuple: a list that prints as (a, b); dict items and tuple literals are tuples.
+  static Value MakeTuple(Array items) {
+    Value value(std::move(items));
+    value.is_tuple_ = true;
+    return value;
+  }
   static Value FromJson(const nlohmann::ordered_json& json);
 
   Kind kind() const { return static_cast<Kind>(storage_.index()); }
@@ -72,6 +78,7 @@ class Value {
   bool IsArray() const { return kind() == Kind::kArray; }
   bool IsObject() const { return kind() == Kind::kObject; }
   bool IsFunction() const { return kind() == Kind::kFunction; }
+  bool IsTuple() const { return is_tuple_; }
 
   bool AsBool() const { return std::get<bool>(storage_); }
   int64_t AsInt() const;    // bool or int
@@ -95,6 +102,7 @@ class Value {
   std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string,
                std::shared_ptr<Array>, std::shared_ptr<Object>, std::shared_ptr<Function>>
       storage_;
+  bool is_tuple_ = false;
 };
 
 }  // namespace mkserve::chat::jinja

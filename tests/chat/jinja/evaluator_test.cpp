@@ -53,6 +53,8 @@ TEST(EvaluatorTest, ScopingFollowsJinja2) {
             "chat template line 1: cannot assign attribute 'x' on 'd': only namespace() objects "
             "accept attribute assignment");
   EXPECT_EQ(RenderText("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
+  EXPECT_EQ(RenderText("{% set t = 1, 'x' %}{{ t }} {{ (1,) }} {{ () }} {{ t | list }}"),
+            "(1, 'x') (1,) () [1, 'x']");
   EXPECT_EQ(RenderText("{% set block %}x{{ 1 + 1 }}{% endset %}[{{ block }}]"), "[x2]");
 }
 

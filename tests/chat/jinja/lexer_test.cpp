@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "chat/jinja/template_error.h"
 #include "chat/jinja/render_helper.h"
+#include "chat/jinja/template_error.h"
 
 namespace mkserve::chat::jinja {
 namespace {
