@@ -254,6 +254,29 @@ TEST(EngineTest, InvalidRequestsGetClearErrors) {
       WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) { return s.requests_rejected == 6; }));
 }
 
+TEST(EngineTest, FullWaitingQueueRejectsWithQueueFull) {
+  auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  EngineSetup setup = ScriptSetup(AnyPrompt(std::vector<int32_t>(1000, 12)));
+  setup.options.max_batch = 1;
+  setup.options.max_waiting_requests = 1;
+  Harness h = MakeEngine(setup, pace);
+  RequestHandle running = h.engine->Submit(MakeRequest(Prompt(10), 1000));
+  ASSERT_TRUE(
+      WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) { return s.num_running == 1; }));
+  RequestHandle waiting = h.engine->Submit(MakeRequest(Prompt(10), 1000));
+  ASSERT_TRUE(
+      WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) { return s.num_waiting == 1; }));
+  RequestHandle rejected = h.engine->Submit(MakeRequest(Prompt(10), 1000));
+  Collected out = Drain(rejected);
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kQueueFull);
+  running.Cancel();
+  waiting.Cancel();
+  EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.requests_cancelled == 2 && s.num_running == 0 && s.num_waiting == 0;
+  }));
+}
+
 TEST(EngineTest, ShutdownFailsUnfinishedRequestsAndHandlesMayOutliveTheEngine) {
   auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
   Harness h = MakeEngine(ScriptSetup(AnyPrompt(std::vector<int32_t>(1000, 12))), pace);
