@@ -228,20 +228,8 @@ bool Engine::Step() {
   if (batch.empty()) return !batch.preempted.empty() || !batch.out_of_memory.empty();
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
   StepOutputs outputs;
-  try {
-    outputs = backend_->Step(inputs);
-    if (outputs.results.size() != inputs.sequences.size()) {
-      throw Error("backend returned " + std::to_string(outputs.results.size()) + " results for " +
-                  std::to_string(inputs.sequences.size()) + " sequences");
-    }
-  } catch (const std::exception& e) {
-    for (Sequence* seq : batch.sequences) {
-      Request& request = *generations_.at(seq->id)->request;
-      if (request.num_live > 0) {
-        FailRequest(request, EngineErrorKind::kBackend,
-                    std::string("backend step failed: ") + e.what());
-      }
-    }
+  if (std::optional<std::string> error = RunBackend(inputs, outputs)) {
+    FailBatch(batch, *error);
     return true;
   }
   Postprocess(batch, inputs, outputs);
@@ -250,6 +238,29 @@ bool Engine::Step() {
   stats_.last_batch_tokens = batch.num_tokens;
   stats_.batch_size.Observe(static_cast<double>(batch.sequences.size()));
   return true;
+}
+
+// The backend's failure message, or nullopt when `outputs` is good.
+std::optional<std::string> Engine::RunBackend(const StepInputs& inputs, StepOutputs& outputs) {
+  try {
+    outputs = backend_->Step(inputs);
+  } catch (const std::exception& e) {
+    return std::string("backend step failed: ") + e.what();
+  } catch (...) {
+    return std::string("backend step failed with a non-standard exception");
+  }
+  if (outputs.results.size() != inputs.sequences.size()) {
+    return "backend returned " + std::to_string(outputs.results.size()) + " results for " +
+           std::to_string(inputs.sequences.size()) + " sequences";
+  }
+  return std::nullopt;
+}
+
+void Engine::FailBatch(const Batch& batch, const std::string& message) {
+  for (Sequence* seq : batch.sequences) {
+    Request& request = *generations_.at(seq->id)->request;
+    if (request.num_live > 0) FailRequest(request, EngineErrorKind::kBackend, message);
+  }
 }
 
 // The only place token state changes after a step.

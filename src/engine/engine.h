@@ -27,6 +27,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -89,6 +90,8 @@ class Engine {
   void Apply(const CancelCommand& command);
   void AddGeneration(Request& request, const EngineRequest& in, int32_t index);
   bool Step();
+  std::optional<std::string> RunBackend(const StepInputs& inputs, StepOutputs& outputs);
+  void FailBatch(const Batch& batch, const std::string& message);
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
   void MarkPromptReady(Generation& gen);
   void EmitPromptLogprobs(Generation& gen, const SequenceResult& result);
