@@ -123,6 +123,14 @@ RequestHandle Engine::Submit(EngineRequest request) {
   return RequestHandle(id, channel, commands_);
 }
 
+int64_t Engine::kv_capacity_tokens() const {
+  int64_t blocks = 0;
+  for (const KvGroup& group : kv_layout().groups) {
+    if (group.attention == AttentionKind::kFull || blocks == 0) blocks = group.num_blocks;
+  }
+  return blocks * kBlockTokens;
+}
+
 EngineSnapshot Engine::Snapshot() const {
   std::lock_guard lock(snapshot_mutex_);
   return snapshot_;

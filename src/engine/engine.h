@@ -6,7 +6,11 @@
 //
 //   Engine engine(std::move(backend), options);
 //   RequestHandle handle = engine.Submit(std::move(request));
-//   while (auto event = handle.Next(std::chrono::milliseconds(100))) { ... }  // or is_done()
+//   while (!handle.is_done()) {
+//     std::optional<EngineEvent> event = handle.Next(std::chrono::milliseconds(100));
+//     if (!event) continue;  // a timeout: the moment to check that the client is still there
+//     ...                    // TokensEvent / FinishedEvent / ErrorEvent
+//   }
 //
 // Event contract, per request: for each sibling index, zero or more TokensEvent then exactly one
 // FinishedEvent; the request is done when every sibling has finished. An invalid request gets a
@@ -69,6 +73,8 @@ class Engine {
   const ModelConfig& config() const { return backend_->config(); }
   const KvLayout& kv_layout() const { return backend_->kv_layout(); }
   int64_t max_model_len() const { return max_model_len_; }
+  // Tokens of context the full-attention KV pool holds (for the start-up summary).
+  int64_t kv_capacity_tokens() const;
   const std::string& backend_name() const { return backend_name_; }
 
  private:

@@ -41,6 +41,7 @@ TEST(EngineTest, StreamsTheScriptThenStopsAtEos) {
   ASSERT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
     return s.requests_stop == 1 && s.kv_groups[0].used_blocks == 0;
   }));
+  EXPECT_EQ(h.engine->kv_capacity_tokens(), 64 * 64);
   EngineSnapshot snapshot = h.engine->Snapshot();
   EXPECT_EQ(snapshot.generation_tokens_total, 4);
   EXPECT_EQ(snapshot.prompt_tokens_total, 3);
