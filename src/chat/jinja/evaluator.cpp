@@ -10,6 +10,8 @@ namespace {
 
 // Deep enough for any real template, shallow enough to fail before the C++ stack does.
 constexpr int kMaxMacroDepth = 64;
+// A render that loops more than this is runaway (nested range() loops), not a chat prompt.
+constexpr int64_t kMaxLoopIterations = int64_t{1} << 21;
 
 template <typename Fn>
 auto WithLine(int line, Fn&& fn) -> decltype(fn()) {
@@ -138,6 +140,8 @@ Evaluator::Flow Evaluator::ExecuteFor(const ForStmt& stmt, std::string& out) {
     if (!stmt.filter || Eval(*stmt.filter).Truthy()) items.push_back(item);
   }
   for (size_t i = 0; i < items.size(); ++i) {
+    if (++loop_iterations_ > kMaxLoopIterations)
+      throw TemplateError("the template runs too many loop iterations");
     BindLoopTargets(stmt, items[i]);
     Assign("loop", MakeLoopObject(i, items));
     if (Execute(stmt.body, out) == Flow::kBreak) break;

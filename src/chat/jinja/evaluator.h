@@ -56,6 +56,7 @@ class Evaluator {
 
   std::vector<std::shared_ptr<Frame>> frames_;
   int macro_depth_ = 0;
+  int64_t loop_iterations_ = 0;
 };
 
 // The global functions transformers provides: raise_exception, strftime_now, range,

@@ -165,6 +165,13 @@ ExprPtr ExpressionParser::ParsePower() {
 }
 
 ExprPtr ExpressionParser::ParseUnary(bool with_filters) {
+  // Deeper than any real template; deep enough recursion would overflow the stack.
+  constexpr int kMaxNesting = 200;
+  struct DepthGuard {
+    int& depth;
+    ~DepthGuard() { --depth; }
+  } guard{++depth_};
+  if (depth_ > kMaxNesting) Fail("expression nested too deeply");
   ExprPtr expr;
   if (IsOperator("-") || IsOperator("+")) {
     const Token& op = tokens_[pos_++];

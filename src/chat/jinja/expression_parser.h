@@ -52,6 +52,7 @@ class ExpressionParser {
 
   const std::vector<Token>& tokens_;
   size_t& pos_;
+  int depth_ = 0;  // nesting of ParseUnary, bounded to protect the stack
 };
 
 }  // namespace mkserve::chat::jinja

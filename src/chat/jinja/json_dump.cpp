@@ -66,6 +66,8 @@ class JsonWriter {
   }
 
   void Write(const Value& value, int level, std::string& out) const {
+    constexpr int kMaxNesting = 200;  // a list that contains itself would recurse forever
+    if (level > kMaxNesting) throw TemplateError("value nested too deeply for JSON");
     switch (value.kind()) {
       case Value::Kind::kNone:
         out += "null";

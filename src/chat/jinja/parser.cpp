@@ -62,6 +62,17 @@ class StatementParser {
   void EndTag() { expr_.Expect(TokenKind::kBlockEnd, "%}"); }
 
   StmtPtr ParseStatement(const Token& name) {
+    // Deeper block nesting than any real template; unbounded recursion would overflow the stack.
+    constexpr int kMaxBlockNesting = 100;
+    struct DepthGuard {
+      int& depth;
+      ~DepthGuard() { --depth; }
+    } guard{++block_depth_};
+    if (block_depth_ > kMaxBlockNesting) throw TemplateError("blocks nested too deeply", name.line);
+    return ParseTag(name);
+  }
+
+  StmtPtr ParseTag(const Token& name) {
     const std::string& tag = name.text;
     if (tag == "if") return ParseIf(name.line);
     if (tag == "for") return ParseFor(name.line);
@@ -173,6 +184,7 @@ class StatementParser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   ExpressionParser expr_;
+  int block_depth_ = 0;
 };
 
 }  // namespace

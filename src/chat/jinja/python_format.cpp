@@ -1,5 +1,7 @@
 #include "chat/jinja/python_format.h"
 
+#include "chat/jinja/template_error.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -91,6 +93,13 @@ std::string FormatPythonFloat(double value) {
 }
 
 std::string PythonRepr(const Value& value) {
+  // A list that contains itself (via append) would recurse forever.
+  constexpr int kMaxNesting = 200;
+  thread_local int depth = 0;
+  struct DepthGuard {
+    ~DepthGuard() { --depth; }
+  } guard;
+  if (++depth > kMaxNesting) throw TemplateError("value nested too deeply to print");
   switch (value.kind()) {
     case Value::Kind::kUndefined:
       return "";

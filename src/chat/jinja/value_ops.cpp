@@ -21,7 +21,12 @@ namespace {
                       right.TypeName() + "'");
 }
 
+// Bounds `x * n` so a template cannot exhaust memory.
+constexpr int64_t kMaxRepeatItems = int64_t{1} << 26;
+
 Value Repeat(const Value& sequence, int64_t count) {
+  if (count > 0 && Length(sequence) > kMaxRepeatItems / count)
+    throw TemplateError("sequence repetition is too large");
   if (sequence.IsString()) {
     std::string out;
     for (int64_t i = 0; i < count; ++i) out += sequence.AsString();

@@ -117,3 +117,27 @@ TEST(EvaluatorTest, ContextDefaultsLikeTransformers) {
 
 }  // namespace
 }  // namespace mkserve::chat::jinja
+
+namespace mkserve::chat::jinja {
+namespace {
+
+// Hostile or broken templates fail with an error instead of exhausting the stack, memory or time.
+TEST(EvaluatorLimitsTest, RunawayTemplatesFail) {
+  EXPECT_EQ(RenderError("{% set l = [] %}{% set _ = l.append(l) %}{{ l }}"),
+            "chat template line 1: value nested too deeply to print");
+  EXPECT_EQ(RenderError("{% set l = [] %}{% set _ = l.append(l) %}{{ l | tojson }}"),
+            "chat template line 1: value nested too deeply for JSON");
+  EXPECT_EQ(RenderError("{{ 'ab' * 100000000000 }}"),
+            "chat template line 1: sequence repetition is too large");
+  EXPECT_EQ(RenderError(
+                "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"),
+            "chat template line 1: the template runs too many loop iterations");
+  EXPECT_EQ(RenderError("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
+            "chat template line 1: expression nested too deeply (found '(')");
+  std::string nested;
+  for (int i = 0; i < 5000; ++i) nested += "{% if true %}";
+  EXPECT_EQ(RenderError(nested), "chat template line 1: blocks nested too deeply");
+}
+
+}  // namespace
+}  // namespace mkserve::chat::jinja
