@@ -34,10 +34,6 @@ std::string RandomToolCallId(int) {
   return id;
 }
 
-bool IsBlank(std::string_view text) {
-  return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
-
 }  // namespace
 
 Command4Parser::Command4Parser(Command4ParserOptions options) : options_(std::move(options)) {
@@ -130,13 +126,18 @@ void Command4Parser::EmitText(std::string_view text, std::vector<Command4Event>&
     AppendEvent(events, Command4Event::Make(Command4Event::Kind::kReasoning, std::string(text)));
     return;
   }
-  if (mode_ == Mode::kAnswer) {  // outside blocks: whitespace counts only if text follows
+  if (mode_ == Mode::kAnswer) {
+    // Outside blocks, whitespace counts only when text follows it: trailing whitespace is held
+    // (whatever the delta boundaries) and dropped at the next marker or the end.
     answer_whitespace_.append(text);
-    if (IsBlank(answer_whitespace_)) return;
-    text = answer_whitespace_;
+    size_t last = answer_whitespace_.find_last_not_of(" \t\r\n");
+    if (last == std::string::npos) return;
+    AppendEvent(events, Command4Event::Make(Command4Event::Kind::kContent,
+                                            answer_whitespace_.substr(0, last + 1)));
+    answer_whitespace_.erase(0, last + 1);
+    return;
   }
   AppendEvent(events, Command4Event::Make(Command4Event::Kind::kContent, std::string(text)));
-  answer_whitespace_.clear();
 }
 
 void Command4Parser::OnMarker(std::string_view marker, std::vector<Command4Event>& events) {

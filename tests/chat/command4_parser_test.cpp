@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <random>
 
 namespace mkserve::chat {
 namespace {
@@ -28,13 +30,27 @@ std::vector<Command4Event> FeedPieces(const std::vector<std::string>& pieces,
   return merged;
 }
 
+// Byte-exact and printable (a split can cut a UTF-8 sequence, so no JSON dump here).
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c >= 0x7F || c == '\\') {
+      char buffer[8];
+      std::snprintf(buffer, sizeof(buffer), "\\x%02x", c);
+      out += buffer;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string Describe(const std::vector<Command4Event>& events) {
   std::string out;
   for (const Command4Event& e : events) {
     out += "[" + std::to_string(static_cast<int>(e.kind)) + " i=" + std::to_string(e.tool_index) +
-           " id=" + e.tool_call_id + " name=" + e.tool_name +
-           " text=" + nlohmann::json(e.text).dump() + " raw=" + nlohmann::json(e.raw).dump() +
-           "]\n";
+           " id=" + e.tool_call_id + " name=" + e.tool_name + " text=" + Escape(e.text) +
+           " raw=" + Escape(e.raw) + "]\n";
   }
   return out;
 }
@@ -261,6 +277,64 @@ TEST(Command4ParserTest, WhitespaceBetweenBlocksIsDropped) {
       Command4Parser::ParseAll("r<|END_THINKING|>\n\n<|START_TEXT|>a<|END_TEXT|>\n", Options());
   EXPECT_EQ(out.reasoning, "r");
   EXPECT_EQ(out.content, "a");
+}
+
+}  // namespace
+}  // namespace mkserve::chat
+
+namespace mkserve::chat {
+namespace {
+
+// Random mixes of markers, JSON pieces and text: the parser never throws, always finishes, and
+// the split-position property holds on inputs nobody wrote by hand.
+TEST(Command4ParserTest, RandomInputsAreHandledAndSplitInvariant) {
+  const std::vector<std::string> pieces = {
+      "<|END_THINKING|>",
+      "<|START_TEXT|>",
+      "<|END_TEXT|>",
+      "<|START_ACTION|>",
+      "<|END_ACTION|>",
+      "<|END_OF_TURN_TOKEN|>",
+      "<|START_RESPONSE|>",
+      "<|",
+      "<|END_",
+      "[",
+      "]",
+      "{",
+      "}",
+      "\"",
+      "\\",
+      "\"tool_name\"",
+      "\"parameters\"",
+      ":",
+      ",",
+      " ",
+      "\n",
+      "x",
+      "é",
+      "🦀",
+      "1.5",
+      "true",
+      "null",
+      "<",
+  };
+  std::mt19937 generator(1234);
+  std::uniform_int_distribution<size_t> pick(0, pieces.size() - 1);
+  std::uniform_int_distribution<int> length(1, 30);
+  for (int round = 0; round < 3000; ++round) {
+    std::string text;
+    for (int i = length(generator); i > 0; --i) text += pieces[pick(generator)];
+    bool starts_in_reasoning = round % 2 == 0;
+    std::string whole = Describe(FeedPieces({text}, starts_in_reasoning));
+    std::uniform_int_distribution<size_t> split_at(0, text.size());
+    for (int k = 0; k < 5; ++k) {
+      size_t split = split_at(generator);
+      ASSERT_EQ(
+          Describe(FeedPieces({text.substr(0, split), text.substr(split)}, starts_in_reasoning)),
+          whole)
+          << Escape(text) << " split at " << split;
+    }
+  }
 }
 
 }  // namespace
