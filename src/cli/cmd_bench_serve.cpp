@@ -13,13 +13,13 @@ namespace {
 int RunBenchServe(std::span<const std::string> argv) {
   Args args(argv);
   server::LoadOptions options;
-  options.url = args.String("--url", options.url);
-  options.concurrency = static_cast<int>(args.Int("--concurrency", options.concurrency));
-  options.num_requests = static_cast<int>(args.Int("--requests", options.num_requests));
-  options.max_tokens = static_cast<int>(args.Int("--max-tokens", options.max_tokens));
-  options.api_key = args.String("--api-key", "");
-  options.model = args.String("--model", "");
-  options.prompt = args.String("--prompt", options.prompt);
+  options.url = args.String("url", options.url);
+  options.concurrency = static_cast<int>(args.Int("concurrency", options.concurrency));
+  options.num_requests = static_cast<int>(args.Int("requests", options.num_requests));
+  options.max_tokens = static_cast<int>(args.Int("max-tokens", options.max_tokens));
+  options.api_key = args.String("api-key", "");
+  options.model = args.String("model", "");
+  options.prompt = args.String("prompt", options.prompt);
   args.Finish();
   if (options.concurrency < 1) throw Error("--concurrency must be at least 1");
   if (options.num_requests < 1) throw Error("--requests must be at least 1");

@@ -28,7 +28,9 @@ Json ChatChoices::Chunk(int32_t index, Json delta, Json logprobs, Json finish_re
 }
 
 Json ChatChoices::LogprobsOf(const TokensEvent& tokens) const {
-  if (!options_.logprobs || options_.tokenizer == nullptr) return nullptr;
+  if (!options_.logprobs || options_.tokenizer == nullptr || tokens.logprobs.empty()) {
+    return nullptr;
+  }
   Json content = Json::array();
   for (const PositionLogprobs& position : tokens.logprobs) {
     content.push_back(ChatLogprobEntry(*options_.tokenizer, position));

@@ -9,7 +9,7 @@ CompletionChoices::CompletionChoices(std::vector<CompletionPrompt> prompts, Resp
     : prompts_(std::move(prompts)), meta_(std::move(meta)), options_(options) {
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int32_t s = 0; s < options_.n; ++s) {
-      choices_.push_back({"", CompletionLogprobs(*options_.tokenizer), ""});
+      choices_.push_back({"", CompletionLogprobs(options_.tokenizer), ""});
       Choice& choice = choices_.back();
       if (!options_.echo) continue;
       choice.text = prompts_[p].text;

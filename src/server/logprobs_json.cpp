@@ -35,13 +35,13 @@ void CompletionLogprobs::AddUnscored(int32_t token_id) { Append(token_id, nullpt
 void CompletionLogprobs::Add(const PositionLogprobs& position) {
   Json top = Json::object();
   for (const TokenLogprob& candidate : position.top) {
-    top[TokenText(tokenizer_, candidate.token_id)] = candidate.logprob;
+    top[TokenText(*tokenizer_, candidate.token_id)] = candidate.logprob;
   }
   Append(position.chosen.token_id, position.chosen.logprob, top);
 }
 
 void CompletionLogprobs::Append(int32_t token_id, Json logprob, Json top) {
-  std::string text = TokenText(tokenizer_, token_id);
+  std::string text = TokenText(*tokenizer_, token_id);
   tokens_.push_back(text);
   token_logprobs_.push_back(std::move(logprob));
   top_logprobs_.push_back(std::move(top));

@@ -21,7 +21,8 @@ Json ChatLogprobEntry(const tokenizer::Tokenizer& tokenizer, const PositionLogpr
 // Completions logprobs, built up position by position.
 class CompletionLogprobs {
  public:
-  explicit CompletionLogprobs(const tokenizer::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  // `tokenizer` may be null when no logprobs are asked for (nothing is ever added then).
+  explicit CompletionLogprobs(const tokenizer::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
 
   // A position without a logprob (the first prompt token under echo).
   void AddUnscored(int32_t token_id);
@@ -33,7 +34,7 @@ class CompletionLogprobs {
  private:
   void Append(int32_t token_id, Json logprob, Json top);
 
-  const tokenizer::Tokenizer& tokenizer_;
+  const tokenizer::Tokenizer* tokenizer_;
   Json tokens_ = Json::array();
   Json token_logprobs_ = Json::array();
   Json top_logprobs_ = Json::array();

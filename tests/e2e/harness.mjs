@@ -9,11 +9,15 @@ import OpenAI from 'openai';
 
 export const BIN = process.env.MKSERVE_BIN ?? new URL('../../build/mkserve', import.meta.url).pathname;
 
-// A fresh tiny model (random weights, tiny tokenizer) in a temporary folder.
+// A fresh tiny model (random weights, tiny tokenizer) in a temporary folder, or the one named by
+// MKSERVE_TINY_MODEL (a folder called "tiny" made by `mkserve make-model --preset tiny`).
 export function makeTinyModel() {
   const dir = mkdtempSync(join(tmpdir(), 'mkserve-e2e-'));
-  const modelDir = join(dir, 'tiny');
-  execFileSync(BIN, ['make-model', '--preset', 'tiny', '--out', modelDir], { stdio: 'pipe' });
+  let modelDir = process.env.MKSERVE_TINY_MODEL;
+  if (!modelDir) {
+    modelDir = join(dir, 'tiny');
+    execFileSync(BIN, ['make-model', '--preset', 'tiny', '--out', modelDir], { stdio: 'pipe' });
+  }
   return { dir, modelDir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 

@@ -5,10 +5,12 @@ import assert from 'node:assert/strict';
 import { makeTinyModel, writeScript, startServer, client, rawPost } from './harness.mjs';
 
 const TOOL_ARGS = { city: 'Paris', unit: 'celsius' };
+// The first matching rule wins, and the tool schemas in the prompt mention "weather": the
+// 'parallel' rule must come before the 'weather' one.
 const SCRIPT = [
   { prompt_contains: 'greet', output: 'The user greets me.<|END_THINKING|><|START_TEXT|>Hello there, friend!<|END_TEXT|>' },
-  { prompt_contains: 'weather', output: `I should call the tool.<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": ${JSON.stringify(TOOL_ARGS)}}]<|END_ACTION|>` },
   { prompt_contains: 'parallel', output: '<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Oslo"}}, {"tool_call_id": "1", "tool_name": "get_time", "parameters": {}}]<|END_ACTION|>' },
+  { prompt_contains: 'weather', output: `I should call the tool.<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": ${JSON.stringify(TOOL_ARGS)}}]<|END_ACTION|>` },
   { prompt_contains: 'stopword', output: 'Thinking.<|END_THINKING|><|START_TEXT|>one two STOP three<|END_TEXT|>' },
   { prompt_contains: 'direct', output: '<|START_TEXT|>Direct answer.<|END_TEXT|>' },
 ];
@@ -47,7 +49,7 @@ test('reasoning and content, non-streaming, with exact usage', async () => {
   assert.equal(response.choices[0].finish_reason, 'stop');
   assert.equal(response.object, 'chat.completion');
   // Every scripted token plus the final end-of-turn token is a completion token.
-  assert.equal(response.usage.completion_tokens, (await tokenCount(SCRIPT[0].output)) + 1);
+  assert.equal(response.usage.completion_tokens, (await tokenCount(SCRIPT.find((r) => r.prompt_contains === 'greet').output)) + 1);
   const prompt = await rawPost(server, '/tokenize', JSON.stringify({ messages: user('greet') }));
   assert.equal(response.usage.prompt_tokens, prompt.json.count);
   assert.equal(response.usage.total_tokens, response.usage.prompt_tokens + response.usage.completion_tokens);
@@ -67,7 +69,7 @@ test('reasoning and content, streaming: role first, deltas, finish, usage chunk'
   assert.equal(finishes[0].choices[0].finish_reason, 'stop');
   const last = chunks.at(-1);
   assert.deepEqual(last.choices, []);
-  assert.equal(last.usage.completion_tokens, (await tokenCount(SCRIPT[0].output)) + 1);
+  assert.equal(last.usage.completion_tokens, (await tokenCount(SCRIPT.find((r) => r.prompt_contains === 'greet').output)) + 1);
   for (const chunk of chunks.slice(0, -1)) assert.equal(chunk.usage, null);
   assert.ok(chunks.every((c) => c.id === chunks[0].id));
 });

@@ -7,12 +7,12 @@
 namespace mkserve::server {
 namespace {
 
-nlohmann::json MinimalChat() {
+Json MinimalChat() {
   return {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
 }
 
 TEST(ChatRequestTest, ReadsEverySamplingField) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   body.update({{"temperature", 0.5},
                {"top_p", 0.9},
                {"top_k", 40},
@@ -60,7 +60,7 @@ TEST(ChatRequestTest, ReadsEverySamplingField) {
 }
 
 TEST(ChatRequestTest, ContentPartsAreJoinedAndNonTextPartsRefused) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   body["messages"][0]["content"] = {{{"type", "text"}, {"text", "a"}},
                                     {{"type", "text"}, {"text", "b"}}};
   EXPECT_EQ(ParseChatRequest(body).messages[0].content, "ab");
@@ -70,16 +70,15 @@ TEST(ChatRequestTest, ContentPartsAreJoinedAndNonTextPartsRefused) {
 }
 
 TEST(ChatRequestTest, OutOfRangeNamesTheParam) {
-  for (auto [name, value] :
-       std::vector<std::pair<std::string, nlohmann::json>>{{"temperature", 2.5},
-                                                           {"top_p", 0.0},
-                                                           {"n", 0},
-                                                           {"presence_penalty", 3},
-                                                           {"top_k", -2},
-                                                           {"max_tokens", -1},
-                                                           {"min_p", 1.5},
-                                                           {"max_tokens", 0}}) {
-    nlohmann::json body = MinimalChat();
+  for (auto [name, value] : std::vector<std::pair<std::string, Json>>{{"temperature", 2.5},
+                                                                      {"top_p", 0.0},
+                                                                      {"n", 0},
+                                                                      {"presence_penalty", 3},
+                                                                      {"top_k", -2},
+                                                                      {"max_tokens", -1},
+                                                                      {"min_p", 1.5},
+                                                                      {"max_tokens", 0}}) {
+    Json body = MinimalChat();
     body[name] = value;
     ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
     EXPECT_EQ(error.param(), name) << name << "=" << value;
@@ -88,15 +87,14 @@ TEST(ChatRequestTest, OutOfRangeNamesTheParam) {
 }
 
 TEST(ChatRequestTest, WrongTypesNameTheParam) {
-  for (auto [name, value] :
-       std::vector<std::pair<std::string, nlohmann::json>>{{"temperature", "hot"},
-                                                           {"stream", 1},
-                                                           {"stop", 5},
-                                                           {"messages", "hi"},
-                                                           {"logit_bias", {{"abc", 1}}},
-                                                           {"tool_choice", "sometimes"},
-                                                           {"seed", 1.5}}) {
-    nlohmann::json body = MinimalChat();
+  for (auto [name, value] : std::vector<std::pair<std::string, Json>>{{"temperature", "hot"},
+                                                                      {"stream", 1},
+                                                                      {"stop", 5},
+                                                                      {"messages", "hi"},
+                                                                      {"logit_bias", {{"abc", 1}}},
+                                                                      {"tool_choice", "sometimes"},
+                                                                      {"seed", 1.5}}) {
+    Json body = MinimalChat();
     body[name] = value;
     ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
     EXPECT_EQ(error.param().substr(0, name.size()), name) << name << "=" << value;
@@ -104,24 +102,23 @@ TEST(ChatRequestTest, WrongTypesNameTheParam) {
 }
 
 TEST(ChatRequestTest, RoleAndMessageShapeAreChecked) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   body["messages"][0]["role"] = "wizard";
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "messages[0].role");
-  body["messages"] = nlohmann::json::array();
+  body["messages"] = Json::array();
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "messages");
   body.erase("messages");
   EXPECT_TRUE(Mentions(ExpectApiError([&] { ParseChatRequest(body); }), "required"));
 }
 
-nlohmann::json WeatherTool() {
-  nlohmann::json parameters = {{"type", "object"},
-                               {"properties", {{"city", {{"type", "string"}}}}}};
+Json WeatherTool() {
+  Json parameters = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}};
   return {{"type", "function"},
           {"function", {{"name", "get_weather"}, {"parameters", parameters}}}};
 }
 
 TEST(ChatRequestTest, ToolsAndToolChoiceModes) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   body["tools"] = {WeatherTool()};
   EXPECT_EQ(ParseChatRequest(body).tool_choice.mode, ToolChoice::Mode::kAuto);
   body["tool_choice"] = "required";
@@ -139,7 +136,7 @@ TEST(ChatRequestTest, ToolsAndToolChoiceModes) {
 }
 
 TEST(ChatRequestTest, AssistantToolCallsAndToolResults) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   body["messages"].push_back(
       {{"role", "assistant"},
        {"content", nullptr},
@@ -157,7 +154,7 @@ TEST(ChatRequestTest, AssistantToolCallsAndToolResults) {
 }
 
 TEST(ChatRequestTest, ReasoningSwitches) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   EXPECT_FALSE(ParseChatRequest(body).enable_thinking.has_value());
   body["chat_template_kwargs"] = {{"enable_thinking", false}};
   EXPECT_EQ(ParseChatRequest(body).enable_thinking, false);
@@ -171,7 +168,7 @@ TEST(ChatRequestTest, ReasoningSwitches) {
 }
 
 TEST(ChatRequestTest, StreamOptionsNeedStreamAndTopLogprobsNeedsLogprobs) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   body["stream_options"] = {{"include_usage", true}};
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "stream_options");
   body.erase("stream_options");
@@ -180,7 +177,7 @@ TEST(ChatRequestTest, StreamOptionsNeedStreamAndTopLogprobsNeedsLogprobs) {
 }
 
 TEST(ChatRequestTest, MinTokensMayNotExceedMaxTokens) {
-  nlohmann::json body = MinimalChat();
+  Json body = MinimalChat();
   body["max_tokens"] = 4;
   body["min_tokens"] = 5;
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "min_tokens");

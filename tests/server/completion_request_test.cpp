@@ -7,7 +7,7 @@
 namespace mkserve::server {
 namespace {
 
-CompletionRequest ParseWithPrompt(const nlohmann::json& prompt) {
+CompletionRequest ParseWithPrompt(const Json& prompt) {
   return ParseCompletionRequest({{"model", "m"}, {"prompt", prompt}});
 }
 
@@ -35,7 +35,7 @@ TEST(CompletionRequestTest, MixedOrBadPromptsNameTheElement) {
   EXPECT_EQ(ExpectApiError([] { ParseWithPrompt({"a", 1}); }).param(), "prompt[1]");
   EXPECT_EQ(ExpectApiError([] { ParseWithPrompt({1, -2}); }).param(), "prompt[1]");
   EXPECT_EQ(ExpectApiError([] { ParseWithPrompt({{1}, {}}); }).param(), "prompt[1]");
-  EXPECT_EQ(ExpectApiError([] { ParseWithPrompt(nlohmann::json::array()); }).param(), "prompt");
+  EXPECT_EQ(ExpectApiError([] { ParseWithPrompt(Json::array()); }).param(), "prompt");
   EXPECT_EQ(ExpectApiError([] { ParseWithPrompt(42); }).param(), "prompt");
   EXPECT_EQ(ExpectApiError([] { ParseCompletionRequest({{"model", "m"}}); }).param(), "prompt");
 }

@@ -19,14 +19,14 @@ TEST(JsonFieldsTest, NonObjectBodyIsRejected) {
 }
 
 TEST(JsonFieldsTest, NullReadsAsAbsent) {
-  nlohmann::json object = {{"a", nullptr}};
+  Json object = {{"a", nullptr}};
   JsonFields fields(object, "");
   EXPECT_FALSE(fields.Number("a", 0, 1).has_value());
   EXPECT_FALSE(fields.Number("missing", 0, 1).has_value());
 }
 
 TEST(JsonFieldsTest, WrongTypeNamesTheNestedParam) {
-  nlohmann::json object = {{"flag", "yes"}};
+  Json object = {{"flag", "yes"}};
   JsonFields fields(object, "stream_options");
   ApiError error = ExpectApiError([&] { fields.Bool("flag"); });
   EXPECT_EQ(error.param(), "stream_options.flag");
@@ -34,7 +34,7 @@ TEST(JsonFieldsTest, WrongTypeNamesTheNestedParam) {
 }
 
 TEST(JsonFieldsTest, RangeChecksBothEnds) {
-  nlohmann::json object = {{"low", -0.5}, {"high", 2.5}, {"ok", 1.5}};
+  Json object = {{"low", -0.5}, {"high", 2.5}, {"ok", 1.5}};
   JsonFields fields(object, "");
   EXPECT_EQ(ExpectApiError([&] { fields.Number("low", 0, 2); }).param(), "low");
   EXPECT_EQ(ExpectApiError([&] { fields.Number("high", 0, 2); }).param(), "high");
@@ -42,7 +42,7 @@ TEST(JsonFieldsTest, RangeChecksBothEnds) {
 }
 
 TEST(JsonFieldsTest, IntegerAcceptsWholeDoublesOnly) {
-  nlohmann::json object = {{"whole", 3.0}, {"fraction", 3.5}, {"big", 1e30}};
+  Json object = {{"whole", 3.0}, {"fraction", 3.5}, {"big", 1e30}};
   JsonFields fields(object, "");
   EXPECT_EQ(*fields.Integer("whole", 0, 10), 3);
   EXPECT_NE(std::string(ExpectApiError([&] { fields.Integer("fraction", 0, 10); }).what())
