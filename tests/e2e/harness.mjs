@@ -42,7 +42,7 @@ export async function startServer(modelDir, extraArgs = []) {
   });
   const url = `http://127.0.0.1:${port}`;
   const healthStatuses = [];
-  for (let i = 0; i < 600; i++) {
+  for (let i = 0; i < 1800; i++) {  // up to 3 minutes on a loaded machine
     const response = await fetch(`${url}/health`).catch(() => null);
     if (response) healthStatuses.push(response.status);
     if (response?.status === 200) break;
