@@ -1,6 +1,7 @@
 // `mkserve serve`: the OpenAI-compatible HTTP server. The socket is bound first, so /health
 // answers 503 while the weights load; then the model is published and the summary printed.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -89,13 +90,20 @@ std::unique_ptr<Backend> LoadBackend(const ServeFlags& flags, const tokenizer::T
 }
 
 // Weight loading gives no byte count back, so the bar is an honest spinner with elapsed time.
+// Redirected to a file it prints only the start and end lines.
 template <typename Work>
 auto WithProgress(const std::string& label, Work work) {
   std::atomic<bool> done{false};
+  const bool is_terminal = isatty(STDERR_FILENO);
+  if (!is_terminal) std::fprintf(stderr, "%s ...\n", label.c_str());
   std::thread ticker([&] {
     const char* frames = "|/-\\";
     auto start = std::chrono::steady_clock::now();
     for (int tick = 0; !done; ++tick) {
+      if (!is_terminal) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fprintf(stderr, "\r%s %c %.1fs", label.c_str(), frames[tick % 4], elapsed);
