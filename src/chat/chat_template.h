@@ -23,10 +23,6 @@
 
 namespace mkserve::chat {
 
-namespace jinja {
-struct Stmt;
-}
-
 class ChatTemplate {
  public:
   // Parses the template once; throws jinja::TemplateError (an mkserve::Error) naming the line

@@ -47,10 +47,7 @@ void Command4ActionParser::Push(char c, std::vector<Command4Event>& events) {
     return;
   }
   if (depth == kArrayDepth) {
-    if (event == Event::kOpen && c == '{') {
-      in_call_ = true;
-      return;
-    }
+    if (event == Event::kOpen && c == '{') return;  // a call object begins
     if (StartsValue(event)) Fail("each tool call must be a JSON object");
     return;
   }
@@ -137,7 +134,7 @@ void Command4ActionParser::AppendArguments(const std::string& text,
 void Command4ActionParser::EndCall(std::vector<Command4Event>& events) {
   if (!has_name_) return Fail("a tool call has no tool_name");
   if (!has_arguments_) AppendArguments("{}", events);
-  in_call_ = reading_name_ = reading_arguments_ = awaiting_value_ = false;
+  reading_name_ = reading_arguments_ = awaiting_value_ = false;
   has_name_ = has_arguments_ = false;
   key_.clear();
   tool_index_ = -1;

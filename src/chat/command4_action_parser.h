@@ -45,7 +45,6 @@ class Command4ActionParser {
   IdMaker make_id_;
 
   // The call being read (an object at depth 2 of the array).
-  bool in_call_ = false;
   std::string key_;
   bool awaiting_value_ = false;
   bool reading_name_ = false;
