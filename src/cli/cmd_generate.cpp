@@ -1,37 +1,66 @@
-// `mkserve generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--seed S]
-// [--ignore-eos] [--threads N]`: runs one prompt on the CPU reference backend and prints the
-// generated token ids. The loop drives Backend::Step directly with one contiguous run of blocks
-// per KV group; the engine's scheduler and block manager are not involved.
+// `mkserve generate`: one prompt through the real Engine on the CPU reference backend, so a
+// generation here takes the same path (scheduler, block manager, sampler, stop checks, text
+// decoding) as a request to the server. Prompts are token ids (printed back as ids) or text
+// (tokenized with the checkpoint's tokenizer, and the output streamed as text); --chat renders the
+// text as a user turn with the chat template and splits the output with the Command-4 parser.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/load_cpu_backend.h"
+#include "chat/command4_parser.h"
+#include "chat/command4_template.h"
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
+#include "engine/engine.h"
+#include "server/tokenizer_text_decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mkserve::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr int64_t kDefaultMaxTokens = 16;
 
 constexpr char kUsage[] =
-    "usage: mkserve generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T]\n"
-    "                        [--seed S] [--ignore-eos] [--threads N]\n"
+    "usage: mkserve generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT [--chat]\n"
+    "                        [--system TEXT] [--no-reasoning] [--raw] [--print-prompt])\n"
+    "                        [--max-tokens N] [--temperature T] [--top-p P] [--top-k K]\n"
+    "                        [--seed S] [--stop STR] [--ignore-eos] [--threads N]\n"
     "\n"
-    "Runs the prompt on the CPU reference backend and prints the generated token ids on one\n"
-    "line, separated by single spaces (an end-of-sequence token that stops generation is\n"
-    "printed too). Greedy unless --temperature > 0; --seed makes sampling repeatable. Stops at\n"
-    "the config's eos_token_id unless --ignore-eos, and after --max-tokens (default 16).\n"
-    "Text prompts (--prompt, --chat) need the tokenizer and are not supported yet.\n";
+    "Runs one prompt through the engine on the CPU reference backend.\n"
+    "  --prompt-ids   prints the generated ids on one line, separated by single spaces. An\n"
+    "                 end-of-sequence token is not printed (as the server does not return it).\n"
+    "  --prompt       tokenizes TEXT with DIR/tokenizer.json (special tokens as its config says)\n"
+    "                 and streams the generated text to stdout, then a newline.\n"
+    "  --chat         TEXT becomes one user message (after --system, if given) rendered with the\n"
+    "                 checkpoint's chat template, or the built-in Command-4 one. The output goes\n"
+    "                 through the Command-4 parser: content and tool calls to stdout, reasoning\n"
+    "                 to stderr (dimmed on a terminal). --no-reasoning renders with reasoning\n"
+    "                 off; --raw prints the generated text unparsed, markers included;\n"
+    "                 --print-prompt prints the rendered prompt and exits.\n"
+    "Greedy unless --temperature > 0; --seed makes sampling repeatable. Stops at the config's\n"
+    "eos_token_id unless --ignore-eos, at --stop STR (text prompts; STR is not printed), and\n"
+    "after --max-tokens (default 16).\n";
 
 struct GenerateOptions {
-  std::filesystem::path model_dir;
+  fs::path model_dir;
   std::vector<int32_t> prompt_ids;
-  int64_t max_tokens = kDefaultMaxTokens;
+  std::optional<std::string> prompt_text;
+  bool chat = false;
+  std::optional<std::string> system;
+  bool reasoning = true;
+  bool raw = false;
+  bool print_prompt = false;
   SamplingParams sampling;
   int num_threads = 0;
 };
@@ -47,62 +76,221 @@ std::vector<int32_t> ToTokenIds(const std::vector<int64_t>& values) {
   return ids;
 }
 
-GenerateOptions ParseOptions(Args& args) {
-  if (args.Value("prompt") || args.Value("chat")) {
-    throw Error(
-        "text prompts (--prompt, --chat) need the tokenizer, which generate does not use "
-        "yet; pass token ids with --prompt-ids 1,2,3");
+SamplingParams ParseSampling(Args& args) {
+  SamplingParams sampling;
+  int64_t max_tokens = args.Int("max-tokens", kDefaultMaxTokens);
+  sampling.temperature = static_cast<float>(args.Double("temperature", 0.0));
+  sampling.top_p = static_cast<float>(args.Double("top-p", 1.0));
+  int64_t top_k = args.Int("top-k", 0);
+  if (args.Value("seed")) sampling.seed = args.Int("seed", 0);
+  if (auto stop = args.Value("stop")) sampling.stop.push_back(*stop);
+  sampling.ignore_eos = args.Switch("ignore-eos");
+  if (max_tokens < 1 || max_tokens > std::numeric_limits<int32_t>::max()) {
+    throw Error("--max-tokens must be at least 1, got " + std::to_string(max_tokens));
   }
+  if (sampling.temperature < 0.0f) throw Error("--temperature must be >= 0");
+  if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) throw Error("--top-p must be in (0, 1]");
+  if (top_k < 0 || top_k > std::numeric_limits<int32_t>::max()) {
+    throw Error("--top-k must be >= 0 (0: off)");
+  }
+  if (!sampling.stop.empty() && sampling.stop[0].empty()) throw Error("--stop must not be empty");
+  sampling.max_tokens = static_cast<int32_t>(max_tokens);
+  sampling.top_k = static_cast<int32_t>(top_k);
+  return sampling;
+}
+
+// Flags that only make sense with a text prompt, or only with --chat.
+void CheckPromptFlags(const GenerateOptions& options) {
+  const bool has_ids = !options.prompt_ids.empty();
+  if (has_ids && options.prompt_text) {
+    throw Error("--prompt and --prompt-ids are alternatives; pass one of them");
+  }
+  if (!has_ids && !options.prompt_text)
+    throw Error("missing required flag --prompt-ids or --prompt");
+  if (options.prompt_text && options.prompt_text->empty())
+    throw Error("--prompt must not be empty");
+  if (options.chat && !options.prompt_text) throw Error("--chat needs --prompt TEXT");
+  if (!options.chat && (options.system || !options.reasoning || options.raw)) {
+    throw Error("--system, --no-reasoning and --raw need --chat");
+  }
+  if (options.print_prompt && !options.prompt_text) throw Error("--print-prompt needs --prompt");
+  if (has_ids && !options.sampling.stop.empty()) {
+    throw Error("--stop needs a text prompt (--prompt); with --prompt-ids the output is ids");
+  }
+}
+
+GenerateOptions ParseOptions(Args& args) {
   GenerateOptions options;
   options.model_dir = args.RequiredString("model");
   options.prompt_ids = ToTokenIds(args.IntList("prompt-ids", {}));
-  options.max_tokens = args.Int("max-tokens", kDefaultMaxTokens);
-  options.sampling.temperature = static_cast<float>(args.Double("temperature", 0.0));
-  if (auto seed = args.Value("seed")) options.sampling.seed = args.Int("seed", 0);
-  options.sampling.ignore_eos = args.Switch("ignore-eos");
+  options.prompt_text = args.Value("prompt");
+  options.chat = args.Switch("chat");
+  options.system = args.Value("system");
+  options.reasoning = !args.Switch("no-reasoning");
+  options.raw = args.Switch("raw");
+  options.print_prompt = args.Switch("print-prompt");
+  options.sampling = ParseSampling(args);
   options.num_threads = static_cast<int>(args.Int("threads", 0));
   args.Finish();
-  if (options.prompt_ids.empty()) throw Error("missing required flag --prompt-ids");
-  if (options.max_tokens < 1) throw Error("--max-tokens must be at least 1");
-  if (options.sampling.temperature < 0.0f) throw Error("--temperature must be >= 0");
   if (options.num_threads < 0) throw Error("--threads must be >= 0");
-  options.sampling.max_tokens = static_cast<int32_t>(options.max_tokens);
+  CheckPromptFlags(options);
   return options;
 }
 
-bool IsEos(const ModelConfig& config, int32_t token_id) {
-  for (int32_t eos : config.eos_token_ids) {
-    if (eos == token_id) return true;
+std::shared_ptr<const tokenizer::Tokenizer> LoadTokenizer(const fs::path& model_dir) {
+  if (!fs::is_regular_file(model_dir / "tokenizer.json")) {
+    throw Error("--prompt needs the model's tokenizer, but " +
+                (model_dir / "tokenizer.json").string() +
+                " does not exist; pass token ids with --prompt-ids instead");
   }
-  return false;
+  return std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(model_dir));
 }
 
-// Prefill, then one decode step per generated token, each over the same contiguous blocks.
-std::vector<int32_t> GenerateIds(Backend& backend, const GenerateOptions& options) {
-  const int64_t prompt_tokens = static_cast<int64_t>(options.prompt_ids.size());
-  const int64_t num_blocks = (prompt_tokens + options.max_tokens + kBlockTokens - 1) / kBlockTokens;
-  std::vector<int32_t> table(num_blocks);
-  for (int64_t i = 0; i < num_blocks; ++i) table[i] = static_cast<int32_t>(i);
-  std::vector<int32_t> output;
-  std::vector<int32_t> next_input;
-  while (static_cast<int64_t>(output.size()) < options.max_tokens) {
-    SequenceStep step;
-    step.token_ids = output.empty() ? std::span<const int32_t>(options.prompt_ids)
-                                    : std::span<const int32_t>(next_input);
-    step.start_position =
-        output.empty() ? 0 : prompt_tokens + static_cast<int64_t>(output.size()) - 1;
-    step.block_tables.assign(backend.kv_layout().num_groups(), table);
-    step.sample = true;
-    step.sampling = &options.sampling;
-    step.prompt_token_ids = options.prompt_ids;
-    step.output_token_ids = output;
-    step.sample_index = static_cast<int64_t>(output.size());
-    int32_t token = backend.Step(StepInputs{{step}}).results.at(0).token_id;
-    output.push_back(token);
-    if (!options.sampling.ignore_eos && IsEos(backend.config(), token)) break;
-    next_input = {token};
+std::string TokenText(const std::optional<tokenizer::NamedToken>& token) {
+  return token ? token->text : "";
+}
+
+// The chat prompt as the server builds it: the template writes BOS itself.
+std::string RenderChat(const GenerateOptions& options, const tokenizer::Tokenizer& tokenizer) {
+  const auto& source = tokenizer.chat_template();
+  chat::ChatTemplate chat_template =
+      source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (options.system) messages.push_back({{"role", "system"}, {"content", *options.system}});
+  messages.push_back({{"role", "user"}, {"content", *options.prompt_text}});
+  nlohmann::ordered_json context = {{"messages", messages},
+                                    {"add_generation_prompt", true},
+                                    {"bos_token", TokenText(tokenizer.bos())},
+                                    {"eos_token", TokenText(tokenizer.eos())},
+                                    {"reasoning", options.reasoning},
+                                    {"enable_thinking", options.reasoning}};
+  return chat_template.Render(context);
+}
+
+// Receives the engine's output as it arrives.
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  virtual void OnTokens(const TokensEvent& event) = 0;
+  virtual void OnFinished() = 0;
+};
+
+// --prompt-ids: the ids on one line once generation ends.
+class IdsSink : public OutputSink {
+ public:
+  void OnTokens(const TokensEvent& event) override {
+    ids_.insert(ids_.end(), event.token_ids.begin(), event.token_ids.end());
   }
-  return output;
+  void OnFinished() override {
+    std::string line;
+    for (size_t i = 0; i < ids_.size(); ++i) line += (i ? " " : "") + std::to_string(ids_[i]);
+    std::printf("%s\n", line.c_str());
+  }
+
+ private:
+  std::vector<int32_t> ids_;
+};
+
+void Write(FILE* stream, const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stream);
+  std::fflush(stream);
+}
+
+// --prompt (and --chat --raw): the text deltas as they come.
+class TextSink : public OutputSink {
+ public:
+  void OnTokens(const TokensEvent& event) override { Write(stdout, event.text); }
+  void OnFinished() override { Write(stdout, "\n"); }
+};
+
+// --chat: Command-4 output split into reasoning (stderr), content and tool calls (stdout).
+class ChatSink : public OutputSink {
+ public:
+  explicit ChatSink(bool starts_in_reasoning) : dim_(isatty(STDERR_FILENO)) {
+    chat::Command4ParserOptions options;
+    options.starts_in_reasoning = starts_in_reasoning;
+    options.make_tool_call_id = [](int index) { return "call_" + std::to_string(index); };
+    parser_ = chat::Command4Parser(std::move(options));
+  }
+  void OnTokens(const TokensEvent& event) override { Print(parser_.Feed(event.text)); }
+  void OnFinished() override {
+    Print(parser_.Finish());
+    Write(stdout, "\n");
+  }
+
+ private:
+  void Print(const std::vector<chat::Command4Event>& events) {
+    using Kind = chat::Command4Event::Kind;
+    for (const chat::Command4Event& event : events) {
+      switch (event.kind) {
+        case Kind::kReasoning:
+          Write(stderr, dim_ ? "\x1b[2m" + event.text + "\x1b[0m" : event.text);
+          break;
+        case Kind::kContent:
+        case Kind::kToolCallArguments:
+          Write(stdout, event.text);
+          break;
+        case Kind::kToolCallBegin:
+          Write(stdout, "\n[tool call " + event.tool_call_id + "] " + event.tool_name + " ");
+          break;
+        case Kind::kError:
+          Write(stderr, "\nwarning: " + event.text + "\n");
+          break;
+        case Kind::kFinish:
+          break;
+      }
+    }
+  }
+
+  bool dim_;
+  chat::Command4Parser parser_;
+};
+
+std::unique_ptr<Engine> MakeEngine(const GenerateOptions& options, int64_t prompt_tokens,
+                                   std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
+  const int64_t total_tokens = prompt_tokens + options.sampling.max_tokens;
+  CpuBackendOptions backend_options;
+  // One spare block per group: the engine may reserve the next token's slot ahead.
+  backend_options.num_blocks = (total_tokens + kBlockTokens - 1) / kBlockTokens + 1;
+  backend_options.num_threads = options.num_threads;
+  std::unique_ptr<Backend> backend = LoadCpuBackend(options.model_dir, backend_options);
+  const int64_t max_positions = backend->config().max_position_embeddings;
+  if (max_positions > 0 && total_tokens > max_positions) {
+    throw Error("prompt (" + std::to_string(prompt_tokens) +
+                " tokens) + --max-tokens = " + std::to_string(total_tokens) +
+                " tokens exceeds max_position_embeddings " + std::to_string(max_positions));
+  }
+  EngineOptions engine_options;
+  engine_options.max_batch = 1;
+  if (tokenizer) {
+    engine_options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(tokenizer);
+  }
+  return std::make_unique<Engine>(std::move(backend), engine_options);
+}
+
+// Submits the request and feeds its events to `sink` until it is done.
+void RunRequest(Engine& engine, EngineRequest request, OutputSink& sink) {
+  RequestHandle handle = engine.Submit(std::move(request));
+  while (!handle.is_done()) {
+    std::optional<EngineEvent> event = handle.Next(std::chrono::milliseconds(200));
+    if (!event) continue;
+    if (const auto* tokens = std::get_if<TokensEvent>(&*event)) {
+      sink.OnTokens(*tokens);
+    } else if (const auto* error = std::get_if<ErrorEvent>(&*event)) {
+      throw Error("generation failed: " + error->message);
+    } else {
+      sink.OnFinished();
+    }
+  }
+}
+
+std::unique_ptr<OutputSink> MakeSink(const GenerateOptions& options,
+                                     const std::string& prompt_text) {
+  if (!options.prompt_text) return std::make_unique<IdsSink>();
+  if (!options.chat || options.raw) return std::make_unique<TextSink>();
+  // The parser starts in reasoning exactly when the prompt leaves a thinking block open.
+  constexpr std::string_view kStartThinking = "<|START_THINKING|>";
+  return std::make_unique<ChatSink>(prompt_text.ends_with(kStartThinking));
 }
 
 int RunGenerate(std::span<const std::string> argv) {
@@ -114,25 +302,29 @@ int RunGenerate(std::span<const std::string> argv) {
   }
   Args args(argv);
   GenerateOptions options = ParseOptions(args);
-  CpuBackendOptions backend_options;
-  int64_t total_tokens = static_cast<int64_t>(options.prompt_ids.size()) + options.max_tokens;
-  backend_options.num_blocks = (total_tokens + kBlockTokens - 1) / kBlockTokens;
-  backend_options.num_threads = options.num_threads;
-  auto backend = LoadCpuBackend(options.model_dir, backend_options);
-  const int64_t max_positions = backend->config().max_position_embeddings;
-  if (max_positions > 0 && total_tokens > max_positions) {
-    throw Error("prompt + --max-tokens = " + std::to_string(total_tokens) +
-                " tokens exceeds max_position_embeddings " + std::to_string(max_positions));
+  EngineRequest request;
+  request.sampling = options.sampling;
+  request.prompt_token_ids = options.prompt_ids;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::string prompt_text;
+  if (options.prompt_text) {
+    tokenizer = LoadTokenizer(options.model_dir);
+    prompt_text = options.chat ? RenderChat(options, *tokenizer) : *options.prompt_text;
+    if (options.print_prompt) {
+      Write(stdout, prompt_text);
+      return 0;
+    }
+    request.prompt_token_ids = tokenizer->Encode(prompt_text, /*add_special_tokens=*/!options.chat);
   }
-  std::vector<int32_t> ids = GenerateIds(*backend, options);
-  std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
-  std::printf("%s\n", line.c_str());
+  std::unique_ptr<OutputSink> sink = MakeSink(options, prompt_text);
+  std::unique_ptr<Engine> engine =
+      MakeEngine(options, static_cast<int64_t>(request.prompt_token_ids.size()), tokenizer);
+  RunRequest(*engine, std::move(request), *sink);
   return 0;
 }
 
 const CommandRegistration kRegistration(
-    {"generate", "generate token ids on the CPU backend (--model DIR --prompt-ids 1,2,3)",
+    {"generate", "one generation on the CPU backend (--model DIR --prompt TEXT [--chat])",
      RunGenerate});
 
 }  // namespace
