@@ -5,7 +5,8 @@
 # Runs every CUDA test binary (kernels vs CPU loops, weights, HF golden fixtures, CudaBackend vs
 # CpuBackend), compute-sanitizer on the small golden model when available, then the decode /
 # prefill benchmark. Logs go to $OUT (default /tmp/out); a short summary table is printed last.
-# Env: BENCH_ARGS overrides the benchmark flags; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip those;
+# Env: BENCH_ARGS overrides the benchmark flags (add --breakdown for per-op times);
+# SANITIZER_FILTER picks the golden tests memcheck runs; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip;
 # BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over).
 # Packing (on the build machine): scripts/gpu_check.sh --pack [BUILD_DIR] [PACK_DIR] copies the
 # binaries this script runs, stripped of debug info, into PACK_DIR (default build-cuda-pack, a
@@ -57,12 +58,24 @@ for t in "${TESTS[@]}"; do
 done
 
 SANITIZER="not run"
+# Parameterised golden tests are named by fixture (GoldenTest.X/north, .../sigmoid_renorm_sum).
+SANITIZER_FILTER=${SANITIZER_FILTER:-'*/north:*/sigmoid_renorm_sum'}
 if [[ "${SKIP_SANITIZER:-0}" != 1 ]] && command -v compute-sanitizer > /dev/null; then
-  echo "== compute-sanitizer (golden north)" >&2
+  echo "== compute-sanitizer (golden $SANITIZER_FILTER)" >&2
   timeout 600 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$TEST_DIR/cuda_golden_test" --gtest_filter='*north*' > "$OUT/sanitizer.log" 2>&1
+    "$TEST_DIR/cuda_golden_test" --gtest_filter="$SANITIZER_FILTER" > "$OUT/sanitizer.log" 2>&1
   rc=$?
-  SANITIZER=$([[ $rc == 0 ]] && echo clean || echo "rc $rc, see sanitizer.log")
+  ran=$(grep -oP '^\[==========\] \K[0-9]+(?= tests? from .* ran)' "$OUT/sanitizer.log" | tail -1)
+  if [[ -z "$ran" || "$ran" == 0 ]]; then
+    SANITIZER="FAILED: filter '$SANITIZER_FILTER' ran no tests (rc $rc), see sanitizer.log"
+    echo "error: $SANITIZER" >&2
+  elif [[ $rc == 0 ]]; then
+    SANITIZER="clean ($ran tests)"
+  elif [[ $rc == 3 ]]; then
+    SANITIZER="MEMORY ERRORS ($ran tests), see sanitizer.log"
+  else
+    SANITIZER="no memcheck error, but tests failed or crashed (rc $rc, $ran tests)"
+  fi
   grep -m1 "ERROR SUMMARY" "$OUT/sanitizer.log" >> "$OUT/sanitizer.summary" 2>/dev/null
 fi
 
@@ -87,3 +100,5 @@ if [[ -f "$OUT/bench.log" ]]; then
   grep -E '^\||streaming read' "$OUT/bench.log"
 fi
 for t in "${TESTS[@]}"; do grep -h -m5 -E '^\[  FAILED  \] [A-Za-z]' "$OUT/$t.log" 2>/dev/null; done
+[[ "$SANITIZER" == FAILED* || "$SANITIZER" == MEMORY* ]] && exit 1
+exit 0

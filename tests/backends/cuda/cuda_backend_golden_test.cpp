@@ -112,7 +112,11 @@ TEST_P(GoldenTest, ChunkedPrefillMatchesHf) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("north", "layernorm_softmax_shared",
-                                           "sigmoid_renorm_sum"));
+                                           "sigmoid_renorm_sum"),
+                         // Named by fixture so a filter such as '*north*' selects one model.
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace mkserve::cuda::testing
