@@ -97,7 +97,7 @@ echo "| compute-sanitizer | $SANITIZER |"
 echo "| bench | $BENCH |"
 if [[ -f "$OUT/bench.log" ]]; then
   echo
-  grep -E '^\||streaming read' "$OUT/bench.log"
+  grep -E '^\||streaming read|^breakdown' "$OUT/bench.log"
 fi
 for t in "${TESTS[@]}"; do grep -h -m5 -E '^\[  FAILED  \] [A-Za-z]' "$OUT/$t.log" 2>/dev/null; done
 [[ "$SANITIZER" == FAILED* || "$SANITIZER" == MEMORY* ]] && exit 1

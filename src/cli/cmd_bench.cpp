@@ -2,7 +2,8 @@
 // --decode layered [--prefill 1024,8192] [--json FILE]`: the decode benchmark of
 // design/performance.md on the CUDA backend. Measures the streaming-read bandwidth first, then
 // the layered decode step per (batch, context) over a randomly filled KV cache, then prefill
-// tokens/s, and prints a markdown table last.
+// tokens/s, and prints a markdown table last. --breakdown adds, per (batch, context), the eager
+// step's GPU time per op class with the bytes each must read and its achieved GB/s.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +19,7 @@
 #ifdef MKSERVE_HAS_CUDA
 #include "backends/cuda/decode_bench.h"
 #include "backends/cuda/read_bandwidth.h"
+#include "backends/cuda/step_breakdown.h"
 #include "model/presets.h"
 #endif
 
@@ -28,10 +30,12 @@ constexpr char kUsage[] =
     "usage: mkserve bench --random-weights [--model DIR] [--layers N] [--batch 1,8,64]\n"
     "                     [--context 1024,8192] [--decode layered] [--prefill 1024,8192]\n"
     "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
+    "                     [--breakdown]\n"
     "\n"
     "Random weights at North Mini Code geometry (or --model DIR's config.json geometry;\n"
     "--layers keeps the layer pattern with fewer layers, preset geometry only). Prints\n"
-    "step ms, tok/s, bytes/step, distinct experts per layer, SoL tok/s and % SoL.\n";
+    "step ms, tok/s, bytes/step, distinct experts per layer, SoL tok/s and % SoL.\n"
+    "--breakdown: per-op GPU time of eager decode steps (CUDA events), bytes and GB/s.\n";
 
 #ifdef MKSERVE_HAS_CUDA
 
@@ -40,6 +44,7 @@ constexpr int kReadRuns = 10;
 constexpr int kWarmupSteps = 3;
 constexpr int kPrefillRuns = 3;
 constexpr float kKvStd = 0.01f;
+constexpr int kBreakdownSteps = 5;
 
 struct BenchOptions {
   std::string model_dir;
@@ -49,6 +54,7 @@ struct BenchOptions {
   double gpu_memory_fraction = 0.9;
   uint64_t seed = 0;
   std::string json_path;
+  bool breakdown = false;
 };
 
 BenchOptions ParseOptions(Args& args) {
@@ -65,6 +71,7 @@ BenchOptions ParseOptions(Args& args) {
   o.gpu_memory_fraction = args.Double("gpu-memory-fraction", 0.9);
   o.seed = static_cast<uint64_t>(args.Int("seed", 0));
   o.json_path = args.String("json", "");
+  o.breakdown = args.Switch("breakdown");
   const std::string decode = args.String("decode", "layered");
   args.Finish();
   if (decode != "layered") throw Error("--decode: only \"layered\" exists so far, got " + decode);
@@ -110,6 +117,51 @@ void PrintTable(const std::vector<cuda::DecodePoint>& decode,
     std::printf("| %lld | %.1f | %.0f |\n", static_cast<long long>(p.prompt_tokens), p.ms,
                 p.tokens_per_second);
   }
+}
+
+void PrintBreakdown(const cuda::StepBreakdown& b) {
+  std::printf(
+      "\nbreakdown batch %lld context %lld: eager wall %.3f ms/step, GPU %.3f ms/step, "
+      "%lld experts/layer\n\n| op | us/step | share | MB read | GB/s |\n"
+      "|---|---|---|---|---|\n",
+      static_cast<long long>(b.batch), static_cast<long long>(b.context_tokens), b.wall_ms,
+      b.gpu_ms, static_cast<long long>(b.distinct_experts));
+  for (const cuda::OpShare& op : b.ops) {
+    std::printf("| %s | %.1f | %.1f%% | %.2f | %.0f |\n", cuda::StepOpName(op.op), op.us_per_step,
+                100.0 * op.share, op.bytes / 1e6, op.gb_per_second);
+  }
+}
+
+nlohmann::json BreakdownJson(const std::vector<cuda::StepBreakdown>& breakdowns) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& b : breakdowns) {
+    nlohmann::json ops = nlohmann::json::object();
+    for (const cuda::OpShare& op : b.ops) {
+      ops[cuda::StepOpName(op.op)] = {{"us_per_step", op.us_per_step},
+                                      {"share", op.share},
+                                      {"bytes", op.bytes},
+                                      {"gb_s", op.gb_per_second}};
+    }
+    j.push_back({{"batch", b.batch},
+                 {"context", b.context_tokens},
+                 {"wall_ms", b.wall_ms},
+                 {"gpu_ms", b.gpu_ms},
+                 {"distinct_experts", b.distinct_experts},
+                 {"ops", ops}});
+  }
+  return j;
+}
+
+std::vector<cuda::StepBreakdown> RunBreakdowns(cuda::CudaBackend& backend, const BenchOptions& o) {
+  std::vector<cuda::StepBreakdown> breakdowns;
+  if (!o.breakdown) return breakdowns;
+  for (int64_t context : o.contexts) {
+    for (int64_t batch : o.batches) {
+      breakdowns.push_back(
+          cuda::BenchBreakdown(backend, batch, context, kWarmupSteps, kBreakdownSteps));
+    }
+  }
+  return breakdowns;
 }
 
 nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode,
@@ -161,16 +213,19 @@ int RunBench(std::span<const std::string> argv) {
     }
   }
   backend->set_use_cuda_graphs(false);
+  const std::vector<cuda::StepBreakdown> breakdowns = RunBreakdowns(*backend, o);
   std::vector<cuda::PrefillPoint> prefill;
   for (int64_t tokens : o.prefills)
     prefill.push_back(cuda::BenchPrefill(*backend, tokens, kPrefillRuns));
-  const nlohmann::json j = ToJson(decode, prefill, read_bw);
+  nlohmann::json j = ToJson(decode, prefill, read_bw);
+  if (o.breakdown) j["breakdown"] = BreakdownJson(breakdowns);
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     if (!out) throw Error("--json: cannot write " + o.json_path);
     out << j.dump(2) << "\n";
   }
   PrintTable(decode, prefill, read_bw);
+  for (const auto& b : breakdowns) PrintBreakdown(b);
   return 0;
 }
 

@@ -55,9 +55,10 @@ StepOutputs CudaBackend::Step(const StepInputs& inputs) {
   StepOutputs outputs;
   outputs.results.resize(inputs.sequences.size());
   if (plan.num_tokens == 0) return outputs;
-  if (CanReplayGraph(inputs)) return StepWithGraph(inputs, plan);
+  if (profiler_ == nullptr && CanReplayGraph(inputs)) return StepWithGraph(inputs, plan);
   Forward(plan);
   Sample(inputs, plan, &outputs);
+  if (profiler_ != nullptr) profiler_->Finish(stream_);
   return outputs;
 }
 
@@ -111,9 +112,11 @@ void CudaBackend::Forward(const StepPlan& plan) { Launch(plan, UploadMetadata(pl
 void CudaBackend::Launch(const StepPlan& plan, const DeviceMetadata& meta) {
   StepWorkspace& ws = *workspace_;
   const int64_t tokens = plan.num_tokens;
+  Mark(StepOp::kEmbed);
   EmbedTokens(meta.token_ids, weights_.embed(), ws.residual.data(), tokens, config_.hidden_size,
               stream_);
   for (int64_t l = 0; l < config_.num_layers; ++l) RunLayer(l, plan, meta);
+  Mark(StepOp::kAddNorm);
   AddNorm(ws.residual.data(), ws.attn_out.data(), ws.ffn_out.data(), weights_.final_norm(),
           ws.normed.data(), tokens, config_.hidden_size, config_.norm, config_.norm_eps, stream_);
 }
@@ -123,10 +126,12 @@ void CudaBackend::Launch(const StepPlan& plan, const DeviceMetadata& meta) {
 void CudaBackend::RunLayer(int64_t layer_id, const StepPlan& plan, const DeviceMetadata& meta) {
   StepWorkspace& ws = *workspace_;
   const bool first = layer_id == 0;
+  const bool moe = config_.layers[layer_id].ffn != FfnKind::kDense;
+  Mark(StepOp::kAddNorm);
   AddNorm(ws.residual.data(), first ? nullptr : ws.attn_out.data(),
           first ? nullptr : ws.ffn_out.data(), weights_.layers()[layer_id].input_norm,
           ws.normed.data(), plan.num_tokens, config_.hidden_size, config_.norm, config_.norm_eps,
-          stream_);
+          stream_, moe ? ws.normed_fp32.data() : nullptr);
   RunAttention(layer_id, plan, meta);
   RunFfn(layer_id, plan.num_tokens);
 }
@@ -137,6 +142,7 @@ void CudaBackend::RunAttention(int64_t layer_id, const StepPlan& plan, const Dev
   const LayerSpec& spec = config_.layers[layer_id];
   const int64_t tokens = plan.num_tokens, hidden = config_.hidden_size;
   const int32_t group = kv_pool_->group_of_layer(layer_id);
+  Mark(StepOp::kQkv);
   Linear(cublas_, ws.normed.data(), tokens, hidden, layer.qkv,
          config_.q_width() + 2 * config_.kv_width(), 1.0f, ws.qkv.data(), stream_);
   RopeKvArgs rope{ws.qkv.data(),
@@ -150,6 +156,7 @@ void CudaBackend::RunAttention(int64_t layer_id, const StepPlan& plan, const Dev
                   config_.head_dim,
                   spec.uses_rope,
                   static_cast<float>(config_.rope_theta)};
+  Mark(StepOp::kRopeKv);
   RopeAndWriteKv(rope, stream_);
   AttentionArgs attn;
   attn.q = ws.q.data();
@@ -171,7 +178,9 @@ void CudaBackend::RunAttention(int64_t layer_id, const StepPlan& plan, const Dev
   attn.out = ws.attn_heads.data();
   attn.partial_acc = ws.attn_partial_acc.data();
   attn.partial_stats = ws.attn_partial_stats.data();
+  Mark(StepOp::kAttention);
   PagedAttention(attn, stream_);
+  Mark(StepOp::kOProj);
   Linear(cublas_, ws.attn_heads.data(), tokens, config_.q_width(), layer.o_proj, hidden, 1.0f,
          ws.attn_out.data(), stream_);
 }
@@ -190,16 +199,19 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
   StepWorkspace& ws = *workspace_;
   const DeviceLayer& layer = weights_.layers()[layer_id];
   if (config_.layers[layer_id].ffn == FfnKind::kDense) {
+    Mark(StepOp::kFfn);
     RunMlp(layer.dense, num_tokens, ws.ffn_out.data());
     return;
   }
   const int64_t hidden = config_.hidden_size;
-  Linear(cublas_, ws.normed.data(), num_tokens, hidden, layer.router, config_.num_experts, 1.0f,
-         ws.router_logits.data(), stream_);
+  Mark(StepOp::kRouter);
+  RouterLogits(ws.normed_fp32.data(), num_tokens, hidden, layer.router, config_.num_experts,
+               ws.router_logits.data(), stream_);
   RouterTopK({ws.router_logits.data(), num_tokens, config_.num_experts,
               config_.num_experts_per_token, config_.expert_selection, config_.norm_topk_prob,
               ws.expert_ids.data(), ws.expert_weights.data()},
              stream_);
+  Mark(StepOp::kFfn);
   if (layer.shared.gate_up != nullptr) RunMlp(layer.shared, num_tokens, ws.shared_out.data());
   MoeArgs moe{ws.normed.data(),
               ws.expert_ids.data(),

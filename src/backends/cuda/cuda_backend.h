@@ -16,6 +16,7 @@
 #include "backends/cuda/device_weights.h"
 #include "backends/cuda/kv_pool.h"
 #include "backends/cuda/step_plan.h"
+#include "backends/cuda/step_profile.h"
 #include "backends/cuda/step_workspace.h"
 #include "engine/backend.h"
 
@@ -56,6 +57,9 @@ class CudaBackend : public Backend {
   int64_t num_cuda_graphs() const { return static_cast<int64_t>(graphs_.size()); }
   const DeviceWeights& weights() const { return weights_; }
   cudaStream_t stream() const { return stream_; }
+  // Times each op class of eager steps into `profiler` (null: off). Graph replay is skipped
+  // while set, so every step is profiled.
+  void set_profiler(StepProfiler* profiler) { profiler_ = profiler; }
 
  private:
   struct DeviceMetadata;  // device pointers into a packed metadata buffer for one plan
@@ -78,6 +82,9 @@ class CudaBackend : public Backend {
   void RunMlp(const DeviceMlp& mlp, int64_t num_tokens, float* out);
   void ComputeLogits(size_t first_row, int64_t num_rows);
   void Sample(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);
+  void Mark(StepOp op) {
+    if (profiler_ != nullptr) profiler_->Mark(op, stream_);
+  }
 
   ModelConfig config_;
   DeviceWeights weights_;
@@ -90,6 +97,7 @@ class CudaBackend : public Backend {
   const int32_t* logit_tokens_ = nullptr;   // device: token index of each logits row
   DeviceBuffer<uint8_t> cublas_workspace_;  // fixed, so cuBLAS never allocates inside a capture
   std::map<std::vector<int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // (batch, pages...)
+  StepProfiler* profiler_ = nullptr;
 };
 
 // A model directory (config.json + safetensors) or, with options.random_weights, random weights

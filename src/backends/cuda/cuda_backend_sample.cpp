@@ -40,10 +40,12 @@ RowNeeds NeedsOf(const SequenceStep& step, int32_t token_in_sequence) {
 
 void CudaBackend::ComputeLogits(size_t first_row, int64_t num_rows) {
   StepWorkspace& ws = *workspace_;
+  Mark(StepOp::kLmHead);
   GatherRows(ws.normed.data(), logit_tokens_ + first_row, num_rows, config_.hidden_size,
              ws.logit_inputs.data(), stream_);
   Linear(cublas_, ws.logit_inputs.data(), num_rows, config_.hidden_size, weights_.lm_head(),
          config_.vocab_size, config_.logit_scale, ws.logits.data(), stream_);
+  Mark(StepOp::kSampling);
   ArgmaxRows(ws.logits.data(), num_rows, config_.vocab_size, ws.sampled.data(), stream_);
 }
 

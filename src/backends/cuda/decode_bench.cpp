@@ -79,23 +79,30 @@ double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context
   return bytes;
 }
 
-DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
-                        int warmup_steps, int timed_steps, double read_bytes_per_second) {
-  const ModelConfig& config = backend.config();
-  const auto tables = BenchTables(backend.kv_layout(), batch, context_tokens + 1, true);
-  const std::vector<int32_t> tokens = BenchTokens(batch, config.vocab_size, context_tokens);
-  const SamplingParams greedy = GreedyParams();
-  StepInputs inputs;
+std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t batch,
+                                             int64_t context_tokens) {
+  auto b = std::make_unique<DecodeBatch>();
+  b->tables = BenchTables(backend.kv_layout(), batch, context_tokens + 1, true);
+  b->tokens = BenchTokens(batch, backend.config().vocab_size, context_tokens);
+  b->greedy = GreedyParams();
   for (int64_t s = 0; s < batch; ++s) {
     SequenceStep step;
     step.sequence_id = s;
-    step.token_ids = std::span<const int32_t>(tokens).subspan(s, 1);
+    step.token_ids = std::span<const int32_t>(b->tokens).subspan(s, 1);
     step.start_position = context_tokens;
-    for (const auto& table : tables[s]) step.block_tables.push_back(table);
+    for (const auto& table : b->tables[s]) step.block_tables.push_back(table);
     step.sample = true;
-    step.sampling = &greedy;
-    inputs.sequences.push_back(std::move(step));
+    step.sampling = &b->greedy;
+    b->inputs.sequences.push_back(std::move(step));
   }
+  return b;
+}
+
+DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
+                        int warmup_steps, int timed_steps, double read_bytes_per_second) {
+  const ModelConfig& config = backend.config();
+  const auto decode_batch = MakeDecodeBatch(backend, batch, context_tokens);
+  const StepInputs& inputs = decode_batch->inputs;
   for (int i = 0; i < warmup_steps; ++i) backend.Step(inputs);
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) ms.push_back(TimeMs([&] { backend.Step(inputs); }));

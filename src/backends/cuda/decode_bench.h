@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 
@@ -27,6 +29,18 @@ struct PrefillPoint {
   double ms = 0.0;  // median, whole prompt (chunked by max_num_tokens)
   double tokens_per_second = 0.0;
 };
+
+// One decode token for each of `batch` sequences at position `context_tokens`, plain greedy.
+// StepInputs views the other members, so the struct stays put (held by unique_ptr).
+struct DecodeBatch {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<std::vector<int32_t>>> tables;  // [seq][group][page]
+  SamplingParams greedy;
+  StepInputs inputs;
+};
+
+std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t batch,
+                                             int64_t context_tokens);
 
 // bytes(step) of design/performance.md.
 double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context_tokens,

@@ -76,7 +76,54 @@ __global__ void RouterKernel(RouterArgs a) {
   }
 }
 
+constexpr int kLogitWarps = 8;   // one expert row per warp
+constexpr int kLogitTokens = 8;  // tokens per block: each weight row is read once per 8 tokens
+
+// Grid: x over expert rows, y over groups of kLogitTokens tokens.
+__global__ void RouterLogitsKernel(const float* x, int m, int64_t k, const __nv_bfloat16* w,
+                                   int64_t n, float* out) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kLogitWarps) + threadIdx.x / kWarpSize;
+  if (row >= n) return;
+  const int first = blockIdx.y * kLogitTokens;
+  const int count = m - first < kLogitTokens ? m - first : kLogitTokens;
+  const int lane = threadIdx.x % kWarpSize;
+  float acc[kLogitTokens] = {};
+  for (int64_t c = lane * kVecElements; c < k; c += kWarpSize * kVecElements) {
+    float wv[kVecElements];
+    Bf16x8ToFloat(LoadBf16x8(w + row * k + c), wv);
+#pragma unroll
+    for (int t = 0; t < kLogitTokens; ++t) {
+      if (t >= count) break;
+      const float4* xp = reinterpret_cast<const float4*>(x + (first + t) * k + c);
+      const float4 lo = xp[0], hi = xp[1];
+      const float xv[kVecElements] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int i = 0; i < kVecElements; ++i) acc[t] = fmaf(wv[i], xv[i], acc[t]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kLogitTokens; ++t) {
+    const float sum = WarpSum(acc[t]);
+    if (lane == 0 && t < count) out[(first + t) * n + row] = sum;
+  }
+}
+
 }  // namespace
+
+void RouterLogits(const float* x, int64_t m, int64_t k, const __nv_bfloat16* w, int64_t n,
+                  float* out, cudaStream_t stream) {
+  if (m < 0 || n <= 0 || k <= 0 || k % kVecElements != 0 || m > INT_MAX) {
+    throw Error("RouterLogits: unsupported shape m=" + std::to_string(m) +
+                " k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                " (k must be a positive multiple of 8)");
+  }
+  if (m == 0) return;
+  const dim3 grid(static_cast<unsigned>(CeilDiv(n, kLogitWarps)),
+                  static_cast<unsigned>(CeilDiv(m, kLogitTokens)));
+  RouterLogitsKernel<<<grid, kLogitWarps * kWarpSize, 0, stream>>>(x, static_cast<int>(m), k, w, n,
+                                                                   out);
+  MKSERVE_CUDA_CHECK_LAUNCH();
+}
 
 void RouterTopK(const RouterArgs& args, cudaStream_t stream) {
   if (args.num_experts <= 0 || args.num_experts > kMaxRouterExperts || args.top_k <= 0 ||

@@ -4,6 +4,7 @@
 // reference and HF do).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -27,5 +28,11 @@ struct RouterArgs {
 };
 
 void RouterTopK(const RouterArgs& args, cudaStream_t stream);
+
+// Router logits out[m][n] = sum_k x[m][k] * w[n][k] from the fp32 normalized hidden state (not
+// its bf16 copy): near-tied logits then round like the fp32 reference, so top-k picks flip less.
+// bf16 weights, fp32 accumulation; k must be a positive multiple of 8.
+void RouterLogits(const float* x, int64_t m, int64_t k, const __nv_bfloat16* w, int64_t n,
+                  float* out, cudaStream_t stream);
 
 }  // namespace mkserve::cuda

@@ -26,6 +26,7 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
   const int64_t assignments = t * top_k;
   residual = DeviceBuffer<float>(t * hidden);
   normed = DeviceBuffer<__nv_bfloat16>(t * hidden);
+  if (config.num_moe_layers() > 0) normed_fp32 = DeviceBuffer<float>(t * hidden);
   qkv = DeviceBuffer<float>(t * qkv_width);
   q = DeviceBuffer<__nv_bfloat16>(t * config.q_width());
   attn_heads = DeviceBuffer<__nv_bfloat16>(t * config.q_width());

@@ -21,6 +21,7 @@ struct StepWorkspace {
   int64_t max_num_tokens = 0;
   DeviceBuffer<float> residual;                // [T][hidden]
   DeviceBuffer<__nv_bfloat16> normed;          // [T][hidden]
+  DeviceBuffer<float> normed_fp32;             // [T][hidden], MoE models: the router's input
   DeviceBuffer<float> qkv;                     // [T][q_width + 2 kv_width]
   DeviceBuffer<__nv_bfloat16> q;               // [T][q_width]
   DeviceBuffer<__nv_bfloat16> attn_heads;      // [T][q_width]

@@ -8,6 +8,7 @@
 #include "backends/cuda/moe.h"
 #include "backends/cuda/moe_grouped.h"
 #include "backends/cuda/router.h"
+#include "common/error.h"
 #include "gpu_test_util.h"
 
 namespace mkserve::cuda::testing {
@@ -57,6 +58,31 @@ TEST_P(RouterTest, MatchesCpu) {
         std::vector<float>(weights.begin() + t * c.top_k, weights.begin() + (t + 1) * c.top_k),
         want, 1e-6f, 1e-5f, "weights");
   }
+}
+
+// The router reads the fp32 normalized hidden state: rounding the input to bf16 would move these
+// logits by ~1e-2, ten times the tolerance.
+TEST(RouterLogitsTest, Fp32InputMatchesCpu) {
+  const int64_t tokens = 11, hidden = 264, experts = 13;  // a partial token group and warp group
+  const std::vector<float> x = RandomFloats(tokens * hidden, 51);
+  const std::vector<float> w = RandomBf16Values(experts * hidden, 52);
+  auto d_x = ToDevice(x);
+  auto d_w = ToDeviceBf16(w);
+  auto d_out = NanFloats(tokens * experts);
+  RouterLogits(d_x.data(), tokens, hidden, d_w.data(), experts, d_out.data(), 0);
+  std::vector<float> want(tokens * experts);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < experts; ++e) {
+      double sum = 0;
+      for (int64_t i = 0; i < hidden; ++i) sum += double{x[t * hidden + i]} * w[e * hidden + i];
+      want[t * experts + e] = static_cast<float>(sum);
+    }
+  }
+  ExpectClose(ToHost(d_out), want, 1e-4f, 1e-4f, "router logits");
+}
+
+TEST(RouterLogitsTest, RejectsBadShape) {
+  EXPECT_THROW(RouterLogits(nullptr, 1, 12, nullptr, 4, nullptr, 0), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Branches, RouterTest,
