@@ -7,8 +7,22 @@
 #include "server/json_fields.h"
 #include "server/output_parser_factory.h"
 #include "server/request_limits.h"
+#include "server/single_tool_call_parser.h"
 
 namespace mkserve::server {
+namespace {
+
+// With `parallel_tool_calls: false` each choice's parser keeps only the first tool call.
+std::function<std::unique_ptr<OutputParser>()> ParserFactory(const ServedModel& model,
+                                                             bool thinking, bool parallel) {
+  auto make = MakeOutputParserFactory(model, thinking);
+  if (parallel) return make;
+  return [make]() -> std::unique_ptr<OutputParser> {
+    return std::make_unique<SingleToolCallParser>(make());
+  };
+}
+
+}  // namespace
 
 HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
@@ -25,8 +39,9 @@ HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& 
   handles.push_back(model.engine->Submit(std::move(engine_request)));
   auto run = std::make_unique<GenerationRun>(std::move(handles), request.generation.n,
                                              http.is_connection_closed);
-  ChatOutputOptions options{MakeOutputParserFactory(model, thinking), model.tokenizer.get(),
-                            request.logprobs, request.generation.include_usage};
+  ChatOutputOptions options{ParserFactory(model, thinking, request.parallel_tool_calls),
+                            model.tokenizer.get(), request.logprobs,
+                            request.generation.include_usage};
   auto choices = std::make_unique<ChatChoices>(
       request.generation.n, NewResponseMeta("chatcmpl-", state.options().model_id), options);
   if (request.generation.stream) return StreamResponse(std::move(run), std::move(choices));
