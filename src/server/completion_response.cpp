@@ -9,13 +9,15 @@ CompletionChoices::CompletionChoices(std::vector<CompletionPrompt> prompts, Resp
     : prompts_(std::move(prompts)), meta_(std::move(meta)), options_(options) {
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int32_t s = 0; s < options_.n; ++s) {
-      choices_.push_back({"", CompletionLogprobs(options_.tokenizer), ""});
+      choices_.push_back({"", 0, CompletionLogprobs(options_.tokenizer), "", false, 0, {}});
       Choice& choice = choices_.back();
       if (!options_.echo) continue;
       choice.text = prompts_[p].text;
+      if (!options_.logprobs || prompts_[p].token_ids.empty()) continue;
       // The first prompt token has no logprob; the engine sends the others.
-      if (options_.logprobs && !prompts_[p].token_ids.empty()) {
-        choice.logprobs.AddUnscored(prompts_[p].token_ids.front());
+      choice.logprobs.AddUnscored(prompts_[p].token_ids.front());
+      if (s > 0) {
+        choice.prompt_positions_missing = static_cast<int64_t>(prompts_[p].token_ids.size()) - 1;
       }
     }
   }
@@ -41,39 +43,96 @@ Json CompletionChoices::TakeLogprobs(Choice& choice) {
   return choice.logprobs.Take();
 }
 
-std::string CompletionChoices::Apply(const ChoiceEvent& event) {
-  Choice& choice = choices_[event.choice_index];
+void CompletionChoices::Apply(const ChoiceEvent& event, std::vector<int32_t>& touched) {
+  int32_t index = event.choice_index;
+  Choice& choice = choices_[index];
+  if (choice.prompt_positions_missing > 0) {
+    choice.held.push_back(event);
+    return;
+  }
+  ApplyOwn(index, event);
+  touched.push_back(index);
+  if (index % options_.n != 0) return;
+  if (const auto* tokens = std::get_if<TokensEvent>(&event.event)) {
+    if (options_.echo && options_.logprobs) {
+      ShareWithSiblings(index, tokens->prompt_logprobs, touched);
+    }
+  } else {
+    // The first sibling is done, so no more prompt positions will come: never hold back a
+    // sibling's output past this point.
+    for (int32_t s = 1; s < options_.n; ++s) Release(index + s, touched);
+  }
+}
+
+void CompletionChoices::ApplyOwn(int32_t index, const ChoiceEvent& event) {
+  Choice& choice = choices_[index];
   if (const auto* tokens = std::get_if<TokensEvent>(&event.event)) {
     if (options_.logprobs) {
-      for (const PositionLogprobs& position : tokens->prompt_logprobs) {
-        if (options_.echo) choice.logprobs.Add(position);
+      if (options_.echo) {
+        for (const PositionLogprobs& position : tokens->prompt_logprobs) {
+          choice.logprobs.Add(position);
+        }
       }
       for (const PositionLogprobs& position : tokens->logprobs) choice.logprobs.Add(position);
     }
     choice.text += tokens->text;
-    return tokens->text;
+    return;
   }
   choice.finish_reason = FinishReasonName(std::get<FinishedEvent>(event.event).reason);
-  return "";
+}
+
+// Siblings share the first sibling's prompt scores instead of having the engine recompute them.
+void CompletionChoices::ShareWithSiblings(int32_t first,
+                                          const std::vector<PositionLogprobs>& prompt_logprobs,
+                                          std::vector<int32_t>& touched) {
+  if (prompt_logprobs.empty()) return;
+  for (int32_t s = 1; s < options_.n; ++s) {
+    Choice& sibling = choices_[first + s];
+    if (sibling.prompt_positions_missing <= 0) continue;
+    for (const PositionLogprobs& position : prompt_logprobs) sibling.logprobs.Add(position);
+    sibling.prompt_positions_missing -= static_cast<int64_t>(prompt_logprobs.size());
+    touched.push_back(first + s);
+    if (sibling.prompt_positions_missing <= 0) Release(first + s, touched);
+  }
+}
+
+// Replays the events held back for the choice.
+void CompletionChoices::Release(int32_t index, std::vector<int32_t>& touched) {
+  Choice& choice = choices_[index];
+  choice.prompt_positions_missing = 0;
+  std::vector<ChoiceEvent> held = std::move(choice.held);
+  choice.held.clear();
+  for (const ChoiceEvent& event : held) ApplyOwn(index, event);
+  if (!held.empty()) touched.push_back(index);
+}
+
+std::string CompletionChoices::PendingChunk(int32_t index) {
+  Choice& choice = choices_[index];
+  std::string text = choice.text.substr(choice.sent_chars);
+  choice.sent_chars = choice.text.size();
+  Json logprobs = TakeLogprobs(choice);
+  Json finish = nullptr;
+  if (!choice.finish_reason.empty() && !choice.finish_sent) {
+    finish = choice.finish_reason;
+    choice.finish_sent = true;
+  }
+  if (text.empty() && logprobs.is_null() && finish.is_null()) return "";
+  return SseEvent(Chunk(index, text, std::move(logprobs), std::move(finish)));
 }
 
 std::string CompletionChoices::StreamStart() {
   std::string events;
   if (!options_.echo) return events;
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    events += SseEvent(
-        Chunk(static_cast<int32_t>(i), choices_[i].text, TakeLogprobs(choices_[i]), nullptr));
-  }
+  for (size_t i = 0; i < choices_.size(); ++i) events += PendingChunk(static_cast<int32_t>(i));
   return events;
 }
 
 std::string CompletionChoices::StreamEvent(const ChoiceEvent& event) {
-  std::string text = Apply(event);
-  Choice& choice = choices_[event.choice_index];
-  Json logprobs = TakeLogprobs(choice);
-  Json finish = choice.finish_reason.empty() ? Json(nullptr) : Json(choice.finish_reason);
-  if (text.empty() && logprobs.is_null() && finish.is_null()) return "";
-  return SseEvent(Chunk(event.choice_index, text, std::move(logprobs), std::move(finish)));
+  std::vector<int32_t> touched;
+  Apply(event, touched);
+  std::string events;
+  for (int32_t index : touched) events += PendingChunk(index);
+  return events;
 }
 
 std::string CompletionChoices::StreamEnd(const Usage& usage) const {
@@ -89,7 +148,10 @@ std::string CompletionChoices::StreamEnd(const Usage& usage) const {
   return events + std::string(kSseDone);
 }
 
-void CompletionChoices::Accumulate(const ChoiceEvent& event) { Apply(event); }
+void CompletionChoices::Accumulate(const ChoiceEvent& event) {
+  std::vector<int32_t> touched;
+  Apply(event, touched);
+}
 
 Json CompletionChoices::FinalResponse(const Usage& usage) {
   Json choices = Json::array();

@@ -39,12 +39,25 @@ class CompletionChoices {
  private:
   struct Choice {
     std::string text;
+    size_t sent_chars = 0;  // streaming: how much of `text` has gone out
     CompletionLogprobs logprobs;
     std::string finish_reason;
+    bool finish_sent = false;
+    // Siblings after the first: prompt positions still to come from the first sibling (the engine
+    // scores the prompt once), and their own events held back until then, so each choice's
+    // positions stay in prompt-then-output order.
+    int64_t prompt_positions_missing = 0;
+    std::vector<ChoiceEvent> held;
   };
 
-  // Appends the event to the choice; returns the text it added.
-  std::string Apply(const ChoiceEvent& event);
+  // Applies the event and appends to `touched` every choice it changed.
+  void Apply(const ChoiceEvent& event, std::vector<int32_t>& touched);
+  void ApplyOwn(int32_t index, const ChoiceEvent& event);
+  void ShareWithSiblings(int32_t first, const std::vector<PositionLogprobs>& prompt_logprobs,
+                         std::vector<int32_t>& touched);
+  void Release(int32_t index, std::vector<int32_t>& touched);
+  // The chunk with what the choice has not yet streamed; empty when nothing is new.
+  std::string PendingChunk(int32_t index);
   Json Chunk(int32_t index, const std::string& text, Json logprobs, Json finish_reason) const;
   Json TakeLogprobs(Choice& choice);
 

@@ -11,7 +11,7 @@ ChoiceEvent Tokens(int32_t index, std::string text) {
   return {index, event};
 }
 
-ChoiceEvent Finished(int32_t index, FinishReason reason) {
+ChoiceEvent Finished(int32_t index, FinishReason reason = FinishReason::kLength) {
   FinishedEvent event;
   event.reason = reason;
   return {index, event};
@@ -56,6 +56,114 @@ TEST(CompletionResponseTest, StreamChunksCarryTextThenFinishThenDone) {
 TEST(CompletionResponseTest, EmptyTokenEventsSendNothing) {
   CompletionChoices choices({{"p", {}}}, {"cmpl-3", 5, "m"}, {});
   EXPECT_EQ(choices.StreamEvent(Tokens(0, "")), "");
+}
+
+// One-letter tokens: id i is the letter 'a' + i.
+const tokenizer::Tokenizer& Letters() {
+  static const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::FromJsonText(
+      R"({"version": "1.0", "added_tokens": [], "normalizer": null, "pre_tokenizer": null,
+          "post_processor": null, "decoder": null,
+          "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "d": 3}, "merges": []}})");
+  return tokenizer;
+}
+
+std::vector<PositionLogprobs> Scores(std::vector<std::pair<int32_t, float>> scored) {
+  std::vector<PositionLogprobs> positions;
+  for (auto [token_id, logprob] : scored) positions.push_back({{token_id, logprob}, {}});
+  return positions;
+}
+
+ChoiceEvent PromptScores(int32_t index, std::vector<std::pair<int32_t, float>> scored) {
+  TokensEvent event;
+  event.prompt_logprobs = Scores(std::move(scored));
+  return {index, event};
+}
+
+ChoiceEvent Scored(int32_t index, std::string text, int32_t token_id, float logprob) {
+  TokensEvent event;
+  event.text = std::move(text);
+  event.token_ids = {token_id};
+  event.logprobs = Scores({{token_id, logprob}});
+  return {index, event};
+}
+
+CompletionOutputOptions EchoLogprobs(int32_t n) {
+  CompletionOutputOptions options;
+  options.tokenizer = &Letters();
+  options.n = n;
+  options.echo = true;
+  options.logprobs = true;
+  return options;
+}
+
+// The engine scores a prompt once, for sibling 0, in pieces; sibling 1's own output may arrive
+// before those scores do.
+std::vector<ChoiceEvent> SiblingEvents(int32_t first) {
+  return {Scored(first + 1, "d", 3, -0.5f),
+          PromptScores(first, {{1, -1.0f}}),
+          PromptScores(first, {{2, -2.0f}}),
+          Scored(first, "c", 2, -0.25f),
+          Finished(first + 1),
+          Finished(first)};
+}
+
+void ExpectLogprobs(const Json& logprobs, const std::vector<std::string>& tokens,
+                    const Json& token_logprobs) {
+  EXPECT_EQ(logprobs["tokens"], Json(tokens));
+  EXPECT_EQ(logprobs["token_logprobs"], token_logprobs);
+  EXPECT_EQ(logprobs["text_offset"].size(), tokens.size());
+  EXPECT_EQ(logprobs["top_logprobs"].size(), tokens.size());
+}
+
+TEST(CompletionResponseTest, EverySiblingEchoesThePromptWithItsLogprobs) {
+  CompletionChoices choices({{"abc", {0, 1, 2}}, {"ab", {0, 1}}}, {"cmpl-4", 5, "m"},
+                            EchoLogprobs(2));
+  for (const ChoiceEvent& event : SiblingEvents(0)) choices.Accumulate(event);
+  for (const ChoiceEvent& event :
+       {Scored(3, "d", 3, -0.5f), PromptScores(2, {{1, -1.0f}}), Finished(2), Finished(3)}) {
+    choices.Accumulate(event);
+  }
+  Json response = choices.FinalResponse({5, 4, 0});
+  const Json& out = response["choices"];
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0]["text"], "abcc");
+  ExpectLogprobs(out[0]["logprobs"], {"a", "b", "c", "c"}, {nullptr, -1.0, -2.0, -0.25});
+  EXPECT_EQ(out[1]["text"], "abcd");
+  ExpectLogprobs(out[1]["logprobs"], {"a", "b", "c", "d"}, {nullptr, -1.0, -2.0, -0.5});
+  EXPECT_EQ(out[1]["logprobs"]["text_offset"], Json({0, 1, 2, 3}));
+  // The second prompt's siblings get its own scores, not the first prompt's.
+  ExpectLogprobs(out[2]["logprobs"], {"a", "b"}, {nullptr, -1.0});
+  EXPECT_EQ(out[3]["text"], "abd");
+  ExpectLogprobs(out[3]["logprobs"], {"a", "b", "d"}, {nullptr, -1.0, -0.5});
+  for (const Json& choice : out) EXPECT_EQ(choice["finish_reason"], "length");
+}
+
+TEST(CompletionResponseTest, StreamedSiblingGetsPromptScoresBeforeItsOwnTokens) {
+  CompletionChoices choices({{"abc", {0, 1, 2}}}, {"cmpl-5", 5, "m"}, EchoLogprobs(2));
+  std::string body = choices.StreamStart();
+  for (const ChoiceEvent& event : SiblingEvents(0)) body += choices.StreamEvent(event);
+  std::vector<std::string> text(2);
+  std::vector<Json> tokens(2, Json::array()), token_logprobs(2, Json::array());
+  std::vector<int> finishes(2, 0);
+  size_t start = 0, end;
+  while ((end = body.find("\n\n", start)) != std::string::npos) {
+    Json choice = Json::parse(body.substr(start + 6, end - start - 6))["choices"][0];
+    start = end + 2;
+    int index = choice["index"];
+    text[index] += choice["text"].get<std::string>();
+    if (!choice["finish_reason"].is_null()) ++finishes[index];
+    if (choice["logprobs"].is_null()) continue;
+    for (const Json& token : choice["logprobs"]["tokens"]) tokens[index].push_back(token);
+    for (const Json& logprob : choice["logprobs"]["token_logprobs"]) {
+      token_logprobs[index].push_back(logprob);
+    }
+  }
+  EXPECT_EQ(text[0], "abcc");
+  EXPECT_EQ(text[1], "abcd");
+  EXPECT_EQ(tokens[1], Json({"a", "b", "c", "d"}));
+  EXPECT_EQ(token_logprobs[0], Json({nullptr, -1.0, -2.0, -0.25}));
+  EXPECT_EQ(token_logprobs[1], Json({nullptr, -1.0, -2.0, -0.5}));
+  EXPECT_EQ(finishes, (std::vector<int>{1, 1}));
 }
 
 }  // namespace
