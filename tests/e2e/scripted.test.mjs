@@ -13,6 +13,7 @@ const SCRIPT = [
   { prompt_contains: 'weather', output: `I should call the tool.<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": ${JSON.stringify(TOOL_ARGS)}}]<|END_ACTION|>` },
   { prompt_contains: 'stopword', output: 'Thinking.<|END_THINKING|><|START_TEXT|>one two STOP three<|END_TEXT|>' },
   { prompt_contains: 'direct', output: '<|START_TEXT|>Direct answer.<|END_TEXT|>' },
+  { prompt_contains: 'echo', output: ' and then some more words' },
 ];
 const TOOLS = [
   { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string' } } } } },
@@ -140,6 +141,58 @@ test('parallel tool calls, streaming and not', async () => {
   assert.deepEqual(names, ['get_weather', 'get_time']);
   assert.deepEqual(JSON.parse(args[0]), { city: 'Oslo' });
   assert.deepEqual(JSON.parse(args[1]), {});
+});
+
+test('parallel_tool_calls false keeps only the first call, streaming and not', async () => {
+  const request = { messages: user('parallel'), tools: TOOLS, max_tokens: 200, parallel_tool_calls: false };
+  const response = await openai.chat.completions.create(request);
+  const calls = response.choices[0].message.tool_calls;
+  assert.deepEqual(calls.map((c) => c.function.name), ['get_weather']);
+  assert.deepEqual(JSON.parse(calls[0].function.arguments), { city: 'Oslo' });
+  assert.equal(response.choices[0].finish_reason, 'tool_calls');
+
+  const chunks = await collect(await openai.chat.completions.create({ ...request, stream: true }));
+  const deltas = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []);
+  // Not even a partial piece of the second call may be sent.
+  assert.ok(deltas.length >= 1);
+  assert.ok(deltas.every((d) => d.index === 0), JSON.stringify(deltas));
+  assert.deepEqual(deltas.filter((d) => d.function?.name).map((d) => d.function.name), ['get_weather']);
+  assert.deepEqual(JSON.parse(deltas.map((d) => d.function?.arguments ?? '').join('')), { city: 'Oslo' });
+  assert.equal(chunks.filter((c) => c.choices[0]?.finish_reason).at(-1).choices[0].finish_reason, 'tool_calls');
+});
+
+test('completions echo with logprobs: every one of n choices carries the prompt scores', async () => {
+  const prompt = 'echo this prompt';
+  const ids = (await rawPost(server, '/tokenize', JSON.stringify({ prompt }))).json.tokens;
+  const check = (choices) => {
+    assert.equal(choices.length, 3);
+    const first = choices[0].logprobs;
+    for (const choice of choices) {
+      assert.ok(choice.text.startsWith(prompt), choice.text);
+      const { tokens, token_logprobs: scores } = choice.logprobs;
+      assert.ok(tokens.length > ids.length, `${tokens.length} positions for ${ids.length} prompt tokens`);
+      assert.equal(scores[0], null);
+      assert.ok(scores.slice(1, ids.length).every((l) => typeof l === 'number' && l <= 0));
+      // The prompt part is the same for every sibling.
+      assert.deepEqual(tokens.slice(0, ids.length), first.tokens.slice(0, ids.length));
+      assert.deepEqual(scores.slice(0, ids.length), first.token_logprobs.slice(0, ids.length));
+    }
+  };
+  const request = { prompt, max_tokens: 4, n: 3, echo: true, logprobs: 1 };
+  const response = await openai.completions.create(request);
+  check(response.choices);
+
+  const streamed = [{ index: 0 }, { index: 1 }, { index: 2 }].map((c) => ({ ...c, text: '', logprobs: { tokens: [], token_logprobs: [] } }));
+  for await (const chunk of await openai.completions.create({ ...request, stream: true })) {
+    for (const choice of chunk.choices) {
+      const into = streamed[choice.index];
+      into.text += choice.text;
+      into.logprobs.tokens.push(...(choice.logprobs?.tokens ?? []));
+      into.logprobs.token_logprobs.push(...(choice.logprobs?.token_logprobs ?? []));
+    }
+  }
+  check(streamed);
+  assert.deepEqual(streamed.map((c) => c.text), response.choices.map((c) => c.text));
 });
 
 test('stop string is never emitted, streaming and not', async () => {
