@@ -7,12 +7,15 @@
 # prefill benchmark. Logs go to $OUT (default /tmp/out); a short summary table is printed last.
 # Env: BENCH_ARGS overrides the benchmark flags (add --breakdown for per-op times);
 # SANITIZER_FILTER picks the golden tests memcheck runs; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip;
-# BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over).
+# BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over);
+# HF_REFERENCE=1 first writes the full-width HF reference (tools/oracle/full_width_reference.py,
+# ~6 GB in /tmp/hf_reference, a few minutes) and runs cuda_hf_full_width_test against it.
 # Packing (on the build machine): scripts/gpu_check.sh --pack [BUILD_DIR] [PACK_DIR] copies the
 # binaries this script runs, stripped of debug info, into PACK_DIR (default build-cuda-pack, a
 # few MB instead of ~100), to carry to the GPU machine and pass as BUILD_DIR there.
 set -u
-TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test)
+TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test
+       cuda_hf_full_width_test)
 if [[ "${1:-}" == --pack ]]; then
   from=${2:-build-cuda}
   to=${3:-build-cuda-pack}
@@ -52,7 +55,18 @@ run_test() {  # name -> RESULT[name] = "passed/failed/total" or "missing"/"crash
   RESULT[$name]="passed ${passed:-0}, failed ${failed:-0} (rc $rc)"
 }
 
+if [[ "${HF_REFERENCE:-0}" == 1 ]]; then
+  echo "== HF full-width reference" >&2
+  export MKSERVE_HF_REFERENCE_DIR=/tmp/hf_reference
+  PYTHONUNBUFFERED=1 python3 tools/oracle/full_width_reference.py --out "$MKSERVE_HF_REFERENCE_DIR" \
+    > "$OUT/hf_reference.log" 2>&1 || echo "full_width_reference.py failed, see hf_reference.log" >&2
+fi
+
 for t in "${TESTS[@]}"; do
+  if [[ $t == cuda_hf_full_width_test && -z "${MKSERVE_HF_REFERENCE_DIR:-}" ]]; then
+    RESULT[$t]="not run (HF_REFERENCE=1 runs it)"
+    continue
+  fi
   echo "== $t" >&2
   run_test "$t"
 done
