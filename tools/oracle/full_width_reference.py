@@ -17,6 +17,7 @@ import json
 import os
 import time
 
+import numpy
 import torch
 from safetensors.torch import save_file
 from transformers import Cohere2MoeConfig, Cohere2MoeForCausalLM
@@ -128,9 +129,8 @@ def main():
     # can be expected to reach on this random model (routing near-ties flip under bf16).
     model = model.to(torch.bfloat16)
     for entry in reference["sequences"]:
-        want = torch.from_numpy(
-            __import__("numpy").fromfile(os.path.join(args.out, entry["logits_file"]), "<f4")
-        ).view(len(entry["positions"]), -1)
+        raw = numpy.fromfile(os.path.join(args.out, entry["logits_file"]), "<f4")
+        want = torch.from_numpy(raw).view(len(entry["positions"]), -1)
         got = logits_at(model, entry["ids"], entry["positions"])
         cosine = torch.nn.functional.cosine_similarity(got, want, dim=-1)
         top1 = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
