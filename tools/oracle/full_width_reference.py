@@ -125,6 +125,19 @@ def main():
               f"{time.time() - start:.0f} s", flush=True)
     with open(os.path.join(args.out, "reference.json"), "w") as f:
         json.dump(reference, f)
+    # Routing near-ties: per position, the smallest gap between the 8th and 9th router logit over
+    # the MoE layers (fp32); a bf16 engine may route differently where it is tiny.
+    with torch.no_grad():
+        for entry in reference["sequences"]:
+            out = model(input_ids=torch.tensor([entry["ids"]], device="cuda"),
+                        output_router_logits=True, logits_to_keep=1)
+            k = CONFIG["num_experts_per_tok"]
+            gaps = torch.stack([(lambda t: t[:, k - 1] - t[:, k])(r.float().topk(k + 1, -1).values)
+                                for r in out.router_logits]).min(0).values
+            wanted = gaps[entry["positions"]]
+            order = wanted.argsort()[:20].tolist()
+            print(f"{entry['name']}: smallest 8th/9th router gaps (position: gap): " + ", ".join(
+                f"{entry['positions'][i]}: {wanted[i]:.1e}" for i in order), flush=True)
     # The same model run by HF in bf16, scored like the C++ test scores us: what a bf16 engine
     # can be expected to reach on this random model (routing near-ties flip under bf16).
     model = model.to(torch.bfloat16)
