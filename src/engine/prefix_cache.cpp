@@ -2,17 +2,12 @@
 
 #include <algorithm>
 
+#include "common/mix64.h"
 namespace mkserve {
 namespace {
 
 constexpr uint64_t kPrime1 = 0x9e3779b185ebca87ull;  // xxhash64's primes
 constexpr uint64_t kPrime2 = 0xc2b2ae3d27d4eb4full;
-
-uint64_t Mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 

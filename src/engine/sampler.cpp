@@ -8,19 +8,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mix64.h"
 namespace mkserve {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;  // splitmix64's increment
 constexpr uint64_t kUnseededStream = 0x5851f42d4c957f2dull;
-
-// splitmix64's finaliser: a bijection on 64 bits with full avalanche.
-uint64_t Mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Highest logit first; equal logits by lowest id, so ties never depend on memory order.
 bool Before(std::span<const float> logits, int32_t a, int32_t b) {

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/float_convert.h"
+#include "common/mix64.h"
 
 namespace mkserve {
 namespace {
@@ -21,12 +22,8 @@ using nlohmann::json;
 
 constexpr size_t kParallelFillElements = 1 << 20;  // below this a thread costs more than it saves
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// splitmix64: the golden-ratio increment, then the shared finaliser.
+uint64_t SplitMix64(uint64_t x) { return Mix64(x + 0x9e3779b97f4a7c15ull); }
 
 uint64_t Fnv1a64(const std::string& text) {
   uint64_t hash = 0xcbf29ce484222325ull;

@@ -3,18 +3,13 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_check.h"
+#include "common/mix64.h"
 
 namespace mkserve::cuda {
 namespace {
 
 constexpr float kTwoPi = 6.28318530717958647692f;
 constexpr double kInv2Pow24 = 1.0 / 16777216.0;
-
-__host__ __device__ inline uint64_t Mix64(uint64_t z) {  // splitmix64 finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // Box-Muller on two 24-bit uniforms; u1 in (0, 1] so the log is finite.
 __host__ __device__ inline float NormalFromCounter(uint64_t seed, uint64_t stream_id,
