@@ -211,6 +211,10 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
               config_.num_experts_per_token, config_.expert_selection, config_.norm_topk_prob,
               ws.expert_ids.data(), ws.expert_weights.data()},
              stream_);
+  if (routing_override_ != nullptr) {
+    routing_override_->Apply(layer_id, ws.router_logits.data(), num_tokens, ws.expert_ids.data(),
+                             ws.expert_weights.data(), stream_);
+  }
   Mark(StepOp::kFfn);
   if (layer.shared.gate_up != nullptr) RunMlp(layer.shared, num_tokens, ws.shared_out.data());
   MoeArgs moe{ws.normed.data(),

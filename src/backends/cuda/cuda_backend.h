@@ -15,6 +15,7 @@
 
 #include "backends/cuda/device_weights.h"
 #include "backends/cuda/kv_pool.h"
+#include "backends/cuda/router_override.h"
 #include "backends/cuda/step_plan.h"
 #include "backends/cuda/step_profile.h"
 #include "backends/cuda/step_workspace.h"
@@ -60,6 +61,10 @@ class CudaBackend : public Backend {
   // Times each op class of eager steps into `profiler` (null: off). Graph replay is skipped
   // while set, so every step is profiled.
   void set_profiler(StepProfiler* profiler) { profiler_ = profiler; }
+  // Tests only: forces and/or traces expert routing in every MoE layer (null: off). The caller
+  // owns it and sets its first row before each step. Keep CUDA graphs off while set: a capture
+  // refuses it and a replayed graph would skip it.
+  void set_routing_override(RoutingOverride* routing) { routing_override_ = routing; }
 
  private:
   struct DeviceMetadata;  // device pointers into a packed metadata buffer for one plan
@@ -98,6 +103,7 @@ class CudaBackend : public Backend {
   DeviceBuffer<uint8_t> cublas_workspace_;  // fixed, so cuBLAS never allocates inside a capture
   std::map<std::vector<int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // (batch, pages...)
   StepProfiler* profiler_ = nullptr;
+  RoutingOverride* routing_override_ = nullptr;
 };
 
 // A model directory (config.json + safetensors) or, with options.random_weights, random weights
