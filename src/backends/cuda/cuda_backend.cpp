@@ -11,6 +11,7 @@
 #include "backends/cuda/linear.h"
 #include "backends/cuda/moe_grouped.h"
 #include "backends/cuda/norm.h"
+#include "backends/cuda/prefill_attention.h"
 #include "backends/cuda/rope_kv.h"
 #include "backends/cuda/router.h"
 #include "engine/sampler.h"
@@ -179,7 +180,11 @@ void CudaBackend::RunAttention(int64_t layer_id, const StepPlan& plan, const Dev
   attn.partial_acc = ws.attn_partial_acc.data();
   attn.partial_stats = ws.attn_partial_stats.data();
   Mark(StepOp::kAttention);
-  PagedAttention(attn, stream_);
+  if (PreferPrefillAttention(tokens, plan.num_sequences) && PrefillAttentionSupports(attn)) {
+    PrefillAttention(attn, stream_);  // tensor cores; one K/V page serves 16 tokens x 8 heads
+  } else {
+    PagedAttention(attn, stream_);
+  }
   Mark(StepOp::kOProj);
   Linear(cublas_, ws.attn_heads.data(), tokens, config_.q_width(), layer.o_proj, hidden, 1.0f,
          ws.attn_out.data(), stream_);
