@@ -1,7 +1,10 @@
-// The MoE forward for large token counts (prefill chunks): tokens gathered into expert order,
-// then one cuBLAS GEMM per expert that received tokens for gate/up and for down, SiLU*up between,
-// and the same weighted combine as MoeForward. It reads the bucket sizes back to the host (one
-// sync per layer), so it never runs inside a CUDA graph capture.
+// The MoE forward for large token counts (prefill chunks): the same bucketing as MoeForward, then
+// two grouped GEMMs on tensor cores over the expert-sorted assignment rows (grouped_gemm.h):
+// gate/up with SiLU*up fused into the epilogue (x rows gathered on load), and down; then the same
+// deterministic weighted combine. The bucket offsets stay on the device, so the layer needs no
+// host sync and can run inside a CUDA graph. Shapes the grouped GEMM does not take (hidden or
+// expert width not a multiple of 32) fall back to one cuBLAS GEMM per active expert, which reads
+// the offsets back (one sync) and so refuses to run inside a capture.
 #pragma once
 
 #include <cublas_v2.h>
