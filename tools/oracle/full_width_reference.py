@@ -10,7 +10,10 @@ Then records float32 logits from HF (weights upcast, eager attention, no TF32) f
 
 usage: python3 tools/oracle/full_width_reference.py --out DIR
 writes DIR/model/{config.json, model-*.safetensors, model.safetensors.index.json} and
-DIR/reference.json + DIR/<name>.f32 (little-endian float32 [positions][vocab]).
+DIR/reference.json + DIR/<name>.f32 (little-endian float32 [positions][vocab]), and HF's routing
+over every position of the sequence: DIR/<name>.experts.i32 (int32 [moe layer][token][top_k],
+HF's selected expert ids, best first) and DIR/<name>.router.f32 (float32 [moe layer][token]
+[num_experts], router logits), for cuda_hf_full_width_test's forced-routing mode.
 """
 import argparse
 import json
@@ -21,6 +24,8 @@ import numpy
 import torch
 from safetensors.torch import save_file
 from transformers import Cohere2MoeConfig, Cohere2MoeForCausalLM
+
+from routing_record import RoutingRecorder, describe_differences, kth_gaps
 
 CONFIG = {
     "architectures": ["Cohere2MoeForCausalLM"], "model_type": "cohere2_moe",
@@ -97,9 +102,21 @@ def save_checkpoint(model, path):
 
 @torch.no_grad()
 def logits_at(model, ids, positions):
-    out = model.model(input_ids=torch.tensor([ids], device="cuda"))
+    """Logits at `positions` and the routing of every position (router logits, expert ids)."""
+    with RoutingRecorder(model) as routing:
+        out = model.model(input_ids=torch.tensor([ids], device="cuda"))
     hidden = out.last_hidden_state[0, positions]
-    return (model.lm_head(hidden) * model.logit_scale).float().cpu()
+    logits = (model.lm_head(hidden) * model.logit_scale).float().cpu()
+    return logits, (*routing.stacked(), routing.layers)
+
+
+def print_near_ties(entry, router_logits):
+    """Per wanted position, the smallest k-th vs (k+1)-th router gap over the MoE layers."""
+    gaps = kth_gaps(router_logits, CONFIG["num_experts_per_tok"]).min(0).values
+    wanted = gaps[entry["positions"]]
+    order = wanted.argsort()[:20].tolist()
+    print(f"{entry['name']}: smallest 8th/9th router gaps (position: gap): " + ", ".join(
+        f"{entry['positions'][i]}: {wanted[i]:.1e}" for i in order), flush=True)
 
 
 def main():
@@ -115,36 +132,32 @@ def main():
     generator = torch.Generator().manual_seed(99)
     sequences = {"short": (128, list(range(128))), "long": (9216, list(range(9216 - 64, 9216)))}
     reference = {"sequences": []}
+    routings = {}
     for name, (length, positions) in sequences.items():
         ids = [2] + torch.randint(5, 255000, (length - 1,), generator=generator).tolist()
-        logits = logits_at(model, ids, positions)
+        logits, (router_logits, expert_ids, moe_layers) = logits_at(model, ids, positions)
         logits.numpy().astype("<f4").tofile(os.path.join(args.out, f"{name}.f32"))
-        reference["sequences"].append({"name": name, "ids": ids, "positions": positions,
-                                       "logits_file": f"{name}.f32", "vocab": logits.shape[1]})
+        router_logits.numpy().astype("<f4").tofile(os.path.join(args.out, f"{name}.router.f32"))
+        expert_ids.numpy().astype("<i4").tofile(os.path.join(args.out, f"{name}.experts.i32"))
+        reference["sequences"].append({
+            "name": name, "ids": ids, "positions": positions, "logits_file": f"{name}.f32",
+            "vocab": logits.shape[1], "moe_layers": moe_layers,
+            "expert_ids_file": f"{name}.experts.i32", "router_logits_file": f"{name}.router.f32"})
+        print_near_ties(reference["sequences"][-1], router_logits)
+        routings[name] = (router_logits, expert_ids)
         print(f"{name}: {length} tokens, logits at {len(positions)} positions, "
               f"{time.time() - start:.0f} s", flush=True)
     with open(os.path.join(args.out, "reference.json"), "w") as f:
         json.dump(reference, f)
-    # Routing near-ties: per position, the smallest gap between the 8th and 9th router logit over
-    # the MoE layers (fp32); a bf16 engine may route differently where it is tiny.
-    with torch.no_grad():
-        for entry in reference["sequences"]:
-            out = model(input_ids=torch.tensor([entry["ids"]], device="cuda"),
-                        output_router_logits=True, logits_to_keep=1)
-            k = CONFIG["num_experts_per_tok"]
-            gaps = torch.stack([(lambda t: t[:, k - 1] - t[:, k])(r.float().topk(k + 1, -1).values)
-                                for r in out.router_logits]).min(0).values
-            wanted = gaps[entry["positions"]]
-            order = wanted.argsort()[:20].tolist()
-            print(f"{entry['name']}: smallest 8th/9th router gaps (position: gap): " + ", ".join(
-                f"{entry['positions'][i]}: {wanted[i]:.1e}" for i in order), flush=True)
     # The same model run by HF in bf16, scored like the C++ test scores us: what a bf16 engine
     # can be expected to reach on this random model (routing near-ties flip under bf16).
     model = model.to(torch.bfloat16)
     for entry in reference["sequences"]:
         raw = numpy.fromfile(os.path.join(args.out, entry["logits_file"]), "<f4")
         want = torch.from_numpy(raw).view(len(entry["positions"]), -1)
-        got = logits_at(model, entry["ids"], entry["positions"])
+        got, (_, bf16_ids, _) = logits_at(model, entry["ids"], entry["positions"])
+        print(describe_differences(f"HF bf16 vs HF fp32, {entry['name']}",
+                                   *routings[entry["name"]], bf16_ids))
         cosine = torch.nn.functional.cosine_similarity(got, want, dim=-1)
         top1 = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
         print(f"HF bf16 vs HF fp32, {entry['name']}: min cosine {cosine.min():.6f}, positions "

@@ -14,6 +14,12 @@ golden.json:
                                 greedy_ids[i+1] = argmax(decode_logits[i])
   decode_logits   [16][V]       logits after feeding greedy_ids[i] at position T + i
   min_top2_margin float         smallest gap between the best and second logit (ties guard)
+routing.json (HF's routing over prompt_ids + greedy_ids, one uncached float32 pass):
+  moe_layers      [L]           layer index of each MoE layer
+  expert_ids      [L][T+16][k]  the experts HF selected, best first
+  router_logits   [L][T+16][E]  float32 router logits
+--routing-only rebuilds each model from its seed, checks that it reproduces the stored
+golden.json (same prompt, logits within 1e-5 relative) and writes only routing.json.
 """
 import argparse
 import json
@@ -22,6 +28,8 @@ import os
 import torch
 from safetensors.torch import save_file
 from transformers import Cohere2MoeConfig, Cohere2MoeForCausalLM
+
+from routing_record import RoutingRecorder, kth_gaps
 
 VOCAB = 512
 PROMPT_LEN = 40  # longer than the sliding window (16) so prefill crosses it
@@ -224,6 +232,39 @@ def bf16_safe_seed(config_dict, first_seed, min_gap, weight_dtype, device, tries
     raise SystemExit(f"no seed in {tries} tries keeps router gaps >= {min_gap}")
 
 
+@torch.no_grad()
+def write_routing(path, model, ids):
+    """routing.json: HF's routing decisions over `ids`; returns the full pass's logits."""
+    with RoutingRecorder(model) as routing:
+        logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+    router_logits, expert_ids = routing.stacked()
+    with open(os.path.join(path, "routing.json"), "w") as f:
+        json.dump({"source": "HF float32, one uncached pass over prompt_ids + greedy_ids",
+                   "moe_layers": routing.layers, "expert_ids": expert_ids.tolist(),
+                   "router_logits": router_logits.tolist()}, f)
+    gap = kth_gaps(router_logits, model.config.num_experts_per_tok).min().item()
+    print(f"{os.path.basename(path)}: routing.json, smallest k/k+1 router gap {gap:.2e}")
+    return logits
+
+
+def rewrite_routing(out_dir, name, config_dict, seed, weight_dtype):
+    """Adds routing.json to an existing fixture after checking the rebuilt model reproduces it."""
+    path = os.path.join(out_dir, name)
+    with open(os.path.join(path, "golden.json")) as f:
+        golden = json.load(f)
+    model = build_model(config_dict, seed, weight_dtype)
+    generator = torch.Generator().manual_seed(seed + 1)
+    prompt = [2] + torch.randint(5, VOCAB - 1, (PROMPT_LEN - 1,), generator=generator).tolist()
+    if prompt != golden["prompt_ids"]:
+        raise SystemExit(f"{name}: the rebuilt prompt differs from golden.json")
+    logits = write_routing(path, model, prompt + golden["greedy_ids"])
+    want = torch.tensor(golden["prompt_logits"] + golden["decode_logits"])
+    drift = (logits[: len(want)] - want).abs().max().item() / want.abs().max().item()
+    if drift > 1e-5:
+        raise SystemExit(f"{name}: rebuilt model's logits differ from golden.json by {drift:.1e}")
+    print(f"{name}: rebuilt model reproduces golden.json (relative drift {drift:.1e})")
+
+
 def write_fixture(out_dir, name, config_dict, seed, weight_dtype, layout, device):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
@@ -250,6 +291,7 @@ def write_fixture(out_dir, name, config_dict, seed, weight_dtype, layout, device
     }
     with open(os.path.join(path, "golden.json"), "w") as f:
         json.dump(golden, f)
+    write_routing(path, model.to("cpu"), prompt + greedy)
     files = sorted(os.listdir(path))
     print(f"{name:28s} layout={layout:10s} dtype={str(weight_dtype):15s} margin={margin:.2e} "
           f"hf_cache_drift={drift:.1e} greedy={greedy} files={files}")
@@ -259,6 +301,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="tests/fixtures/golden")
     parser.add_argument("--only", help="write only this fixture")
+    parser.add_argument("--routing-only", action="store_true",
+                        help="add routing.json to the existing fixtures, nothing else")
     args = parser.parse_args()
     device = "cpu"  # tiny models: the CPU's float32 is the most exact oracle
     torch.set_float32_matmul_precision("highest")
@@ -275,7 +319,10 @@ def main():
     for name, make in fixtures.items():
         if args.only in (None, name):
             config_dict, seed, weight_dtype, layout = make()
-            write_fixture(args.out, name, config_dict, seed, weight_dtype, layout, device)
+            if args.routing_only:
+                rewrite_routing(args.out, name, config_dict, seed, weight_dtype)
+            else:
+                write_fixture(args.out, name, config_dict, seed, weight_dtype, layout, device)
 
 
 if __name__ == "__main__":
