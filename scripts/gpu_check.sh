@@ -9,7 +9,8 @@
 # SANITIZER_FILTER picks the golden tests memcheck runs; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip;
 # BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over);
 # HF_REFERENCE=1 first writes the full-width HF reference (tools/oracle/full_width_reference.py,
-# ~6 GB in /tmp/hf_reference, a few minutes) and runs cuda_hf_full_width_test against it.
+# ~6 GB in /tmp/hf_reference, a few minutes) and runs cuda_hf_full_width_test against it (HF's
+# routing forced, then free; its figures are printed after the table).
 # Packing (on the build machine): scripts/gpu_check.sh --pack [BUILD_DIR] [PACK_DIR] copies the
 # binaries this script runs, stripped of debug info, into PACK_DIR (default build-cuda-pack, a
 # few MB instead of ~100), to carry to the GPU machine and pass as BUILD_DIR there.
@@ -114,5 +115,10 @@ if [[ -f "$OUT/bench.log" ]]; then
   grep -E '^\||streaming read|^breakdown' "$OUT/bench.log"
 fi
 for t in "${TESTS[@]}"; do grep -h -m5 -E '^\[  FAILED  \] [A-Za-z]' "$OUT/$t.log" 2>/dev/null; done
+if [[ "${HF_REFERENCE:-0}" == 1 ]]; then
+  echo
+  grep -h -E '^HF bf16|^(forced|free) ' "$OUT/hf_reference.log" "$OUT/cuda_hf_full_width_test.log" \
+    2>/dev/null
+fi
 [[ "$SANITIZER" == FAILED* || "$SANITIZER" == MEMORY* ]] && exit 1
 exit 0
