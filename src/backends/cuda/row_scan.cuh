@@ -1,0 +1,146 @@
+// Block-wide passes over one logits row for the GPU sampler: the (value desc, id asc) order key,
+// strided row scans with several loads in flight, argmax and deterministic reductions and scans.
+// Every reduction uses a fixed tree over a fixed thread assignment, so a row's result depends on
+// the row alone, never on the batch or the launch.
+#pragma once
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/kernel_common.cuh"
+
+namespace mkserve::cuda::sampling {
+
+inline constexpr int kThreads = 1024;
+inline constexpr int kNumWarps = kThreads / kWarpSize;
+inline constexpr int kLoadsInFlight = 8;  // per thread per step: one SM alone needs many loads
+
+// Larger key = earlier in the sampling order. -0 maps onto +0: the CPU compares them equal.
+__device__ inline uint32_t OrderKey(float x) {
+  uint32_t bits = __float_as_uint(x);
+  if (bits == 0x80000000u) bits = 0;
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// A prefix of the order: every key above `key`, and ties on `key` with id <= last_id.
+struct Cut {
+  uint32_t key = 0;
+  int32_t last_id = INT_MAX;
+  __device__ bool Holds(uint32_t k, int32_t id) const {
+    return k > key || (k == key && id <= last_id);
+  }
+};
+
+// What a prefix holds: its size and its probability mass in units of 2^-kMassFractionBits.
+struct Totals {
+  uint32_t count = 0;
+  unsigned long long mass = 0;
+  __device__ Totals operator+(const Totals& o) const { return {count + o.count, mass + o.mass}; }
+  __device__ Totals operator-(const Totals& o) const { return {count - o.count, mass - o.mass}; }
+};
+
+// fn(id, logit) for every entry; the loads of one step are issued before any use.
+template <typename Fn>
+__device__ inline void ForEachInRow(const float* row, int32_t vocab, Fn&& fn) {
+  for (int32_t base = threadIdx.x; base < vocab; base += kThreads * kLoadsInFlight) {
+    float values[kLoadsInFlight];
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int32_t i = base + u * kThreads;
+      values[u] = i < vocab ? row[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int32_t i = base + u * kThreads;
+      if (i < vocab) fn(i, values[u]);
+    }
+  }
+}
+
+// Larger value first, then lower id; NaN never wins (as ArgmaxRows).
+__device__ inline bool Better(float value, int32_t id, float best, int32_t best_id) {
+  return value > best || (value == best && id < best_id);
+}
+
+struct ArgmaxScratch {
+  float values[kNumWarps];
+  int32_t ids[kNumWarps];
+};
+
+// The highest value(logit) of the row and its lowest id; every thread gets both. An all -inf row
+// gives id 0, as the CPU sampler.
+template <typename ValueFn>
+__device__ inline void BlockArgmax(const float* row, int32_t vocab, ValueFn value, ArgmaxScratch& s,
+                                   float* max_value, int32_t* max_id) {
+  float best = -INFINITY;
+  int32_t best_id = INT_MAX;
+  ForEachInRow(row, vocab, [&](int32_t i, float l) {
+    const float x = value(l);
+    if (Better(x, i, best, best_id)) best = x, best_id = i;
+  });
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int32_t other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
+    if (Better(other, other_id, best, best_id)) best = other, best_id = other_id;
+  }
+  __syncthreads();  // the scratch may still be read by a previous call
+  if (threadIdx.x % kWarpSize == 0) {
+    s.values[threadIdx.x / kWarpSize] = best;
+    s.ids[threadIdx.x / kWarpSize] = best_id;
+  }
+  __syncthreads();
+  best = s.values[0];
+  best_id = s.ids[0];
+  for (int w = 1; w < kNumWarps; ++w) {
+    if (Better(s.values[w], s.ids[w], best, best_id)) best = s.values[w], best_id = s.ids[w];
+  }
+  *max_value = best;
+  *max_id = best_id == INT_MAX ? 0 : best_id;
+}
+
+// Sum over the block in a fixed order; every thread gets the result.
+__device__ inline double BlockSumDouble(double value, double* scratch /*[kNumWarps]*/) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  __syncthreads();
+  if (threadIdx.x % kWarpSize == 0) scratch[threadIdx.x / kWarpSize] = value;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kNumWarps; ++w) total += scratch[w];
+  return total;
+}
+
+struct ScanScratch {
+  Totals warp_totals[kNumWarps];
+};
+
+// Exclusive prefix of `value` over threads in thread order; `total` gets the block's sum.
+// Integer sums, so the result does not depend on the order of additions.
+__device__ inline Totals BlockExclusiveScan(Totals value, ScanScratch& s, Totals* total) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  Totals inclusive = value;
+  for (int offset = 1; offset < kWarpSize; offset *= 2) {
+    const uint32_t count = __shfl_up_sync(0xffffffffu, inclusive.count, offset);
+    const unsigned long long mass = __shfl_up_sync(0xffffffffu, inclusive.mass, offset);
+    if (lane >= offset) inclusive = inclusive + Totals{count, mass};
+  }
+  __syncthreads();  // the scratch may still be read by a previous call
+  if (lane == kWarpSize - 1) s.warp_totals[warp] = inclusive;
+  __syncthreads();
+  Totals before{}, sum{};
+  for (int w = 0; w < kNumWarps; ++w) {
+    if (w == warp) before = sum;
+    sum = sum + s.warp_totals[w];
+  }
+  *total = sum;
+  return before + inclusive - value;
+}
+
+// exp(x - max) in units of 2^-kMassFractionBits, from the double exp the CPU sampler uses.
+__device__ inline unsigned long long FixedProbability(float x, float max, double one) {
+  return __double2ull_rn(exp(static_cast<double>(x) - static_cast<double>(max)) * one);
+}
+
+}  // namespace mkserve::cuda::sampling

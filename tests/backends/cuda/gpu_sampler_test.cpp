@@ -1,0 +1,315 @@
+// GpuSampler against the engine's CPU sampler (SampleFromLogits, the definition of the
+// semantics) on the same logits: random rows of several shapes (flat, peaked, heavy ties, masked
+// entries) and every combination of temperature, top-k, top-p, min-p, penalties, logit_bias,
+// min_tokens and logprobs. Tokens must be identical and logprobs within 1e-4; results must not
+// depend on the slot or the batch; bad parameters must be clear errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/gpu_sampler.h"
+#include "engine/sampler.h"
+#include "gpu_test_util.h"
+
+namespace mkserve::cuda::testing {
+namespace {
+
+constexpr float kLogprobTolerance = 1e-4f;
+
+enum class Shape { kFlat, kPeaked, kTies, kMasked };
+
+std::vector<float> MakeRow(Shape shape, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> row(vocab);
+  for (float& v : row) v = normal(rng);
+  std::uniform_int_distribution<int64_t> any(0, vocab - 1);
+  if (shape == Shape::kPeaked) {  // a few dominant tokens over a long tail
+    for (int i = 0; i < 6; ++i) row[any(rng)] = 14.0f - 1.5f * i;
+  } else if (shape == Shape::kTies) {  // few distinct values, exact ties at the top
+    for (float& v : row) v = std::round(v * 2.0f) / 2.0f;
+    for (int i = 0; i < 5; ++i) row[any(rng)] = 9.0f;
+  } else if (shape == Shape::kMasked) {  // -inf entries, as a grammar mask would leave them
+    for (int64_t i = 0; i < vocab; i += 3) row[i] = -std::numeric_limits<float>::infinity();
+  }
+  return row;
+}
+
+// One request's data kept alive for its SequenceStep spans.
+struct Case {
+  SamplingParams params;
+  std::vector<int32_t> prompt, output;
+  SequenceStep step;
+  std::string name;
+};
+
+// The combination number `combo` over every parameter axis (mixed radix).
+void SetCombo(Case& c, int combo, int64_t vocab, std::mt19937& rng) {
+  static const float kTemperatures[] = {0.0f, 0.7f, 1.3f};
+  static const int32_t kTopKs[] = {0, 1, 40, 3000};
+  static const float kTopPs[] = {1.0f, 0.9f, 0.35f};
+  static const float kMinPs[] = {0.0f, 0.02f, 0.3f};
+  SamplingParams& p = c.params;
+  p.temperature = kTemperatures[combo % 3];
+  p.top_k = kTopKs[combo / 3 % 4];
+  p.top_p = kTopPs[combo / 12 % 3];
+  p.min_p = kMinPs[combo / 36 % 3];
+  const bool penalties = combo / 108 % 2, bias = combo / 216 % 2, logprobs = combo / 432 % 2;
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab) - 1);
+  for (int i = 0; i < 30; ++i) c.prompt.push_back(token(rng));
+  for (int i = 0; i < 12; ++i) c.output.push_back(i % 3 == 0 ? c.prompt[i] : token(rng));
+  if (penalties) {
+    p.repetition_penalty = 1.3f;
+    p.frequency_penalty = 0.4f;
+    p.presence_penalty = 0.25f;
+  }
+  if (bias) {  // a duplicate id (applied twice, in order), an id out of range (ignored)
+    p.logit_bias = {{c.output[1], 3.5f},
+                    {token(rng), -100.0f},
+                    {c.output[1], -0.75f},
+                    {static_cast<int32_t>(vocab) + 5, 2.0f}};
+    p.min_tokens = 20;  // 12 generated: still masked
+    p.min_tokens_suppressed_ids = {c.output[2], token(rng), -1};
+  }
+  p.num_logprobs = logprobs ? (combo % 2 ? 5 : 0) : -1;
+  if (combo % 5 != 0) p.seed = 1000 + combo;  // every fifth row unseeded: the sequence's stream
+  c.name = "combo " + std::to_string(combo);
+}
+
+class GpuSamplerTest : public ::testing::Test {
+ protected:
+  // GPU results for `cases`, sampling case i from row rows[i] of `logits`.
+  static std::vector<SequenceResult> RunGpu(GpuSampler& sampler, const std::vector<float>& logits,
+                                            int64_t vocab, std::vector<Case>& cases,
+                                            const std::vector<int64_t>& rows) {
+    auto device = ToDevice(logits);
+    std::vector<GpuSampleRequest> requests;
+    for (size_t i = 0; i < cases.size(); ++i) requests.push_back({rows[i], &cases[i].step});
+    return sampler.Sample(device.data(), static_cast<int64_t>(logits.size()) / vocab, requests, 0);
+  }
+
+  static void Link(Case& c, int64_t sequence_id, int64_t sample_index) {
+    c.step.sequence_id = sequence_id;
+    c.step.sample = true;
+    c.step.sampling = &c.params;
+    c.step.prompt_token_ids = c.prompt;
+    c.step.output_token_ids = c.output;
+    c.step.sample_index = sample_index;
+  }
+
+  static void ExpectSame(const SequenceResult& got, const SequenceResult& want,
+                         const std::string& where) {
+    ASSERT_EQ(got.token_id, want.token_id) << where;
+    EXPECT_EQ(got.logprobs.chosen.token_id, want.logprobs.chosen.token_id) << where;
+    EXPECT_NEAR(got.logprobs.chosen.logprob, want.logprobs.chosen.logprob, kLogprobTolerance)
+        << where;
+    ASSERT_EQ(got.logprobs.top.size(), want.logprobs.top.size()) << where;
+    for (size_t i = 0; i < want.logprobs.top.size(); ++i) {
+      EXPECT_EQ(got.logprobs.top[i].token_id, want.logprobs.top[i].token_id) << where << " #" << i;
+      EXPECT_NEAR(got.logprobs.top[i].logprob, want.logprobs.top[i].logprob, kLogprobTolerance)
+          << where << " #" << i;
+    }
+  }
+
+  // Every parameter combination on rows of `shape`; each case gets its own row.
+  static void CompareAllCombos(Shape shape, int64_t vocab, int num_combos, int combo_step,
+                               uint32_t seed) {
+    RequireGpu();
+    std::mt19937 rng(seed);
+    std::vector<Case> cases(num_combos);
+    std::vector<float> logits;
+    std::vector<int64_t> rows;
+    for (int i = 0; i < num_combos; ++i) {
+      SetCombo(cases[i], (i * combo_step) % 864, vocab, rng);
+      Link(cases[i], 7000 + i, i % 9);
+      std::vector<float> row = MakeRow(shape, vocab, seed * 1000 + i);
+      logits.insert(logits.end(), row.begin(), row.end());
+      rows.push_back(i);
+    }
+    GpuSampler sampler(vocab);
+    std::vector<SequenceResult> got = RunGpu(sampler, logits, vocab, cases, rows);
+    ASSERT_EQ(got.size(), cases.size());
+    for (int i = 0; i < num_combos; ++i) {
+      std::span<const float> row(logits.data() + i * vocab, vocab);
+      ExpectSame(got[i], SampleFromLogits(row, cases[i].step),
+                 cases[i].name + " vocab " + std::to_string(vocab));
+    }
+  }
+};
+
+// 864 combinations = 3 temperatures x 4 top-k x 3 top-p x 3 min-p x penalties x bias/min_tokens
+// x logprobs, each on its own random row, at a small vocabulary (cheap on the CPU side).
+TEST_F(GpuSamplerTest, EveryComboMatchesCpuFlat) {
+  CompareAllCombos(Shape::kFlat, 4099, 864, 1, 1);
+}
+TEST_F(GpuSamplerTest, EveryComboMatchesCpuPeaked) {
+  CompareAllCombos(Shape::kPeaked, 4099, 864, 1, 2);
+}
+TEST_F(GpuSamplerTest, EveryComboMatchesCpuTies) {
+  CompareAllCombos(Shape::kTies, 4099, 864, 1, 3);
+}
+TEST_F(GpuSamplerTest, EveryComboMatchesCpuMasked) {
+  CompareAllCombos(Shape::kMasked, 4099, 864, 1, 4);
+}
+
+// The real vocabulary: a spread of the combinations (a stride coprime with 864) per shape.
+TEST_F(GpuSamplerTest, FullVocabularyMatchesCpu) {
+  CompareAllCombos(Shape::kFlat, 262144, 40, 37, 5);
+  CompareAllCombos(Shape::kPeaked, 262144, 40, 37, 6);
+  CompareAllCombos(Shape::kTies, 262144, 40, 37, 7);
+}
+
+// Many draws from one distribution: the inverse CDF lands on many different ranks, each must be
+// the CPU's.
+TEST_F(GpuSamplerTest, ManyDrawsMatchCpu) {
+  RequireGpu();
+  const int64_t vocab = 262144;
+  const int num_draws = 64;
+  std::vector<float> logits = MakeRow(Shape::kFlat, vocab, 99);
+  for (float& v : logits) v *= 2.5f;  // a few hundred plausible tokens
+  std::vector<Case> cases(num_draws);
+  for (int i = 0; i < num_draws; ++i) {
+    cases[i].params.temperature = 1.0f;
+    cases[i].params.top_p = i % 2 ? 0.95f : 1.0f;
+    cases[i].params.seed = 5;
+    Link(cases[i], 1, i);
+  }
+  GpuSampler sampler(vocab);
+  std::vector<SequenceResult> got =
+      RunGpu(sampler, logits, vocab, cases, std::vector<int64_t>(num_draws, 0));
+  int distinct = 0;
+  std::vector<int32_t> seen;
+  for (int i = 0; i < num_draws; ++i) {
+    EXPECT_EQ(got[i].token_id, SampleFromLogits(logits, cases[i].step).token_id) << "draw " << i;
+    if (std::find(seen.begin(), seen.end(), got[i].token_id) == seen.end()) ++distinct;
+    seen.push_back(got[i].token_id);
+  }
+  EXPECT_GT(distinct, num_draws / 2) << "the draws barely move: the uniform is not used";
+}
+
+// A request's result depends on its row, parameters, seed and index only: the same requests
+// permuted over other slots and rows, and each alone, give bit-identical results.
+TEST_F(GpuSamplerTest, IndependentOfSlotAndBatch) {
+  RequireGpu();
+  const int64_t vocab = 262144;
+  const int num_cases = 8;
+  std::mt19937 rng(11);
+  std::vector<Case> cases(num_cases);
+  std::vector<float> logits;
+  for (int i = 0; i < num_cases; ++i) {
+    SetCombo(cases[i], 1 + 107 * i, vocab, rng);
+    cases[i].params.temperature = 0.9f;
+    cases[i].params.num_logprobs = 3;
+    Link(cases[i], 40 + i, 3);
+    std::vector<float> row = MakeRow(i % 2 ? Shape::kPeaked : Shape::kFlat, vocab, 300 + i);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  GpuSampler sampler(vocab);
+  std::vector<int64_t> rows(num_cases);
+  for (int i = 0; i < num_cases; ++i) rows[i] = i;
+  std::vector<SequenceResult> base = RunGpu(sampler, logits, vocab, cases, rows);
+  // Reverse the slots and move each row to another position of the buffer.
+  std::vector<Case> permuted(cases.rbegin(), cases.rend());
+  std::vector<float> moved(logits.size());
+  for (int i = 0; i < num_cases; ++i) {
+    Link(permuted[i], 40 + num_cases - 1 - i, 3);
+    const int from = num_cases - 1 - i, to = (i + 3) % num_cases;
+    std::copy_n(logits.begin() + from * vocab, vocab, moved.begin() + to * vocab);
+    rows[i] = to;
+  }
+  std::vector<SequenceResult> got = RunGpu(sampler, moved, vocab, permuted, rows);
+  for (int i = 0; i < num_cases; ++i) {
+    const SequenceResult& want = base[num_cases - 1 - i];
+    EXPECT_EQ(got[i].token_id, want.token_id) << "slot " << i;
+    EXPECT_EQ(got[i].logprobs.chosen.logprob, want.logprobs.chosen.logprob) << "slot " << i;
+  }
+  std::vector<Case> alone(cases.begin() + 5, cases.begin() + 6);
+  Link(alone[0], 45, 3);
+  std::vector<float> one(logits.begin() + 5 * vocab, logits.begin() + 6 * vocab);
+  EXPECT_EQ(RunGpu(sampler, one, vocab, alone, {0})[0].token_id, base[5].token_id);
+}
+
+TEST_F(GpuSamplerTest, BadParametersAreErrors) {
+  RequireGpu();
+  const int64_t vocab = 1000;
+  EXPECT_THROW(GpuSampler(0), Error);
+  EXPECT_THROW(GpuSampler(kGpuSamplerMaxVocab + 1), Error);
+  GpuSampler sampler(vocab);
+  std::vector<float> logits = MakeRow(Shape::kFlat, vocab, 1);
+  auto expect_error = [&](auto change, const char* what) {
+    std::vector<Case> cases(1);
+    Link(cases[0], 1, 0);
+    change(cases[0].params);
+    EXPECT_THROW(RunGpu(sampler, logits, vocab, cases, {0}), Error) << what;
+  };
+  expect_error([](SamplingParams& p) { p.temperature = std::nanf(""); }, "NaN temperature");
+  expect_error([](SamplingParams& p) { p.top_p = std::nanf(""); }, "NaN top_p");
+  expect_error([](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "zero repetition");
+  expect_error([](SamplingParams& p) { p.logit_bias = {{3, INFINITY}}; }, "infinite bias");
+  expect_error([](SamplingParams& p) { p.num_logprobs = kGpuMaxTopLogprobs + 1; }, "logprobs");
+  std::vector<Case> cases(1);
+  Link(cases[0], 1, 0);
+  EXPECT_THROW(RunGpu(sampler, logits, vocab, cases, {1}), Error) << "row outside the buffer";
+  EXPECT_THROW(RunGpu(sampler, logits, vocab, cases, {-1}), Error) << "negative row";
+  std::vector<Case> shared(2);
+  for (Case& c : shared) Link(c, 1, 0);
+  shared[1].params.logit_bias = {{4, 1.0f}};
+  EXPECT_THROW(RunGpu(sampler, logits, vocab, shared, {0, 0}), Error) << "edited row shared";
+  EXPECT_TRUE(GpuSampler::CanSample(&cases[0].params));
+  EXPECT_TRUE(GpuSampler::CanSample(nullptr));
+  SamplingParams many;
+  many.num_logprobs = kGpuMaxTopLogprobs + 1;
+  EXPECT_FALSE(GpuSampler::CanSample(&many));
+  // After the errors the sampler still works.
+  EXPECT_EQ(RunGpu(sampler, logits, vocab, cases, {0})[0].token_id,
+            SampleFromLogits(logits, cases[0].step).token_id);
+}
+
+// Run with --gtest_also_run_disabled_tests: microseconds per Sample() call (host preparation,
+// copies, kernel, sync) for 1/8/64 rows of 262144 logits with temperature + top-p.
+TEST_F(GpuSamplerTest, DISABLED_TopPLatency) {
+  RequireGpu();
+  const int64_t vocab = 262144, num_buffer_rows = 128;
+  std::vector<float> host;
+  for (int64_t r = 0; r < num_buffer_rows; ++r) {
+    std::vector<float> row = MakeRow(r % 2 ? Shape::kPeaked : Shape::kFlat, vocab, 500 + r);
+    host.insert(host.end(), row.begin(), row.end());
+  }
+  auto device = ToDevice(host);
+  GpuSampler sampler(vocab);
+  SamplingParams params;
+  params.temperature = 0.8f;
+  params.top_p = 0.9f;
+  params.seed = 3;
+  std::vector<SequenceStep> steps(64);
+  for (int64_t b : {1, 8, 64}) {
+    std::vector<float> times_us;
+    for (int iter = 0; iter < 25; ++iter) {
+      std::vector<GpuSampleRequest> requests;
+      for (int64_t i = 0; i < b; ++i) {  // rotate rows so L2 does not hold the batch
+        steps[i].sampling = &params;
+        steps[i].sample_index = iter;
+        requests.push_back({(iter * b + i) % num_buffer_rows, &steps[i]});
+      }
+      const auto start = std::chrono::steady_clock::now();
+      sampler.Sample(device.data(), num_buffer_rows, requests, 0);
+      const auto end = std::chrono::steady_clock::now();
+      if (iter >= 5)
+        times_us.push_back(std::chrono::duration<float, std::micro>(end - start).count());
+    }
+    std::sort(times_us.begin(), times_us.end());
+    std::printf("GPU_SAMPLER_BENCH rows=%ld top_p=0.9 median_us=%.1f min_us=%.1f\n",
+                static_cast<long>(b), times_us[times_us.size() / 2], times_us.front());
+  }
+}
+
+}  // namespace
+}  // namespace mkserve::cuda::testing
