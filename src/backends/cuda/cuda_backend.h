@@ -100,7 +100,7 @@ class CudaBackend : public Backend {
   int num_sms_ = 0;
   std::unique_ptr<StepWorkspace> workspace_;
   std::unique_ptr<KvPool> kv_pool_;
-  std::unique_ptr<GpuSampler> sampler_;  // made on first use
+  std::unique_ptr<GpuSampler> sampler_;     // made on first use
   const int32_t* logit_tokens_ = nullptr;   // device: token index of each logits row
   DeviceBuffer<uint8_t> cublas_workspace_;  // fixed, so cuBLAS never allocates inside a capture
   std::map<std::vector<int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // (batch, pages...)
