@@ -1,11 +1,14 @@
 #include "backends/cuda/attention.h"
 
+#include <cuda_pipeline.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernel_common.cuh"
+#include "backends/cuda/pdl_launch.h"
 #include "common/error.h"
 #include "engine/kv_layout.h"
 
@@ -33,9 +36,11 @@ __device__ inline KeyRange SplitRange(const AttentionArgs& a, int32_t position) 
   return r;
 }
 
+// Starts copying one page's K and V rows of this kv head into a shared-memory tile stage
+// (cp.async: every 16-byte piece in flight at once, no registers held); see WaitTile.
 template <int kHeadDim>
-__device__ void LoadTile(const AttentionArgs& a, int32_t block, __nv_bfloat16* k_tile,
-                         __nv_bfloat16* v_tile) {
+__device__ void StartTileLoad(const AttentionArgs& a, int32_t block, __nv_bfloat16* k_tile,
+                              __nv_bfloat16* v_tile) {
   constexpr int kVecsPerRow = kHeadDim / kVecElements;
   const int64_t kv_width = a.num_kv_heads * kHeadDim;
   const __nv_bfloat16* page =
@@ -43,11 +48,10 @@ __device__ void LoadTile(const AttentionArgs& a, int32_t block, __nv_bfloat16* k
   for (int i = threadIdx.x; i < kTileKeys * kVecsPerRow; i += blockDim.x) {
     const int key = i / kVecsPerRow, col = (i % kVecsPerRow) * kVecElements;
     const __nv_bfloat16* src = page + key * 2 * kv_width + col;
-    *reinterpret_cast<uint4*>(k_tile + key * (kHeadDim + kRowPad) + col) =
-        *reinterpret_cast<const uint4*>(src);
-    *reinterpret_cast<uint4*>(v_tile + key * (kHeadDim + kRowPad) + col) =
-        *reinterpret_cast<const uint4*>(src + kv_width);
+    __pipeline_memcpy_async(k_tile + key * (kHeadDim + kRowPad) + col, src, 16);
+    __pipeline_memcpy_async(v_tile + key * (kHeadDim + kRowPad) + col, src + kv_width, 16);
   }
+  __pipeline_commit();
 }
 
 template <int kHeadDim>
@@ -114,44 +118,69 @@ __device__ void StoreHead(const AttentionArgs& a, const HeadState<kHeadDim>& st,
   }
 }
 
-// Grid (token, kv head, split); one warp per query head of the kv head's group.
+constexpr int kStages = 2;  // page tiles in flight per CTA
+
+template <int kHeadDim>
+__device__ inline float2 TileScores(const AttentionArgs& a, const KeyRange& r, const float* q,
+                                    const __nv_bfloat16* k_tile, int64_t page) {
+  float s[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = threadIdx.x % kWarpSize + half * kWarpSize;
+    const int64_t key = page * kTileKeys + j;
+    s[half] = key >= r.first_key && key <= r.last_key
+                  ? Score<kHeadDim>(q, k_tile + j * (kHeadDim + kRowPad))
+                  : -INFINITY;
+  }
+  return make_float2(s[0], s[1]);
+}
+
+// Grid (token, kv head, split); one warp per query head of the kv head's group. Pages stream
+// through kStages shared-memory stages: page p + 1 loads while page p is scored.
 template <int kHeadDim>
 __global__ void AttentionKernel(AttentionArgs a, float q_scale) {
   extern __shared__ __align__(16) unsigned char smem[];
-  auto* k_tile = reinterpret_cast<__nv_bfloat16*>(smem);
-  auto* v_tile = k_tile + kTileKeys * (kHeadDim + kRowPad);
-  auto* q_all = reinterpret_cast<float*>(v_tile + kTileKeys * (kHeadDim + kRowPad));
+  constexpr int kTileElements = kTileKeys * (kHeadDim + kRowPad);
+  auto* tiles = reinterpret_cast<__nv_bfloat16*>(smem);  // [stage][K, V][tile]
+  auto* q_all = reinterpret_cast<float*>(tiles + kStages * 2 * kTileElements);
   const int64_t t = blockIdx.x;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t head = blockIdx.y * (a.num_heads / a.num_kv_heads) + warp;
+  const int32_t position = a.positions[t];
+  const KeyRange r = SplitRange(a, position);
+  const int32_t* table = a.block_tables + a.seq_of_token[t] * a.max_pages;
+  WaitForPrevious();  // q and the new token's K/V come from the previous kernel
+  AllowNext();
   float* q = q_all + warp * kHeadDim;
   for (int d = lane; d < kHeadDim; d += kWarpSize) {
     q[d] = q_scale * __bfloat162float(a.q[(t * a.num_heads + head) * kHeadDim + d]);
   }
-  const int32_t position = a.positions[t];
-  const KeyRange r = SplitRange(a, position);
-  const int32_t* table = a.block_tables + a.seq_of_token[t] * a.max_pages;
+  if (r.first_page < r.end_page) {
+    StartTileLoad<kHeadDim>(a, table[r.first_page], tiles, tiles + kTileElements);
+  }
   HeadState<kHeadDim> st;
   for (int64_t page = r.first_page; page < r.end_page; ++page) {
-    __syncthreads();  // previous tile fully consumed (and q visible on the first pass)
-    LoadTile<kHeadDim>(a, table[page], k_tile, v_tile);
-    __syncthreads();
-    float s[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int j = lane + half * kWarpSize;
-      const int64_t key = page * kTileKeys + j;
-      s[half] = key >= r.first_key && key <= r.last_key
-                    ? Score<kHeadDim>(q, k_tile + j * (kHeadDim + kRowPad))
-                    : -INFINITY;
+    const int stage = static_cast<int>((page - r.first_page) % kStages);
+    if (page + 1 < r.end_page) {
+      __nv_bfloat16* next = tiles + (1 - stage) * 2 * kTileElements;
+      StartTileLoad<kHeadDim>(a, table[page + 1], next, next + kTileElements);
+      __pipeline_wait_prior(1);  // this page's stage has landed, the next may still fly
+    } else {
+      __pipeline_wait_prior(0);
     }
-    st.Update(s[0], s[1], v_tile);
+    __syncthreads();  // every thread's copies of this stage (and q on the first pass)
+    const __nv_bfloat16* k_tile = tiles + stage * 2 * kTileElements;
+    const float2 s = TileScores<kHeadDim>(a, r, q, k_tile, page);
+    st.Update(s.x, s.y, k_tile + kTileElements);
+    __syncthreads();  // the stage is free for the load two pages on
   }
   StoreHead<kHeadDim>(a, st, t, head);
 }
 
 // Grid (token, head), head_dim threads: merges the splits' partial softmax states.
 __global__ void CombineKernel(AttentionArgs a) {
+  WaitForPrevious();
+  AllowNext();
   const int64_t row = blockIdx.x * a.num_heads + blockIdx.y;
   const float* stats = a.partial_stats + row * a.num_splits * 2;
   float max = -INFINITY;
@@ -169,17 +198,22 @@ __global__ void CombineKernel(AttentionArgs a) {
 template <int kHeadDim>
 void Launch(const AttentionArgs& a, cudaStream_t stream) {
   const int heads_per_group = static_cast<int>(a.num_heads / a.num_kv_heads);
-  const size_t smem = 2 * kTileKeys * (kHeadDim + kRowPad) * sizeof(__nv_bfloat16) +
+  const size_t smem = kStages * 2 * kTileKeys * (kHeadDim + kRowPad) * sizeof(__nv_bfloat16) +
                       heads_per_group * kHeadDim * sizeof(float);
+  auto* kernel = &AttentionKernel<kHeadDim>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           kStages * 2 * kTileKeys * (kHeadDim + kRowPad) * sizeof(__nv_bfloat16) +
+                               kMaxHeadsPerGroup * kHeadDim * sizeof(float));
+  MKSERVE_CUDA_CHECK(configured);
   const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_kv_heads),
                   static_cast<unsigned>(a.num_splits));
   const float q_scale = kLog2e / sqrtf(static_cast<float>(kHeadDim));
-  AttentionKernel<kHeadDim><<<grid, heads_per_group * kWarpSize, smem, stream>>>(a, q_scale);
-  MKSERVE_CUDA_CHECK_LAUNCH();
+  LaunchPdl(kernel, grid, dim3(heads_per_group * kWarpSize), smem, stream, a, q_scale);
   if (a.num_splits > 1) {
-    CombineKernel<<<dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
-                    static_cast<unsigned>(kHeadDim), 0, stream>>>(a);
-    MKSERVE_CUDA_CHECK_LAUNCH();
+    LaunchPdl(&CombineKernel,
+              dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
+              dim3(static_cast<unsigned>(kHeadDim)), 0, stream, a);
   }
 }
 

@@ -116,10 +116,31 @@ void CudaBackend::Launch(const StepPlan& plan, const DeviceMetadata& meta) {
   Mark(StepOp::kEmbed);
   EmbedTokens(meta.token_ids, weights_.embed(), ws.residual.data(), tokens, config_.hidden_size,
               stream_);
+  pending_moe_layer_ = -1;
   for (int64_t l = 0; l < config_.num_layers; ++l) RunLayer(l, plan, meta);
   Mark(StepOp::kAddNorm);
+  const PendingMoe pending = TakePendingMoe();
   AddNorm(ws.residual.data(), ws.attn_out.data(), ws.ffn_out.data(), weights_.final_norm(),
-          ws.normed.data(), tokens, config_.hidden_size, config_.norm, config_.norm_eps, stream_);
+          ws.normed.data(), tokens, config_.hidden_size, config_.norm, config_.norm_eps, stream_,
+          nullptr, pending.expert_out != nullptr ? &pending : nullptr);
+}
+
+// The previous MoE layer's expert rows when its combine is still to do (MoeExperts), for the
+// next AddNorm to fold in; an empty PendingMoe otherwise.
+PendingMoe CudaBackend::TakePendingMoe() {
+  const int64_t layer = pending_moe_layer_;
+  pending_moe_layer_ = -1;
+  if (layer < 0) return {};
+  StepWorkspace& ws = *workspace_;
+  const bool shared = weights_.layers()[layer].shared.gate_up != nullptr;
+  const bool average =
+      shared && config_.shared_expert_combination == SharedExpertCombination::kAverage;
+  return {ws.moe.expert_out,
+          ws.moe.slot_of_assignment,
+          ws.expert_weights.data(),
+          shared ? ws.shared_out.data() : nullptr,
+          config_.num_experts_per_token,
+          average ? 0.5f : 1.0f};
 }
 
 // Parallel block: the previous layer's attention and FFN outputs join the residual here, fused
@@ -129,10 +150,12 @@ void CudaBackend::RunLayer(int64_t layer_id, const StepPlan& plan, const DeviceM
   const bool first = layer_id == 0;
   const bool moe = config_.layers[layer_id].ffn != FfnKind::kDense;
   Mark(StepOp::kAddNorm);
+  const PendingMoe pending = TakePendingMoe();
   AddNorm(ws.residual.data(), first ? nullptr : ws.attn_out.data(),
           first ? nullptr : ws.ffn_out.data(), weights_.layers()[layer_id].input_norm,
           ws.normed.data(), plan.num_tokens, config_.hidden_size, config_.norm, config_.norm_eps,
-          stream_, moe ? ws.normed_fp32.data() : nullptr);
+          stream_, moe ? ws.normed_fp32.data() : nullptr,
+          pending.expert_out != nullptr ? &pending : nullptr);
   RunAttention(layer_id, plan, meta);
   RunFfn(layer_id, plan.num_tokens);
 }
@@ -143,9 +166,6 @@ void CudaBackend::RunAttention(int64_t layer_id, const StepPlan& plan, const Dev
   const LayerSpec& spec = config_.layers[layer_id];
   const int64_t tokens = plan.num_tokens, hidden = config_.hidden_size;
   const int32_t group = kv_pool_->group_of_layer(layer_id);
-  Mark(StepOp::kQkv);
-  Linear(cublas_, ws.normed.data(), tokens, hidden, layer.qkv,
-         config_.q_width() + 2 * config_.kv_width(), 1.0f, ws.qkv.data(), stream_);
   RopeKvArgs rope{ws.qkv.data(),
                   meta.positions,
                   meta.slots[group],
@@ -157,8 +177,15 @@ void CudaBackend::RunAttention(int64_t layer_id, const StepPlan& plan, const Dev
                   config_.head_dim,
                   spec.uses_rope,
                   static_cast<float>(config_.rope_theta)};
-  Mark(StepOp::kRopeKv);
-  RopeAndWriteKv(rope, stream_);
+  Mark(StepOp::kQkv);
+  if (tokens <= kGemvMaxTokens) {
+    QkvRopeKv(ws.normed.data(), hidden, layer.qkv, rope, stream_);  // RoPE + KV in the epilogue
+  } else {
+    Linear(cublas_, ws.normed.data(), tokens, hidden, layer.qkv,
+           config_.q_width() + 2 * config_.kv_width(), 1.0f, ws.qkv.data(), stream_);
+    Mark(StepOp::kRopeKv);
+    RopeAndWriteKv(rope, stream_);
+  }
   AttentionArgs attn;
   attn.q = ws.q.data();
   attn.cache = kv_pool_->layer_cache(layer_id);
@@ -210,12 +237,18 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
   }
   const int64_t hidden = config_.hidden_size;
   Mark(StepOp::kRouter);
-  RouterLogits(ws.normed_fp32.data(), num_tokens, hidden, layer.router, config_.num_experts,
-               ws.router_logits.data(), stream_);
-  RouterTopK({ws.router_logits.data(), num_tokens, config_.num_experts,
-              config_.num_experts_per_token, config_.expert_selection, config_.norm_topk_prob,
-              ws.expert_ids.data(), ws.expert_weights.data()},
-             stream_);
+  const RouterArgs route{ws.router_logits.data(),  num_tokens,
+                         config_.num_experts,      config_.num_experts_per_token,
+                         config_.expert_selection, config_.norm_topk_prob,
+                         ws.expert_ids.data(),     ws.expert_weights.data()};
+  if (num_tokens <= kFusedRouterMaxTokens) {  // decode: logits + top-k in one launch
+    RouterLogitsTopK(ws.normed_fp32.data(), hidden, layer.router, ws.router_logits.data(), route,
+                     ws.sync_counters.data(), stream_);
+  } else {
+    RouterLogits(ws.normed_fp32.data(), num_tokens, hidden, layer.router, config_.num_experts,
+                 ws.router_logits.data(), stream_);
+    RouterTopK(route, stream_);
+  }
   if (routing_override_ != nullptr) {
     routing_override_->Apply(layer_id, ws.router_logits.data(), num_tokens, ws.expert_ids.data(),
                              ws.expert_weights.data(), stream_);
@@ -238,7 +271,8 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
   if (num_tokens >= kGroupedMoeMinTokens && ws.moe.gathered_x != nullptr) {
     MoeForwardGrouped(moe, ws.moe, cublas_, stream_);  // prefill: cuBLAS per active expert
   } else {
-    MoeForward(moe, ws.moe, stream_);
+    MoeExperts(moe, ws.moe, stream_);  // the next AddNorm folds the weighted combine in
+    pending_moe_layer_ = layer_id;
   }
 }
 

@@ -16,6 +16,7 @@
 #include "backends/cuda/device_weights.h"
 #include "backends/cuda/gpu_sampler.h"
 #include "backends/cuda/kv_pool.h"
+#include "backends/cuda/norm.h"
 #include "backends/cuda/router_override.h"
 #include "backends/cuda/step_plan.h"
 #include "backends/cuda/step_profile.h"
@@ -86,6 +87,7 @@ class CudaBackend : public Backend {
   void RunAttention(int64_t layer_id, const StepPlan& plan, const DeviceMetadata& meta);
   void RunFfn(int64_t layer_id, int64_t num_tokens);
   void RunMlp(const DeviceMlp& mlp, int64_t num_tokens, float* out);
+  PendingMoe TakePendingMoe();
   void ComputeLogits(size_t first_row, int64_t num_rows);
   void Sample(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);
   void Mark(StepOp op) {
@@ -106,6 +108,7 @@ class CudaBackend : public Backend {
   std::map<std::vector<int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // (batch, pages...)
   StepProfiler* profiler_ = nullptr;
   RoutingOverride* routing_override_ = nullptr;
+  int64_t pending_moe_layer_ = -1;  // MoE layer whose combine the next AddNorm folds in
 };
 
 // A model directory (config.json + safetensors) or, with options.random_weights, random weights

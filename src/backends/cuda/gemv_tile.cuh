@@ -1,37 +1,172 @@
-// The inner loop of every small-M weight-streaming kernel: one warp dots one weight row with up
-// to kTokens activation rows. The weight row streams once with 16-byte loads; activation rows are
-// small and come from L1/L2. Requires k % 8 == 0 and 16-byte aligned rows.
+// The weight-streaming GEMV core shared by every decode-sized projection (QKV, o-proj, experts,
+// dense MLP, LM head). Weights are read exactly once per pass and dominate the bytes, so the
+// kernel is built to keep many 16-byte weight loads in flight per SM:
+//   - a warp owns kRows weight rows ("a row group") and each lane issues all kRows * kVecs of its
+//     16-byte loads for a chunk before the first FMA;
+//   - the activation rows (at most kTokens per pass) are staged once per block in shared memory;
+//   - blocks walk row groups grid-stride, the grid sized to fill every SM.
+// What a kernel computes is a Job (rows, activation rows, epilogue), so fused epilogues (SiLU*up,
+// RoPE + KV write) reuse the same loop. Requires k % 8 == 0 and 16-byte aligned rows.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
 #include "backends/cuda/kernel_common.cuh"
+#include "backends/cuda/pdl_launch.h"
+#include "common/error.h"
 
 namespace mkserve::cuda {
 
-inline constexpr int kGemvTokens = 8;  // activation rows per pass
+inline constexpr int kGemvWarps = 8;
+inline constexpr int kGemvThreads = kGemvWarps * kWarpSize;
+inline constexpr int kGemvTokens = 8;  // activation rows per pass, most
+inline constexpr int kGemvBlocksPerSm = 4;
+inline constexpr int kCacheLine = 128;
 
-// acc[t] = dot(w_row, x_rows[t]) for t < count, summed over the warp (every lane gets it).
-template <int kTokens>
-__device__ inline void WarpDotRow(const __nv_bfloat16* w_row, int64_t k,
-                                  const __nv_bfloat16* const (&x_rows)[kTokens], int count,
-                                  float (&acc)[kTokens]) {
+// Copies activation rows [0, count) of k bf16 each into shared memory (row t from row_of(t)).
+template <class RowOf>
+__device__ inline void StageRows(__nv_bfloat16* xs, int64_t k, int count, RowOf row_of) {
+  const int64_t vecs = k / kVecElements;
+  for (int64_t i = threadIdx.x; i < count * vecs; i += blockDim.x) {
+    const int t = static_cast<int>(i / vecs);
+    const int64_t v = i % vecs;
+    reinterpret_cast<uint4*>(xs + t * k)[v] = reinterpret_cast<const uint4*>(row_of(t))[v];
+  }
+}
+
+// One warp: acc[r][t] = dot(w_rows[r], xs[t]) for t < count; every lane ends with every sum.
+// Lane l reads vectors l, l + 32, ... of each row: coalesced 512-byte warp reads.
+template <int kRows, int kVecs, int kTokens>
+__device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], int64_t k,
+                                   const __nv_bfloat16* xs, int count,
+                                   float (&acc)[kRows][kTokens]) {
   const int lane = threadIdx.x % kWarpSize;
+  const int64_t vecs = k / kVecElements;
 #pragma unroll
-  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
-  for (int64_t c = lane * kVecElements; c < k; c += kWarpSize * kVecElements) {
-    float w[kVecElements];
-    Bf16x8ToFloat(LoadBf16x8(w_row + c), w);
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
+  }
+  for (int64_t base = lane; base < vecs; base += kWarpSize * kVecs) {
+    Bf16x8 w[kRows][kVecs];
+#pragma unroll
+    for (int u = 0; u < kVecs; ++u) {  // every load of the chunk first: bytes in flight
+      const int64_t v = base + u * kWarpSize;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        w[r][u] = v < vecs ? LoadStreaming(w_rows[r] + v * kVecElements) : Bf16x8{};
+      }
+    }
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       if (t < count) {
-        float x[kVecElements];
-        Bf16x8ToFloat(LoadBf16x8(x_rows[t] + c), x);
 #pragma unroll
-        for (int i = 0; i < kVecElements; ++i) acc[t] = fmaf(w[i], x[i], acc[t]);
+        for (int u = 0; u < kVecs; ++u) {
+          const int64_t v = base + u * kWarpSize;
+          if (v < vecs) {
+            float x[kVecElements];
+            Bf16x8ToFloat(LoadBf16x8(xs + t * k + v * kVecElements), x);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) acc[r][t] = Dot8(w[r][u], x, acc[r][t]);
+          }
+        }
       }
     }
   }
 #pragma unroll
-  for (int t = 0; t < kTokens; ++t) acc[t] = WarpSum(acc[t]);
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = WarpSum(acc[r][t]);
+  }
+}
+
+// Warms L2 with the rows of this warp's first row group (weights never depend on the previous
+// kernel, so this runs before WaitForPrevious and overlaps it under PDL).
+template <int kRows, class Job>
+__device__ inline void PrefetchFirstGroup(const Job& job, int64_t group) {
+  if (group >= job.NumGroups()) return;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t bytes = job.K() * static_cast<int64_t>(sizeof(__nv_bfloat16));
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const char* row = reinterpret_cast<const char*>(job.WeightRow(group, r));
+    for (int64_t off = lane * kCacheLine; off < bytes; off += kWarpSize * kCacheLine) {
+      PrefetchL2(row + off);
+    }
+  }
+}
+
+// The kernel every GEMV job runs. A Job provides:
+//   bool Begin()                    per block, after WaitForPrevious (false: nothing to do)
+//   bool Prefetchable()             weights known before the previous kernel ends
+//   int64_t K(), NumGroups()        reduction length, row groups of kRows rows
+//   int NumTokens()                 activation rows of this block (after Begin)
+//   const bf16* ActivationRow(t)    activation row t (after Begin)
+//   const bf16* WeightRow(g, r)     row r of group g (clamped in range by the job)
+//   void Store(g, t, vals[kRows])   epilogue of token t (called by one lane)
+template <int kRows, int kVecs, int kTokens, class Job>
+__global__ void __launch_bounds__(kGemvThreads) GemvJobKernel(Job job) {
+  extern __shared__ uint4 gemv_smem[];
+  auto* xs = reinterpret_cast<__nv_bfloat16*>(gemv_smem);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t first_group = blockIdx.x * static_cast<int64_t>(kGemvWarps) + warp;
+  if (job.Prefetchable()) PrefetchFirstGroup<kRows>(job, first_group);
+  WaitForPrevious();
+  AllowNext();
+  if (!job.Begin()) return;
+  const int64_t k = job.K(), groups = job.NumGroups();
+  const int tokens = job.NumTokens();
+  for (int first = 0; first < tokens; first += kTokens) {
+    const int count = min(kTokens, tokens - first);
+    if (first > 0) __syncthreads();  // the previous pass is done with xs
+    StageRows(xs, k, count, [&](int t) { return job.ActivationRow(first + t); });
+    __syncthreads();
+    for (int64_t g = first_group; g < groups; g += gridDim.x * static_cast<int64_t>(kGemvWarps)) {
+      const __nv_bfloat16* rows[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) rows[r] = job.WeightRow(g, r);
+      float acc[kRows][kTokens];
+      WarpDotRows<kRows, kVecs, kTokens>(rows, k, xs, count, acc);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (t < count && lane == t) {
+          float vals[kRows];
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) vals[r] = acc[r][t];
+          job.Store(g, first + t, vals);
+        }
+      }
+    }
+  }
+}
+
+// Host side: launches GemvJobKernel over `groups` row groups (grid x, capped so that blocks
+// walk groups grid-stride) and grid_y independent slices (experts). Shared memory holds kTokens
+// activation rows of k bf16.
+template <int kRows, int kVecs, int kTokens, class Job>
+void LaunchGemvJob(const Job& job, int64_t groups, int64_t k, unsigned grid_y,
+                   cudaStream_t stream) {
+  auto* kernel = &GemvJobKernel<kRows, kVecs, kTokens, Job>;
+  static const int max_smem = [kernel] {
+    int device = 0, optin = 0;
+    MKSERVE_CUDA_CHECK(cudaGetDevice(&device));
+    MKSERVE_CUDA_CHECK(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    MKSERVE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    return optin;
+  }();
+  const int64_t smem = kTokens * k * static_cast<int64_t>(sizeof(__nv_bfloat16));
+  if (smem > max_smem) {
+    throw Error("GEMV: k=" + std::to_string(k) + " needs " + std::to_string(smem) +
+                " bytes of shared memory, the device allows " + std::to_string(max_smem));
+  }
+  const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * kGemvBlocksPerSm / grid_y);
+  const auto blocks = static_cast<unsigned>(std::min(CeilDiv(groups, kGemvWarps), cap));
+  LaunchPdl(kernel, dim3(blocks, grid_y), dim3(kGemvThreads), static_cast<size_t>(smem), stream,
+            job);
 }
 
 }  // namespace mkserve::cuda

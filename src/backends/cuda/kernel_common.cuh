@@ -47,6 +47,36 @@ __device__ inline Bf16x8 LoadBf16x8(const __nv_bfloat16* p) {
   return Bf16x8{*reinterpret_cast<const uint4*>(p)};
 }
 
+// Weights are read once per step: read-only path, no L1 allocation (keeps L1 for activations).
+__device__ inline Bf16x8 LoadStreaming(const __nv_bfloat16* p) {
+  Bf16x8 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.raw.x), "=r"(v.raw.y), "=r"(v.raw.z), "=r"(v.raw.w)
+               : "l"(p));
+  return v;
+}
+
+// Warms L2 with a weight line before the kernel may read its inputs (see WaitForPrevious).
+__device__ inline void PrefetchL2(const void* p) {
+  asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
+}
+
+// Programmatic dependent launch (sm_90): a kernel launched by LaunchPdl may start while the one
+// before it is still running. It must call WaitForPrevious before reading anything the previous
+// kernels wrote, or writing anything they read; AllowNext lets the next kernel start early.
+// Both are no-ops for a plain launch.
+__device__ inline void WaitForPrevious() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ inline void AllowNext() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ inline void Bf16x8ToFloat(const Bf16x8& v, float (&out)[kVecElements]) {
   const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&v.raw);
 #pragma unroll
@@ -64,6 +94,14 @@ __device__ inline float Dot8(const Bf16x8& a, const Bf16x8& b) {
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kVecElements; ++i) sum = fmaf(fa[i], fb[i], sum);
+  return sum;
+}
+
+__device__ inline float Dot8(const Bf16x8& a, const float (&b)[kVecElements], float sum) {
+  float fa[kVecElements];
+  Bf16x8ToFloat(a, fa);
+#pragma unroll
+  for (int i = 0; i < kVecElements; ++i) sum = fmaf(fa[i], b[i], sum);
   return sum;
 }
 

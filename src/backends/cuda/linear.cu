@@ -9,31 +9,48 @@
 namespace mkserve::cuda {
 namespace {
 
-constexpr int kGemvWarps = 8;  // one weight row per warp
+// out[t][row] = alpha * dot(w[row], x[t]) over rows grouped kRows per warp.
+template <int kRows>
+struct LinearJob {
+  const __nv_bfloat16* x;
+  int m;
+  int64_t k;
+  const __nv_bfloat16* w;
+  int64_t n;
+  float alpha;
+  float* out;
 
-__global__ void GemvKernel(const __nv_bfloat16* x, int m, int64_t k, const __nv_bfloat16* w,
-                           int64_t n, float alpha, float* out) {
-  const int64_t row = blockIdx.x * static_cast<int64_t>(kGemvWarps) + threadIdx.x / kWarpSize;
-  if (row >= n) return;
-  const __nv_bfloat16* w_row = w + row * k;
-  for (int first = 0; first < m; first += kGemvTokens) {
-    const __nv_bfloat16* x_rows[kGemvTokens];
+  __device__ bool Begin() const { return true; }
+  __device__ bool Prefetchable() const { return true; }
+  __device__ int64_t K() const { return k; }
+  __device__ int64_t NumGroups() const { return (n + kRows - 1) / kRows; }
+  __device__ int NumTokens() const { return m; }
+  __device__ const __nv_bfloat16* ActivationRow(int t) const { return x + t * k; }
+  __device__ const __nv_bfloat16* WeightRow(int64_t g, int r) const {
+    return w + min(g * kRows + r, n - 1) * k;  // past the end: a valid row, never stored
+  }
+  __device__ void Store(int64_t g, int t, const float (&vals)[kRows]) const {
 #pragma unroll
-    for (int t = 0; t < kGemvTokens; ++t) x_rows[t] = x + (first + t) * k;
-    float acc[kGemvTokens];
-    const int count = m - first < kGemvTokens ? m - first : kGemvTokens;
-    WarpDotRow<kGemvTokens>(w_row, k, x_rows, count, acc);
-    if (threadIdx.x % kWarpSize == 0) {
-#pragma unroll
-      for (int t = 0; t < kGemvTokens; ++t) {
-        if (t < count) out[(first + t) * n + row] = alpha * acc[t];
-      }
+    for (int r = 0; r < kRows; ++r) {
+      if (g * kRows + r < n) out[t * n + g * kRows + r] = alpha * vals[r];
     }
+  }
+};
+
+// Long rows: 2 rows x 8 vectors per lane (16 loads in flight); short rows (expert down, 768):
+// 4 rows x 4 vectors. One activation row (decode at batch 1) compiles without the token loop.
+template <int kRows, int kVecs>
+void LaunchLinear(const LinearJob<kRows>& job, cudaStream_t stream) {
+  const int64_t groups = CeilDiv(job.n, kRows);
+  if (job.m == 1) {
+    LaunchGemvJob<kRows, kVecs, 1>(job, groups, job.k, 1, stream);
+  } else {
+    LaunchGemvJob<kRows, kVecs, kGemvTokens>(job, groups, job.k, 1, stream);
   }
 }
 
 void CheckShape(int64_t m, int64_t k, int64_t n) {
-  if (m < 0 || n <= 0 || k <= 0 || k % kVecElements != 0) {
+  if (m < 0 || n <= 0 || k <= 0 || k % kVecElements != 0 || m > (int64_t{1} << 30)) {
     throw Error("Linear: unsupported shape m=" + std::to_string(m) + " k=" + std::to_string(k) +
                 " n=" + std::to_string(n) + " (k must be a positive multiple of 8)");
   }
@@ -45,10 +62,12 @@ void GemvSmallM(const __nv_bfloat16* x, int64_t m, int64_t k, const __nv_bfloat1
                 float alpha, float* out, cudaStream_t stream) {
   CheckShape(m, k, n);
   if (m == 0) return;
-  const unsigned blocks = static_cast<unsigned>(CeilDiv(n, kGemvWarps));
-  GemvKernel<<<blocks, kGemvWarps * kWarpSize, 0, stream>>>(x, static_cast<int>(m), k, w, n, alpha,
-                                                            out);
-  MKSERVE_CUDA_CHECK_LAUNCH();
+  const int mi = static_cast<int>(m);
+  if (k / kVecElements > 4 * kWarpSize) {
+    LaunchLinear<2, 8>(LinearJob<2>{x, mi, k, w, n, alpha, out}, stream);
+  } else {
+    LaunchLinear<4, 4>(LinearJob<4>{x, mi, k, w, n, alpha, out}, stream);
+  }
 }
 
 // Row-major out[m][n] = x[m][k] . w[n][k]^T is column-major out^T = w^T(as stored) x: cuBLAS

@@ -5,37 +5,51 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemv_tile.cuh"
+#include "backends/cuda/pdl_launch.h"
 #include "common/error.h"
 
 namespace mkserve::cuda {
 namespace {
 
-constexpr int kMoeWarps = 8;  // one weight row per warp
+constexpr int kBucketThreads = 512;
+constexpr int64_t kOneBlockBucketMax = 4096;  // assignments; above, the multi-kernel bucket
 
 __global__ void CountKernel(const int32_t* expert_ids, int64_t num_assignments, int32_t* counts) {
   const int64_t a = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (a < num_assignments) atomicAdd(&counts[expert_ids[a]], 1);
 }
 
-__global__ void OffsetsKernel(const int32_t* counts, int64_t num_experts, int32_t* offsets,
-                              int32_t* cursors, int32_t* active_experts) {
-  if (threadIdx.x != 0) return;  // E <= 256: a serial scan is cheaper than a launch
+// Offsets, cursors and the active-expert list from counts, one warp: a shuffle scan over chunks
+// of 32 experts and a ballot to compact the ids with tokens.
+__device__ void ScanCounts(const int32_t* counts, int64_t num_experts, MoeWorkspace w,
+                           int32_t* cursors) {
+  const int lane = threadIdx.x % kWarpSize;
   int32_t running = 0, num_active = 0;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    offsets[e] = running;
-    cursors[e] = running;
-    running += counts[e];
-    if (counts[e] > 0) active_experts[num_active++] = static_cast<int32_t>(e);
+  for (int64_t base = 0; base < num_experts; base += kWarpSize) {
+    const int64_t e = base + lane;
+    const int32_t c = e < num_experts ? counts[e] : 0;
+    int32_t inclusive = c;
+    for (int offset = 1; offset < kWarpSize; offset *= 2) {
+      const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += other;
+    }
+    const unsigned active = __ballot_sync(0xffffffffu, c > 0);
+    if (e < num_experts) {
+      w.counts[e] = c;
+      w.offsets[e] = cursors[e] = running + inclusive - c;
+      if (c > 0) w.active_experts[num_active + __popc(active & ((1u << lane) - 1))] = e;
+    }
+    running += __shfl_sync(0xffffffffu, inclusive, kWarpSize - 1);
+    num_active += __popc(active);
   }
-  offsets[num_experts] = running;
-  active_experts[num_experts] = num_active;
+  if (lane == 0) {
+    w.offsets[num_experts] = running;
+    w.active_experts[num_experts] = num_active;
+  }
 }
 
-// Grid y walks the list of experts with tokens; -1 when this block has no expert.
-__device__ inline int64_t ActiveExpert(const MoeArgs& a, const MoeWorkspace& w) {
-  return static_cast<int32_t>(blockIdx.y) < w.active_experts[a.num_experts]
-             ? w.active_experts[blockIdx.y]
-             : -1;
+__global__ void OffsetsKernel(const int32_t* counts, int64_t num_experts, MoeWorkspace w) {
+  ScanCounts(counts, num_experts, w, w.cursors);
 }
 
 __global__ void ScatterKernel(const int32_t* expert_ids, int64_t num_assignments, int64_t top_k,
@@ -48,59 +62,104 @@ __global__ void ScatterKernel(const int32_t* expert_ids, int64_t num_assignments
   slot_of_assignment[a] = slot;
 }
 
-// Grid (row tiles of intermediate, active expert slot).
-__global__ void GateUpKernel(MoeArgs a, MoeWorkspace w) {
-  const int64_t e = ActiveExpert(a, w);
-  const int64_t i = blockIdx.x * static_cast<int64_t>(kMoeWarps) + threadIdx.x / kWarpSize;
-  if (e < 0 || i >= a.intermediate) return;
-  const int32_t begin = w.offsets[e], end = w.offsets[e + 1];
-  const __nv_bfloat16* gate_row = a.gate_up + (e * 2 * a.intermediate + i) * a.hidden;
-  const __nv_bfloat16* up_row = gate_row + a.intermediate * a.hidden;
-  for (int32_t first = begin; first < end; first += kGemvTokens) {
-    const int count = min(end - first, kGemvTokens);
-    const __nv_bfloat16* x_rows[kGemvTokens];
-#pragma unroll
-    for (int t = 0; t < kGemvTokens; ++t) {
-      x_rows[t] = a.x + (t < count ? w.token_of_slot[first + t] : 0) * a.hidden;
-    }
-    float gate[kGemvTokens], up[kGemvTokens];
-    WarpDotRow<kGemvTokens>(gate_row, a.hidden, x_rows, count, gate);
-    WarpDotRow<kGemvTokens>(up_row, a.hidden, x_rows, count, up);
-    if (threadIdx.x % kWarpSize == 0) {
-#pragma unroll
-      for (int t = 0; t < kGemvTokens; ++t) {
-        if (t < count) {
-          w.hidden[(first + t) * a.intermediate + i] = __float2bfloat16(Silu(gate[t]) * up[t]);
-        }
-      }
-    }
+// Decode-sized bucketing in one block: counts and cursors in shared memory (no memset, one
+// launch). Slot order inside an expert is arbitrary; every result is independent of it.
+__global__ void __launch_bounds__(kBucketThreads)
+    BucketOneBlockKernel(const int32_t* expert_ids, int64_t num_assignments, int64_t top_k,
+                         int64_t num_experts, MoeWorkspace w) {
+  extern __shared__ int32_t bucket_smem[];
+  int32_t* counts = bucket_smem;
+  int32_t* cursors = bucket_smem + num_experts;
+  WaitForPrevious();
+  AllowNext();
+  for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int64_t a = threadIdx.x; a < num_assignments; a += blockDim.x) {
+    atomicAdd(&counts[expert_ids[a]], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < kWarpSize) ScanCounts(counts, num_experts, w, cursors);
+  __syncthreads();
+  for (int64_t a = threadIdx.x; a < num_assignments; a += blockDim.x) {
+    const int32_t slot = atomicAdd(&cursors[expert_ids[a]], 1);
+    w.token_of_slot[slot] = static_cast<int32_t>(a / top_k);
+    w.slot_of_assignment[a] = slot;
   }
 }
 
-// Grid (row tiles of hidden, active expert slot).
-__global__ void DownKernel(MoeArgs a, MoeWorkspace w) {
-  const int64_t e = ActiveExpert(a, w);
-  const int64_t n = blockIdx.x * static_cast<int64_t>(kMoeWarps) + threadIdx.x / kWarpSize;
-  if (e < 0 || n >= a.hidden) return;
-  const int32_t begin = w.offsets[e], end = w.offsets[e + 1];
-  const __nv_bfloat16* down_row = a.down + (e * a.hidden + n) * a.intermediate;
-  for (int32_t first = begin; first < end; first += kGemvTokens) {
-    const int count = min(end - first, kGemvTokens);
-    const __nv_bfloat16* h_rows[kGemvTokens];
+// Grid y walks the list of experts with tokens; -1 when this block has no expert.
+__device__ inline int64_t ActiveExpert(const MoeArgs& a, const MoeWorkspace& w) {
+  return static_cast<int32_t>(blockIdx.y) < w.active_experts[a.num_experts]
+             ? w.active_experts[blockIdx.y]
+             : -1;
+}
+
+// The rows of one active expert (grid y) and its tokens' rows, in slot order.
+struct ExpertRows {
+  int64_t expert = -1;
+  int32_t begin = 0, end = 0;
+
+  __device__ bool Find(const MoeArgs& a, const MoeWorkspace& w) {
+    expert = ActiveExpert(a, w);
+    if (expert < 0) return false;
+    begin = w.offsets[expert];
+    end = w.offsets[expert + 1];
+    return true;
+  }
+};
+
+// h[slot][i] = silu(gate_i . x) * (up_i . x): a warp's two rows are gate row i and up row i.
+struct GateUpJob {
+  MoeArgs a;
+  MoeWorkspace w;
+  ExpertRows rows;
+
+  __device__ bool Begin() { return rows.Find(a, w); }
+  __device__ bool Prefetchable() const { return false; }  // the expert is data
+  __device__ int64_t K() const { return a.hidden; }
+  __device__ int64_t NumGroups() const { return a.intermediate; }
+  __device__ int NumTokens() const { return rows.end - rows.begin; }
+  __device__ const __nv_bfloat16* ActivationRow(int t) const {
+    return a.x + static_cast<int64_t>(w.token_of_slot[rows.begin + t]) * a.hidden;
+  }
+  __device__ const __nv_bfloat16* WeightRow(int64_t i, int r) const {
+    return a.gate_up + (rows.expert * 2 * a.intermediate + r * a.intermediate + i) * a.hidden;
+  }
+  __device__ void Store(int64_t i, int t, const float (&v)[2]) const {
+    w.hidden[(rows.begin + t) * a.intermediate + i] = __float2bfloat16(Silu(v[0]) * v[1]);
+  }
+};
+
+// expert_out[slot][n] = down_n . h[slot], four rows per warp.
+struct DownJob {
+  MoeArgs a;
+  MoeWorkspace w;
+  ExpertRows rows;
+  static constexpr int kRows = 4;
+
+  __device__ bool Begin() { return rows.Find(a, w); }
+  __device__ bool Prefetchable() const { return false; }
+  __device__ int64_t K() const { return a.intermediate; }
+  __device__ int64_t NumGroups() const { return (a.hidden + kRows - 1) / kRows; }
+  __device__ int NumTokens() const { return rows.end - rows.begin; }
+  __device__ const __nv_bfloat16* ActivationRow(int t) const {
+    return w.hidden + (rows.begin + t) * a.intermediate;
+  }
+  __device__ const __nv_bfloat16* WeightRow(int64_t g, int r) const {
+    return a.down + (rows.expert * a.hidden + min(g * kRows + r, a.hidden - 1)) * a.intermediate;
+  }
+  __device__ void Store(int64_t g, int t, const float (&v)[kRows]) const {
 #pragma unroll
-    for (int t = 0; t < kGemvTokens; ++t) h_rows[t] = w.hidden + (first + t) * a.intermediate;
-    float acc[kGemvTokens];
-    WarpDotRow<kGemvTokens>(down_row, a.intermediate, h_rows, count, acc);
-    if (threadIdx.x % kWarpSize == 0) {
-#pragma unroll
-      for (int t = 0; t < kGemvTokens; ++t) {
-        if (t < count) w.expert_out[(first + t) * a.hidden + n] = acc[t];
-      }
+    for (int r = 0; r < kRows; ++r) {
+      if (g * kRows + r < a.hidden)
+        w.expert_out[(rows.begin + t) * a.hidden + g * kRows + r] = v[r];
     }
   }
-}
+};
 
 __global__ void CombineKernel(MoeArgs a, MoeWorkspace w) {
+  WaitForPrevious();
+  AllowNext();
   const int64_t t = blockIdx.x;
   const float scale =
       a.shared_out != nullptr && a.shared_combination == SharedExpertCombination::kAverage ? 0.5f
@@ -117,9 +176,22 @@ __global__ void CombineKernel(MoeArgs a, MoeWorkspace w) {
 }
 
 __global__ void SiluMulKernel(const float* gate_up, int64_t intermediate, __nv_bfloat16* out) {
+  WaitForPrevious();
+  AllowNext();
   const float* row = gate_up + blockIdx.x * 2 * intermediate;
   for (int64_t i = threadIdx.x; i < intermediate; i += blockDim.x) {
     out[blockIdx.x * intermediate + i] = __float2bfloat16(Silu(row[i]) * row[intermediate + i]);
+  }
+}
+
+// One activation row per expert (batch 1) compiles without the token loop.
+template <int kRows, int kVecs, class Job>
+void LaunchExpertJob(const Job& job, int64_t groups, int64_t k, unsigned experts,
+                     int64_t num_tokens, cudaStream_t stream) {
+  if (num_tokens == 1) {
+    LaunchGemvJob<kRows, kVecs, 1>(job, groups, k, experts, stream);
+  } else {
+    LaunchGemvJob<kRows, kVecs, kGemvTokens>(job, groups, k, experts, stream);
   }
 }
 
@@ -127,12 +199,17 @@ __global__ void SiluMulKernel(const float* gate_up, int64_t intermediate, __nv_b
 
 void MoeBucket(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   const int64_t assignments = a.num_tokens * a.top_k;
+  if (assignments <= kOneBlockBucketMax) {
+    const size_t smem = 2 * a.num_experts * sizeof(int32_t);
+    LaunchPdl(&BucketOneBlockKernel, dim3(1), dim3(kBucketThreads), smem, stream, a.expert_ids,
+              assignments, a.top_k, a.num_experts, w);
+    return;
+  }
   const unsigned blocks = static_cast<unsigned>(CeilDiv(assignments, 256));
   MKSERVE_CUDA_CHECK(cudaMemsetAsync(w.counts, 0, a.num_experts * sizeof(int32_t), stream));
   CountKernel<<<blocks, 256, 0, stream>>>(a.expert_ids, assignments, w.counts);
   MKSERVE_CUDA_CHECK_LAUNCH();
-  OffsetsKernel<<<1, 32, 0, stream>>>(w.counts, a.num_experts, w.offsets, w.cursors,
-                                      w.active_experts);
+  OffsetsKernel<<<1, kWarpSize, 0, stream>>>(w.counts, a.num_experts, w);
   MKSERVE_CUDA_CHECK_LAUNCH();
   ScatterKernel<<<blocks, 256, 0, stream>>>(a.expert_ids, assignments, a.top_k, w.cursors,
                                             w.token_of_slot, w.slot_of_assignment);
@@ -140,11 +217,10 @@ void MoeBucket(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
 }
 
 void MoeCombine(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
-  CombineKernel<<<static_cast<unsigned>(a.num_tokens), 256, 0, stream>>>(a, w);
-  MKSERVE_CUDA_CHECK_LAUNCH();
+  LaunchPdl(&CombineKernel, dim3(static_cast<unsigned>(a.num_tokens)), dim3(256), 0, stream, a, w);
 }
 
-void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
+void MoeExperts(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   if (a.hidden % kVecElements != 0 || a.intermediate % kVecElements != 0) {
     throw Error("MoeForward: hidden " + std::to_string(a.hidden) + " and intermediate " +
                 std::to_string(a.intermediate) + " must be multiples of 8");
@@ -152,22 +228,33 @@ void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   if (a.num_tokens <= 0) return;
   MoeBucket(a, w, stream);
   // At most T * k experts can have tokens; the kernels read the actual count.
-  const unsigned experts =
+  const auto experts =
       static_cast<unsigned>(std::min<int64_t>(a.num_experts, a.num_tokens * a.top_k));
-  GateUpKernel<<<dim3(static_cast<unsigned>(CeilDiv(a.intermediate, kMoeWarps)), experts),
-                 kMoeWarps * kWarpSize, 0, stream>>>(a, w);
-  MKSERVE_CUDA_CHECK_LAUNCH();
-  DownKernel<<<dim3(static_cast<unsigned>(CeilDiv(a.hidden, kMoeWarps)), experts),
-               kMoeWarps * kWarpSize, 0, stream>>>(a, w);
-  MKSERVE_CUDA_CHECK_LAUNCH();
-  MoeCombine(a, w, stream);
+  const GateUpJob gate_up{a, w, {}};
+  if (a.hidden / kVecElements > 4 * kWarpSize) {
+    LaunchExpertJob<2, 8>(gate_up, a.intermediate, a.hidden, experts, a.num_tokens, stream);
+  } else {
+    LaunchExpertJob<2, 4>(gate_up, a.intermediate, a.hidden, experts, a.num_tokens, stream);
+  }
+  const DownJob down{a, w, {}};
+  const int64_t down_groups = CeilDiv(a.hidden, DownJob::kRows);
+  if (a.intermediate / kVecElements > 4 * kWarpSize) {
+    LaunchExpertJob<4, 8>(down, down_groups, a.intermediate, experts, a.num_tokens, stream);
+  } else {
+    LaunchExpertJob<4, 4>(down, down_groups, a.intermediate, experts, a.num_tokens, stream);
+  }
+}
+
+void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
+  MoeExperts(a, w, stream);
+  if (a.num_tokens > 0) MoeCombine(a, w, stream);
 }
 
 void SiluMul(const float* gate_up, int64_t num_tokens, int64_t intermediate, __nv_bfloat16* out,
              cudaStream_t stream) {
   if (num_tokens <= 0) return;
-  SiluMulKernel<<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(gate_up, intermediate, out);
-  MKSERVE_CUDA_CHECK_LAUNCH();
+  LaunchPdl(&SiluMulKernel, dim3(static_cast<unsigned>(num_tokens)), dim3(256), 0, stream, gate_up,
+            intermediate, out);
 }
 
 }  // namespace mkserve::cuda

@@ -1,6 +1,7 @@
 // Mixture-of-experts FFN over only the experts that received tokens:
 //   1. bucket: count assignments per expert, offsets, the list of experts with tokens, scatter
-//      (token, assignment) into expert order; later grids cover only min(E, T * k) experts
+//      (token, assignment) into expert order (one block for decode-sized batches); later grids
+//      cover only min(E, T * k) experts
 //   2. gate/up: per expert with tokens, h = silu(gate x) * up x   (bf16, one row per assignment)
 //   3. down: per expert with tokens, y = down h                    (fp32, one row per assignment)
 //   4. combine: out[t] = sum_j weight[t][j] * y[assignment(t, j)] (+ shared expert, averaged or
@@ -55,6 +56,10 @@ struct MoeArgs {
 };
 
 void MoeForward(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
+
+// MoeForward without the combine: workspace.expert_out and slot_of_assignment hold the expert
+// rows, and the caller folds the weighted sum into its next kernel (decode: AddNorm).
+void MoeExperts(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
 
 // The first and last phases on their own (the grouped path in moe_grouped.h reuses them).
 void MoeBucket(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);

@@ -27,6 +27,13 @@ struct RopeKvArgs {
 
 void RopeAndWriteKv(const RopeKvArgs& args, cudaStream_t stream);
 
+// The fused QKV projection qkv = x[num_tokens][k] . w[q_width + 2 kv_width][k]^T with
+// RopeAndWriteKv as its epilogue (args.qkv unused): no fp32 QKV round trip, one launch fewer.
+// The weight-streaming GEMV: meant for decode-sized batches. Same values as Linear followed by
+// RopeAndWriteKv.
+void QkvRopeKv(const __nv_bfloat16* x, int64_t k, const __nv_bfloat16* w, const RopeKvArgs& args,
+               cudaStream_t stream);
+
 // The rotation angle's inverse frequency for pair `pair` of a head of `head_dim` (host and device
 // agree: float, as HF computes it).
 __host__ __device__ inline float RopeInvFreq(float theta, int64_t pair, int64_t head_dim) {

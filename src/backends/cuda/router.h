@@ -35,4 +35,13 @@ void RouterTopK(const RouterArgs& args, cudaStream_t stream);
 void RouterLogits(const float* x, int64_t m, int64_t k, const __nv_bfloat16* w, int64_t n,
                   float* out, cudaStream_t stream);
 
+inline constexpr int64_t kFusedRouterMaxTokens = 64;
+
+// RouterLogits then RouterTopK in one launch, for decode-sized batches (at most
+// kFusedRouterMaxTokens tokens): logits land in `logits` (topk.logits names the same buffer),
+// the last block to finish its rows selects every token's experts. `done_counter` is one device
+// int, zero before the first call; each call leaves it zero. Same results as the two calls.
+void RouterLogitsTopK(const float* x, int64_t k, const __nv_bfloat16* w, float* logits,
+                      const RouterArgs& topk, int32_t* done_counter, cudaStream_t stream);
+
 }  // namespace mkserve::cuda

@@ -1,8 +1,9 @@
 #include "backends/cuda/step_workspace.h"
 
-#include "backends/cuda/moe_grouped.h"
-
 #include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/moe_grouped.h"
 
 namespace mkserve::cuda {
 namespace {
@@ -47,6 +48,8 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
   logit_inputs = DeviceBuffer<__nv_bfloat16>(kLogitRowsPerChunk * hidden);
   logits = DeviceBuffer<float>(kLogitRowsPerChunk * config.vocab_size);
   sampled = DeviceBuffer<int32_t>(kLogitRowsPerChunk);
+  sync_counters = DeviceBuffer<int32_t>(1);
+  MKSERVE_CUDA_CHECK(cudaMemset(sync_counters.data(), 0, sync_counters.bytes()));
   int32_t* index = moe_index.data();
   moe.counts = index;                                        // [E]
   moe.offsets = moe.counts + experts;                        // [E + 1]

@@ -44,6 +44,7 @@ struct StepWorkspace {
   DeviceBuffer<__nv_bfloat16> logit_inputs;    // [kLogitRowsPerChunk][hidden]
   DeviceBuffer<float> logits;                  // [kLogitRowsPerChunk][vocab]
   DeviceBuffer<int32_t> sampled;               // [kLogitRowsPerChunk]
+  DeviceBuffer<int32_t> sync_counters;         // [1] the fused router's done counter, kept 0
 
   MoeWorkspace moe;  // views into moe_index / moe_hidden / moe_expert_out
 };

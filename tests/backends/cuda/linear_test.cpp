@@ -1,6 +1,8 @@
 // The weight-streaming GEMV (1..64 rows) and the cuBLAS path against a double-precision CPU GEMM.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "backends/cuda/linear.h"
 #include "gpu_test_util.h"
 
@@ -20,10 +22,13 @@ std::vector<float> CpuLinear(const std::vector<float>& x, int64_t m, int64_t k,
   return out;
 }
 
-class LinearTest : public ::testing::TestWithParam<int64_t> {
+// (rows m, reduction k): k = 776 (97 vectors) takes the 4-row x 4-vector GEMV tile with a ragged
+// last chunk; k = 2056 (257 vectors) the 2-row x 8-vector tile, one lane in its second chunk.
+class LinearTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {
  protected:
   void Check(bool cublas) {
-    const int64_t m = GetParam(), k = 776, n = 333;  // k = 3 * 256 + 8: a ragged last chunk
+    const auto [m, k] = GetParam();
+    const int64_t n = 333;  // odd: the last row group is partial
     const float alpha = 0.5f;
     std::vector<float> x = RandomBf16Values(m * k, 11), w = RandomBf16Values(n * k, 12, 0.05f);
     auto d_x = ToDeviceBf16(x);
@@ -45,7 +50,9 @@ class LinearTest : public ::testing::TestWithParam<int64_t> {
 TEST_P(LinearTest, GemvMatchesCpu) { Check(false); }
 TEST_P(LinearTest, CublasMatchesCpu) { Check(true); }
 
-INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 3, 8, 9, 13, 64, 130));
+INSTANTIATE_TEST_SUITE_P(Rows, LinearTest,
+                         ::testing::Combine(::testing::Values(1, 3, 8, 9, 13, 64, 130),
+                                            ::testing::Values(776, 2056)));
 
 TEST(LinearShapeTest, RejectsKNotMultipleOfEight) {
   EXPECT_THROW(GemvSmallM(nullptr, 1, 12, nullptr, 4, 1.0f, nullptr, 0), Error);

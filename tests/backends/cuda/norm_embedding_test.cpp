@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "backends/cuda/embedding.h"
+#include "backends/cuda/moe.h"
 #include "backends/cuda/norm.h"
+#include "common/error.h"
 #include "gpu_test_util.h"
 
 namespace mkserve::cuda::testing {
@@ -55,6 +57,65 @@ INSTANTIATE_TEST_SUITE_P(Kinds, AddNormTest,
                                            NormCase{NormKind::kRmsNorm, true},
                                            NormCase{NormKind::kLayerNorm, false},
                                            NormCase{NormKind::kLayerNorm, true}));
+
+// AddNorm folding a pending MoE combine (decode) gives bitwise what MoeCombine into a buffer
+// followed by AddNorm gives, with and without an averaged shared expert.
+class PendingMoeTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PendingMoeTest, MatchesCombineThenAddNorm) {
+  const bool shared = GetParam();
+  const int64_t tokens = 3, hidden = 2048, top_k = 8, assignments = tokens * top_k;
+  std::vector<float> x = RandomFloats(tokens * hidden, 5), attn = RandomFloats(tokens * hidden, 6);
+  std::vector<float> expert_out = RandomFloats(assignments * hidden, 7);
+  std::vector<float> shared_out = RandomFloats(tokens * hidden, 8);
+  std::vector<float> weights = RandomFloats(assignments, 9);
+  std::vector<int32_t> slots(assignments);
+  for (int64_t a = 0; a < assignments; ++a)
+    slots[a] = static_cast<int32_t>((a * 7 + 3) % assignments);
+  std::vector<float> gamma = RandomBf16Values(hidden, 10);
+  auto d_attn = ToDevice(attn), d_expert_out = ToDevice(expert_out);
+  auto d_shared = ToDevice(shared_out), d_weights = ToDevice(weights);
+  auto d_slots = ToDevice(slots);
+  auto d_gamma = ToDeviceBf16(gamma);
+  auto d_ffn = NanFloats(tokens * hidden);
+  MoeArgs args;
+  args.weights = d_weights.data();
+  args.shared_out = shared ? d_shared.data() : nullptr;
+  args.shared_combination = SharedExpertCombination::kAverage;
+  args.num_tokens = tokens;
+  args.hidden = hidden;
+  args.top_k = top_k;
+  args.out = d_ffn.data();
+  MoeWorkspace ws;
+  ws.slot_of_assignment = d_slots.data();
+  ws.expert_out = d_expert_out.data();
+  MoeCombine(args, ws, 0);
+  auto d_x_ref = ToDevice(x), d_x = ToDevice(x);
+  auto d_out_ref = NanBf16(tokens * hidden), d_out = NanBf16(tokens * hidden);
+  AddNorm(d_x_ref.data(), d_attn.data(), d_ffn.data(), d_gamma.data(), d_out_ref.data(), tokens,
+          hidden, NormKind::kLayerNorm, 1e-5f, 0);
+  const PendingMoe pending{d_expert_out.data(),
+                           d_slots.data(),
+                           d_weights.data(),
+                           shared ? d_shared.data() : nullptr,
+                           top_k,
+                           shared ? 0.5f : 1.0f};
+  AddNorm(d_x.data(), d_attn.data(), nullptr, d_gamma.data(), d_out.data(), tokens, hidden,
+          NormKind::kLayerNorm, 1e-5f, 0, nullptr, &pending);
+  const std::vector<float> residual = ToHost(d_x), residual_ref = ToHost(d_x_ref);
+  EXPECT_EQ(residual, residual_ref);
+  EXPECT_EQ(ToHostFloat(d_out), ToHostFloat(d_out_ref));
+  EXPECT_NE(residual, x);  // the adds happened
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, PendingMoeTest, ::testing::Values(false, true));
+
+TEST(PendingMoeTest, RejectsTopKOutOfRange) {
+  const PendingMoe pending{nullptr, nullptr, nullptr, nullptr, kMaxPendingTopK + 1, 1.0f};
+  EXPECT_THROW(AddNorm(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, NormKind::kRmsNorm, 1e-5f,
+                       0, nullptr, &pending),
+               Error);
+}
 
 TEST(EmbeddingTest, GathersRowsAsFloat) {
   const int64_t vocab = 50, hidden = 24;
