@@ -1,6 +1,9 @@
-// CudaBackend's last phase: the LM head over the rows that need logits, then greedy argmax on the
-// GPU, or the engine's CPU sampler on the copied row when the request needs more than argmax
-// (temperature, penalties, bias, logprobs), so every sampling semantic is the CPU sampler's own.
+// CudaBackend's last phase: the LM head over the rows that need logits, then sampling. Plain
+// greedy rows take the GPU argmax; every other sampled row goes to the GpuSampler (the engine
+// sampler's semantics on the GPU: penalties, bias, min_tokens, temperature, top-k/p, min-p,
+// seeded draws, logprobs), so only ids and logprobs come back. Rows that need the whole logits
+// row on the host (return_logits, prompt logprobs, more top logprobs than the GPU returns) copy
+// it and use the engine's own SampleFromLogits / ComputeLogprobs.
 #include <algorithm>
 #include <vector>
 
@@ -8,32 +11,57 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/embedding.h"
+#include "backends/cuda/gpu_sampler.h"
 #include "backends/cuda/linear.h"
 #include "engine/sampler.h"
 
 namespace mkserve::cuda {
 namespace {
 
-bool IsPlainGreedy(const SamplingParams& p) {
-  return p.is_greedy() && p.num_logprobs < 0 && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f && p.logit_bias.empty();
+bool IsPlainGreedy(const SamplingParams* p) {
+  return p != nullptr && p->is_greedy() && p->num_logprobs < 0 && p->presence_penalty == 0.0f &&
+         p->frequency_penalty == 0.0f && p->repetition_penalty == 1.0f && p->logit_bias.empty();
 }
 
 struct RowNeeds {
   bool sample = false;
+  bool gpu_sample = false;   // GpuSampler
+  bool host_sample = false;  // SampleFromLogits on the copied row
   bool prompt_logprob = false;
   bool host_logits = false;
 };
 
-RowNeeds NeedsOf(const SequenceStep& step, int32_t token_in_sequence) {
+RowNeeds NeedsOf(const SequenceStep& step, int32_t token_in_sequence, int64_t vocab) {
   RowNeeds needs;
   const bool last = token_in_sequence + 1 == static_cast<int32_t>(step.token_ids.size());
   needs.sample = step.sample && last;
+  if (needs.sample && !IsPlainGreedy(step.sampling)) {
+    needs.gpu_sample = vocab <= kGpuSamplerMaxVocab && GpuSampler::CanSample(step.sampling);
+    needs.host_sample = !needs.gpu_sample;
+  }
   needs.prompt_logprob =
       !step.next_token_ids.empty() && step.next_token_ids[token_in_sequence] >= 0;
-  needs.host_logits = step.return_logits || needs.prompt_logprob ||
-                      (needs.sample && !IsPlainGreedy(*step.sampling));
+  needs.host_logits = step.return_logits || needs.prompt_logprob || needs.host_sample;
   return needs;
+}
+
+// The host's share of one row: the copy, returned logits, prompt logprobs, host sampling.
+void ServeOnHost(const float* device_row, const SequenceStep& step, int32_t token_in_sequence,
+                 const RowNeeds& needs, std::vector<float>& row_logits, SequenceResult& result) {
+  if (!needs.host_logits) return;
+  MKSERVE_CUDA_CHECK(cudaMemcpy(row_logits.data(), device_row, row_logits.size() * sizeof(float),
+                                cudaMemcpyDeviceToHost));
+  if (step.return_logits) result.logits.push_back(row_logits);
+  if (needs.prompt_logprob) {
+    const int32_t k = step.sampling ? std::max(step.sampling->num_prompt_logprobs, 0) : 0;
+    result.prompt_logprobs.push_back(
+        ComputeLogprobs(row_logits, step.next_token_ids[token_in_sequence], k));
+  }
+  if (needs.host_sample) {
+    SequenceResult sampled = SampleFromLogits(row_logits, step);
+    result.token_id = sampled.token_id;
+    result.logprobs = std::move(sampled.logprobs);
+  }
 }
 
 }  // namespace
@@ -53,6 +81,8 @@ void CudaBackend::Sample(const StepInputs& inputs, const StepPlan& plan, StepOut
   const int64_t vocab = config_.vocab_size;
   std::vector<int32_t> greedy(kLogitRowsPerChunk);
   std::vector<float> row_logits(vocab);
+  std::vector<GpuSampleRequest> gpu_rows;
+  std::vector<size_t> gpu_sequences;
   const size_t num_rows = plan.logit_rows.size();
   for (size_t first = 0; first < num_rows; first += kLogitRowsPerChunk) {
     const int64_t count = std::min<int64_t>(kLogitRowsPerChunk, num_rows - first);
@@ -60,29 +90,29 @@ void CudaBackend::Sample(const StepInputs& inputs, const StepPlan& plan, StepOut
     MKSERVE_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), workspace_->sampled.data(),
                                        count * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (int64_t r = 0; r < count; ++r) {
+    gpu_rows.clear();
+    gpu_sequences.clear();
+    for (int64_t r = 0; r < count; ++r) {  // host copies first: the GPU sampler edits rows
       const LogitRow& row = plan.logit_rows[first + r];
       const SequenceStep& step = inputs.sequences[row.sequence_index];
       SequenceResult& result = outputs->results[row.sequence_index];
-      const RowNeeds needs = NeedsOf(step, row.token_in_sequence);
-      if (needs.host_logits) {
-        MKSERVE_CUDA_CHECK(cudaMemcpy(row_logits.data(), workspace_->logits.data() + r * vocab,
-                                      vocab * sizeof(float), cudaMemcpyDeviceToHost));
-      }
-      if (step.return_logits) result.logits.push_back(row_logits);
-      if (needs.prompt_logprob) {
-        const int32_t k = step.sampling ? std::max(step.sampling->num_prompt_logprobs, 0) : 0;
-        result.prompt_logprobs.push_back(
-            ComputeLogprobs(row_logits, step.next_token_ids[row.token_in_sequence], k));
-      }
-      if (!needs.sample) continue;
-      if (!needs.host_logits || IsPlainGreedy(*step.sampling)) {
+      const RowNeeds needs = NeedsOf(step, row.token_in_sequence, vocab);
+      ServeOnHost(workspace_->logits.data() + r * vocab, step, row.token_in_sequence, needs,
+                  row_logits, result);
+      if (needs.gpu_sample) {
+        gpu_rows.push_back({r, &step});
+        gpu_sequences.push_back(row.sequence_index);
+      } else if (needs.sample && !needs.host_sample) {
         result.token_id = greedy[r];
-      } else {
-        SequenceResult sampled = SampleFromLogits(row_logits, step);
-        result.token_id = sampled.token_id;
-        result.logprobs = std::move(sampled.logprobs);
       }
+    }
+    if (gpu_rows.empty()) continue;
+    if (!sampler_) sampler_ = std::make_unique<GpuSampler>(vocab);
+    std::vector<SequenceResult> sampled =
+        sampler_->Sample(workspace_->logits.data(), count, gpu_rows, stream_);
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      outputs->results[gpu_sequences[i]].token_id = sampled[i].token_id;
+      outputs->results[gpu_sequences[i]].logprobs = std::move(sampled[i].logprobs);
     }
   }
 }
