@@ -79,6 +79,7 @@ struct RoutingComparison {
   int64_t num_different = 0;   // our expert set differs from the reference's
   int64_t num_checked = 0;     // differences judged (all, or only root ones)
   double largest_gap = 0;      // largest inverted reference gap among those judged
+  std::string largest_detail;  // where it is, our logits' error there (diagnosis)
   double logit_rms = 0;        // RMS of the reference's router logits
   double logit_rms_error = 0;  // RMS of ours minus the reference's, over compared rows
   int64_t first_different_row = std::numeric_limits<int64_t>::max();  // in any layer
@@ -134,6 +135,22 @@ inline void LogitStats(const ReferenceRouting& ref, const std::vector<float>& ou
   c->logit_rms_error = std::sqrt(err_sq / count);  // NaN when a row was never traced
 }
 
+// Our router logits' error on one row: RMS and largest |ours - reference| over the experts.
+inline std::string RowErrorDetail(const ReferenceRouting& ref, const std::vector<float>& ours,
+                                  int64_t layer, int64_t row) {
+  const float* want = ref.logits(layer, row);
+  const float* got = ours.data() + (layer * ref.num_rows + row) * ref.num_experts;
+  double sum_sq = 0, largest = 0;
+  for (int64_t e = 0; e < ref.num_experts; ++e) {
+    const double diff = std::fabs(static_cast<double>(got[e]) - want[e]);
+    sum_sq += diff * diff;
+    largest = std::max(largest, diff);
+  }
+  return "our logit error there: RMS " +
+         std::to_string(std::sqrt(sum_sq / static_cast<double>(ref.num_experts))) + ", max " +
+         std::to_string(largest);
+}
+
 // Compares our traced routing (RoutingOverride::TracedIds / TracedLogits layout) with the
 // reference over rows [0, num_rows). With roots_only, a difference is judged only when no earlier
 // MoE layer differs at the same or an earlier row (free running: later ones may be consequences
@@ -163,7 +180,10 @@ inline RoutingComparison CompareRouting(const ReferenceRouting& ref,
       if (roots_only && r >= root_limit) continue;
       ++c.num_checked;
       const double gap = InvertedGap(ref, l, r, got);
-      c.largest_gap = std::max(c.largest_gap, gap);
+      if (gap >= c.largest_gap) {
+        c.largest_gap = gap;
+        c.largest_detail = where + ", " + RowErrorDetail(ref, our_logits, l, r);
+      }
       if (!(gap < bound)) {
         c.problems.push_back(where + ": inverted reference gap " + std::to_string(gap) +
                              " >= near-tie bound " + std::to_string(bound));

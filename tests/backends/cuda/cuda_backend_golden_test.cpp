@@ -182,7 +182,7 @@ TEST_P(GoldenTest, ForcedRoutingPrefillAndGreedyDecodeMatchHf) {
   const TeacherForcedRun run = RunTeacherForced(golden, Dir(), &routing);
   ExpectRunMatches(golden, run, static_cast<int64_t>(run.logits.size()), "forced");
   // Inputs equal the reference's up to bf16 noise, so every other pick must be a near-tie.
-  ExpectRoutingNearTies("forced, our free picks",
+  ExpectRoutingNearTies("forced " + GetParam() + ", our free picks",
                         CompareRouting(golden.routing, routing.TracedIds(), routing.TracedLogits(),
                                        static_cast<int64_t>(run.logits.size()), false));
 }
@@ -194,9 +194,10 @@ TEST_P(GoldenTest, FreeRoutingDiffersOnlyAtNearTies) {
   const RoutingComparison c =
       CompareRouting(golden.routing, routing.TracedIds(), routing.TracedLogits(),
                      static_cast<int64_t>(run.logits.size()), true);
-  ExpectRoutingNearTies("free", c);
-  std::printf("free (for the record): %lld of %zu positions below cosine %.3f\n",
-              static_cast<long long>(CountBelow(golden, run)), run.logits.size(), kMinCosine);
+  ExpectRoutingNearTies("free " + GetParam(), c);
+  std::printf("free %s (for the record): %lld of %zu positions below cosine %.3f\n",
+              GetParam().c_str(), static_cast<long long>(CountBelow(golden, run)),
+              run.logits.size(), kMinCosine);
   ExpectRunMatches(golden, run, c.first_different_row, "free, before any routing difference");
 }
 

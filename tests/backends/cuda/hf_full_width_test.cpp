@@ -81,7 +81,21 @@ struct LogitScore {
   double min_cosine = 1.0, agreement = 0;
   int64_t below = 0;
   std::string below_positions;
+  std::string mismatches;  // top-1 differences: reference margin vs our logit error there
 };
+
+// A top-1 difference at one position: how far HF's best is above our best in HF's logits, next
+// to our logits' RMS error there (an output near-tie when the margin is within that noise).
+std::string MismatchDetail(int64_t position, const std::vector<float>& got,
+                           const std::vector<float>& want, int64_t ours, int64_t theirs) {
+  double sum_sq = 0;
+  for (size_t v = 0; v < got.size(); ++v) sum_sq += std::pow(double{got[v]} - want[v], 2);
+  char detail[128];
+  std::snprintf(detail, sizeof(detail), " %lld (margin %.4f, our RMS error %.4f)",
+                static_cast<long long>(position), want[theirs] - want[ours],
+                std::sqrt(sum_sq / static_cast<double>(got.size())));
+  return detail;
+}
 
 LogitScore Score(const Sequence& s, const std::vector<std::vector<float>>& got) {
   LogitScore score;
@@ -97,7 +111,11 @@ LogitScore Score(const Sequence& s, const std::vector<std::vector<float>>& got) 
       ++score.below;
       score.below_positions.append(" ").append(std::to_string(s.positions[i]));
     }
-    agree += Argmax(row.data(), s.vocab) == Argmax(want.data(), s.vocab);
+    const int64_t ours = Argmax(row.data(), s.vocab), theirs = Argmax(want.data(), s.vocab);
+    agree += ours == theirs;
+    if (ours != theirs) {
+      score.mismatches.append(MismatchDetail(s.positions[i], row, want, ours, theirs));
+    }
   }
   score.agreement = static_cast<double>(agree) / static_cast<double>(s.positions.size());
   return score;
@@ -169,11 +187,12 @@ std::vector<std::vector<float>> TeacherForcedLogits(Reference& ref, const Sequen
 
 void PrintRouting(const std::string& what, const RoutingComparison& c) {
   std::printf(
-      "%s: routing %lld of %lld decisions differ (%lld judged, largest inverted gap %.2e, "
+      "%s: routing %lld of %lld decisions differ (%lld judged, largest inverted gap %.2e at %s, "
       "bound %.2e); router logits RMS %.3f, our error RMS %.2e\n",
       what.c_str(), static_cast<long long>(c.num_different),
       static_cast<long long>(c.num_decisions), static_cast<long long>(c.num_checked), c.largest_gap,
-      kNearTieEpsilons * kBf16Epsilon * c.logit_rms, c.logit_rms, c.logit_rms_error);
+      c.largest_detail.c_str(), kNearTieEpsilons * kBf16Epsilon * c.logit_rms, c.logit_rms,
+      c.logit_rms_error);
 }
 
 void ExpectNoProblems(const std::string& what, const RoutingComparison& c) {
@@ -196,7 +215,11 @@ TEST(HfFullWidthTest, ForcedRoutingLogitsMatchTransformers) {
         static_cast<long long>(score.below), score.agreement);
     EXPECT_EQ(score.below, 0) << s.name << ": positions with cosine < " << kMinCosine << ":"
                               << score.below_positions;
-    EXPECT_GE(score.agreement, kMinTop1Agreement) << s.name;
+    EXPECT_GE(score.agreement, kMinTop1Agreement)
+        << s.name << ": top-1 differs at" << score.mismatches;
+    if (!score.mismatches.empty()) {
+      std::printf("forced %s top-1 differences:%s\n", s.name.c_str(), score.mismatches.c_str());
+    }
     // Upstream state equals the reference's here, so every pick our router would make otherwise
     // must be a near-tie.
     const RoutingComparison c = CompareRouting(s.routing, routing.TracedIds(),
