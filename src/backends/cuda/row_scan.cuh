@@ -30,6 +30,11 @@ struct Cut {
   __device__ bool Holds(uint32_t k, int32_t id) const {
     return k > key || (k == key && id <= last_id);
   }
+  // The shorter of two prefixes of the same order: their intersection.
+  __device__ Cut Narrower(const Cut& o) const {
+    if (key != o.key) return key > o.key ? *this : o;
+    return Cut{key, min(last_id, o.last_id)};
+  }
 };
 
 // What a prefix holds: its size and its probability mass in units of 2^-kMassFractionBits.

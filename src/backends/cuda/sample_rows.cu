@@ -149,7 +149,8 @@ __device__ int32_t DrawToken(const float* row, int32_t vocab, const SampleRowPar
     Goal goal{Goal::kMassFraction};
     goal.fraction = static_cast<double>(p.top_p);
     const Descent d = sampling::Descend<true>(members, goal, s.descent);
-    if (d.found) member.cut = sampling::CutOf(members, d, s.descent);
+    // CutOf takes every tie past the top-k cut's key when top-p takes all tied members.
+    if (d.found) member.cut = member.cut.Narrower(sampling::CutOf(members, d, s.descent));
   }
   if (p.min_p > 0.0f) {
     member.use_min_p = true;

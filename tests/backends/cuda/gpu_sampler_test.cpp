@@ -9,15 +9,21 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend_test_util.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/gpu_sampler.h"
+#include "engine/kv_layout.h"
 #include "engine/sampler.h"
 #include "gpu_test_util.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
 
 namespace mkserve::cuda::testing {
 namespace {
@@ -174,7 +180,7 @@ TEST_F(GpuSamplerTest, ManyDrawsMatchCpu) {
   const int64_t vocab = 262144;
   const int num_draws = 64;
   std::vector<float> logits = MakeRow(Shape::kFlat, vocab, 99);
-  for (float& v : logits) v *= 2.5f;  // a few hundred plausible tokens
+  for (float& v : logits) v *= 0.5f;  // thousands of plausible tokens
   std::vector<Case> cases(num_draws);
   for (int i = 0; i < num_draws; ++i) {
     cases[i].params.temperature = 1.0f;
@@ -273,8 +279,49 @@ TEST_F(GpuSamplerTest, BadParametersAreErrors) {
             SampleFromLogits(logits, cases[0].step).token_id);
 }
 
-// Run with --gtest_also_run_disabled_tests: microseconds per Sample() call (host preparation,
-// copies, kernel, sync) for 1/8/64 rows of 262144 logits with temperature + top-p.
+// Through CudaBackend: sampled rows beyond plain greedy take the GPU sampler, and each result
+// equals SampleFromLogits on the same row (return_logits copies it before the sampler edits it).
+TEST_F(GpuSamplerTest, BackendSamplesLikeTheCpuSampler) {
+  RequireGpu();
+  const auto dir = std::filesystem::temp_directory_path() / "mkserve_gpu_sampler_backend";
+  const ModelConfig config = TinyPreset(2);
+  RandomCheckpointOptions checkpoint;
+  checkpoint.seed = 5;
+  WriteRandomCheckpoint(config, checkpoint, dir);
+  CudaBackendOptions options;
+  options.kv_layout = PlanKvLayout(config, 8 << 20, 2 * config.kv_width() * 2, 4);
+  options.max_num_tokens = 256;
+  auto backend = LoadCudaBackend(dir, options);
+  std::filesystem::remove_all(dir);
+  std::mt19937 rng(17);
+  std::vector<Case> cases(4);
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  SimpleBlocks blocks(backend->kv_layout());
+  StepInputs inputs;
+  for (int i = 0; i < 4; ++i) {
+    SetCombo(cases[i], 1 + 3 * i + 108 * (i % 2) + 216 * (i / 2) + 432, config.vocab_size, rng);
+    tables.push_back(blocks.Allocate(static_cast<int64_t>(cases[i].prompt.size())));
+  }
+  cases[0].params.temperature = 0.0f;  // greedy with penalties and logprobs: GPU path too
+  for (int i = 0; i < 4; ++i) {
+    SequenceStep step = MakeStep(i, cases[i].prompt, 0, tables[i], &cases[i].params, true);
+    step.prompt_token_ids = cases[i].prompt;
+    step.output_token_ids = cases[i].output;
+    step.sample_index = 12;
+    inputs.sequences.push_back(step);
+  }
+  const StepOutputs outputs = backend->Step(inputs);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_FALSE(outputs.results[i].logits.empty());
+    ExpectSame(outputs.results[i],
+               SampleFromLogits(outputs.results[i].logits.back(), inputs.sequences[i]),
+               "backend row " + std::to_string(i));
+  }
+}
+
+// Run with --gtest_also_run_disabled_tests: median microseconds per step for 1/8/64 rows of
+// 262144 logits: GpuSampler::Sample (host preparation, copies, kernel, sync) against the host
+// path it replaces (copy each row, SampleFromLogits).
 TEST_F(GpuSamplerTest, DISABLED_TopPLatency) {
   RequireGpu();
   const int64_t vocab = 262144, num_buffer_rows = 128;
@@ -285,29 +332,46 @@ TEST_F(GpuSamplerTest, DISABLED_TopPLatency) {
   }
   auto device = ToDevice(host);
   GpuSampler sampler(vocab);
-  SamplingParams params;
-  params.temperature = 0.8f;
-  params.top_p = 0.9f;
-  params.seed = 3;
-  std::vector<SequenceStep> steps(64);
-  for (int64_t b : {1, 8, 64}) {
-    std::vector<float> times_us;
-    for (int iter = 0; iter < 25; ++iter) {
-      std::vector<GpuSampleRequest> requests;
-      for (int64_t i = 0; i < b; ++i) {  // rotate rows so L2 does not hold the batch
-        steps[i].sampling = &params;
-        steps[i].sample_index = iter;
-        requests.push_back({(iter * b + i) % num_buffer_rows, &steps[i]});
+  std::vector<float> row_copy(vocab);
+  for (int32_t top_k : {0, 50}) {
+    SamplingParams params;
+    params.temperature = 0.8f;
+    params.top_p = 0.9f;
+    params.top_k = top_k;
+    params.seed = 3;
+    std::vector<SequenceStep> steps(64);
+    for (int64_t b : {1, 8, 64}) {
+      std::vector<float> gpu_us, host_us;
+      for (int iter = 0; iter < 12; ++iter) {
+        std::vector<GpuSampleRequest> requests;
+        for (int64_t i = 0; i < b; ++i) {  // rotate rows so L2 does not hold the batch
+          steps[i].sampling = &params;
+          steps[i].sample_index = iter;
+          requests.push_back({(iter * b + i) % num_buffer_rows, &steps[i]});
+        }
+        auto start = std::chrono::steady_clock::now();
+        sampler.Sample(device.data(), num_buffer_rows, requests, 0);
+        auto end = std::chrono::steady_clock::now();
+        gpu_us.push_back(std::chrono::duration<float, std::micro>(end - start).count());
+        if (iter >= 3) continue;  // the host path is slow: three steps are enough
+        start = std::chrono::steady_clock::now();
+        for (const GpuSampleRequest& r : requests) {
+          MKSERVE_CUDA_CHECK(cudaMemcpy(row_copy.data(), device.data() + r.logits_row * vocab,
+                                        vocab * sizeof(float), cudaMemcpyDeviceToHost));
+          SampleFromLogits(row_copy, *r.step);
+        }
+        end = std::chrono::steady_clock::now();
+        host_us.push_back(std::chrono::duration<float, std::micro>(end - start).count());
       }
-      const auto start = std::chrono::steady_clock::now();
-      sampler.Sample(device.data(), num_buffer_rows, requests, 0);
-      const auto end = std::chrono::steady_clock::now();
-      if (iter >= 5)
-        times_us.push_back(std::chrono::duration<float, std::micro>(end - start).count());
+      gpu_us.erase(gpu_us.begin(), gpu_us.begin() + 2);  // warm-up
+      std::sort(gpu_us.begin(), gpu_us.end());
+      std::sort(host_us.begin(), host_us.end());
+      std::printf(
+          "GPU_SAMPLER_BENCH rows=%ld top_k=%d top_p=0.9 gpu_median_us=%.1f "
+          "gpu_min_us=%.1f host_path_median_us=%.1f\n",
+          static_cast<long>(b), top_k, gpu_us[gpu_us.size() / 2], gpu_us.front(),
+          host_us[host_us.size() / 2]);
     }
-    std::sort(times_us.begin(), times_us.end());
-    std::printf("GPU_SAMPLER_BENCH rows=%ld top_p=0.9 median_us=%.1f min_us=%.1f\n",
-                static_cast<long>(b), times_us[times_us.size() / 2], times_us.front());
   }
 }
 
