@@ -12,6 +12,7 @@
 
 #include "backends/cpu/load_cpu_backend.h"
 #include "chat/command4_template.h"
+#include "cli/byte_progress.h"
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
@@ -20,6 +21,10 @@
 #include "server/routes.h"
 #include "server/server_state.h"
 #include "server/tokenizer_text_decoder.h"
+
+#ifdef MKSERVE_HAS_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace mkserve::cli {
 namespace {
@@ -31,7 +36,12 @@ struct ServeFlags {
   std::string backend = "cpu";
   server::HttpOptions http;
   int64_t max_batch = 64;
-  int64_t kv_bytes = int64_t{1} << 30;
+  int64_t kv_bytes = int64_t{1} << 30;  // cpu and scripted backends
+  int64_t max_step_tokens = 0;          // 0: the backend's default
+  double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
+  bool cuda_graphs = true;
+  bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
+  uint64_t seed = 0;
   int64_t max_model_len = 0;
   int64_t max_waiting = 0;
   std::string served_model_name;
@@ -52,6 +62,13 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.kv_bytes = args.Int("kv-bytes", flags.kv_bytes);
   flags.max_model_len = args.Int("max-model-len", 0);
   flags.max_waiting = args.Int("max-waiting", 0);
+  flags.max_step_tokens = args.Int("max-step-tokens", 0);
+  flags.gpu_memory_fraction = args.Double("gpu-memory-fraction", flags.gpu_memory_fraction);
+  const std::string graphs = args.String("cuda-graphs", "on");
+  if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
+  flags.cuda_graphs = graphs == "on";
+  flags.random_weights = args.Switch("random-weights");
+  flags.seed = static_cast<uint64_t>(args.Int("seed", 0));
   flags.served_model_name = args.String("served-model-name", "");
   std::string reasoning = args.String("reasoning", "on");
   if (reasoning != "on" && reasoning != "off") throw Error("--reasoning must be on or off");
@@ -60,10 +77,44 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (flags.http.port < 0 || flags.http.port > 65535) throw Error("--port must be 0..65535");
   if (flags.max_batch < 1) throw Error("--max-batch must be at least 1");
   if (flags.http.max_body_bytes < 1024) throw Error("--max-body-bytes must be at least 1024");
+  if (flags.max_step_tokens != 0 && flags.max_step_tokens < flags.max_batch) {
+    throw Error("--max-step-tokens must be at least --max-batch (" +
+                std::to_string(flags.max_batch) + ")");
+  }
+  if (!(flags.gpu_memory_fraction > 0.0 && flags.gpu_memory_fraction < 1.0)) {
+    throw Error("--gpu-memory-fraction must be in (0, 1)");
+  }
+  if (flags.random_weights && flags.backend != "cuda") {
+    throw Error("--random-weights needs --backend cuda");
+  }
   if (!fs::is_directory(flags.model_dir)) {
     throw Error("--model " + flags.model_dir.string() + " is not a directory");
   }
   return flags;
+}
+
+// Steps of this many tokens keep the GPU's prefill GEMMs large; the CPU backend keeps the
+// engine's smaller default so decode rows are not starved behind long prefill chunks.
+constexpr int64_t kCudaStepTokens = 8192;
+
+std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
+#ifdef MKSERVE_HAS_CUDA
+  cuda::CudaBackendOptions options;
+  options.gpu_memory_fraction = flags.gpu_memory_fraction;
+  options.max_batch = flags.max_batch;
+  options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
+  options.use_cuda_graphs = flags.cuda_graphs;
+  options.random_weights = flags.random_weights;
+  options.seed = flags.seed;
+  ByteProgress progress("uploading weights");
+  options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
+  return cuda::LoadCudaBackend(flags.model_dir, options);
+#else
+  (void)flags;
+  throw Error(
+      "--backend cuda: this mkserve was built without the CUDA backend (configure with "
+      "-DMKSERVE_CUDA=ON on a machine with the CUDA toolkit)");
+#endif
 }
 
 std::unique_ptr<Backend> LoadBackend(const ServeFlags& flags, const tokenizer::Tokenizer& tok) {
@@ -83,9 +134,7 @@ std::unique_ptr<Backend> LoadBackend(const ServeFlags& flags, const tokenizer::T
     return MakeScriptedBackend(config, std::move(script), flags.kv_bytes / bytes_per_token,
                                flags.max_batch);
   }
-  if (flags.backend == "cuda") {
-    throw Error("--backend cuda is not available in this build yet; use cpu or scripted:FILE");
-  }
+  if (flags.backend == "cuda") return LoadCuda(flags);
   throw Error("--backend must be cpu, cuda or scripted:FILE, got '" + flags.backend + "'");
 }
 
@@ -138,11 +187,16 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   // A checkpoint without a template (the tiny test model) speaks the built-in Command-4 one.
   const auto& source = model->tokenizer->chat_template();
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
-  std::unique_ptr<Backend> backend = WithProgress("loading weights (" + flags.backend + ")", [&] {
-    return LoadBackend(flags, *model->tokenizer);
-  });
+  // The CUDA upload draws its own byte-counting bar; the others get a spinner.
+  std::unique_ptr<Backend> backend =
+      flags.backend == "cuda" ? LoadBackend(flags, *model->tokenizer)
+                              : WithProgress("loading weights (" + flags.backend + ")",
+                                             [&] { return LoadBackend(flags, *model->tokenizer); });
   EngineOptions options;
   options.max_batch = flags.max_batch;
+  options.max_step_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens
+                            : flags.backend == "cuda" ? kCudaStepTokens
+                                                      : options.max_step_tokens;
   options.max_model_len = flags.max_model_len;
   options.max_waiting_requests = flags.max_waiting;
   options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);

@@ -9,6 +9,10 @@ import OpenAI from 'openai';
 
 export const BIN = process.env.MKSERVE_BIN ?? new URL('../../build/mkserve', import.meta.url).pathname;
 
+// The backend the real-model tests run on: cpu by default; MKSERVE_E2E_BACKEND=cuda runs the same
+// suite through the CUDA backend on a GPU machine (scripts/gpu_e2e.sh).
+export const MODEL_BACKEND_ARGS = ['--backend', process.env.MKSERVE_E2E_BACKEND ?? 'cpu'];
+
 // A fresh tiny model (random weights, tiny tokenizer) in a temporary folder, or the one named by
 // MKSERVE_TINY_MODEL (a folder called "tiny" made by `mkserve make-model --preset tiny`).
 export function makeTinyModel() {

@@ -1,9 +1,9 @@
-// The real CPU backend on the tiny random model, driven by the official SDK: every endpoint and
-// parameter, concurrency, disconnects and bad input.
+// The real backend (CPU; CUDA with MKSERVE_E2E_BACKEND=cuda) on the tiny random model, driven by
+// the official SDK: every endpoint and parameter, concurrency, disconnects and bad input.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { makeTinyModel, startServer, client, rawPost, metric, waitFor } from './harness.mjs';
+import { makeTinyModel, startServer, client, rawPost, metric, waitFor, MODEL_BACKEND_ARGS } from './harness.mjs';
 
 const KEY = 'test-key-123';
 const MAX_BODY = 65536;
@@ -11,7 +11,7 @@ let model, server, openai, maxModelLen;
 before(async () => {
   model = makeTinyModel();
   server = await startServer(model.modelDir,
-    ['--api-key', KEY, '--max-body-bytes', String(MAX_BODY), '--max-batch', '64']);
+    [...MODEL_BACKEND_ARGS, '--api-key', KEY, '--max-body-bytes', String(MAX_BODY), '--max-batch', '64']);
   openai = client(server, { apiKey: KEY });
   maxModelLen = (await openai.models.list()).data[0].max_model_len;
 });
