@@ -69,7 +69,11 @@ void RunProblem(const Problem& p) {
       }
     }
   }
-  if (rows == 0) return;
+  if (rows == 0) {  // every CTA finds no tile: nothing may be written
+    EXPECT_TRUE(std::isnan(ToHost(d_f32)[0]));
+    EXPECT_TRUE(std::isnan(ToHostFloat(d_bf16)[0]));
+    return;
+  }
   if (p.silu_mul) {
     ExpectClose(ToHostFloat(d_bf16), want, 2e-3f, 1e-2f, "grouped silu*up");
   } else {
@@ -77,6 +81,8 @@ void RunProblem(const Problem& p) {
   }
 }
 
+// The grid is sized for rows + 200: 64-row tiles when that is under 96 rows per group (the north
+// shapes and the MoE test), 128-row tiles otherwise (the first two cases).
 TEST(GroupedGemmTest, PlainGroupsOfEverySize) {
   RunProblem({{0, 1, 127, 128, 129, 300, 0, 5}, 64, 136, false, false});
 }
@@ -153,7 +159,7 @@ TEST(GroupedGemmTest, MoePrefillPathMatchesDecodePath) {
   const std::vector<float> grouped = ToHost(d_grouped);
   args.out = d_plain.data();
   MoeForward(args, ws, 0);
-  ExpectClose(grouped, ToHost(d_plain), 2e-4f, 2e-3f, "grouped vs decode MoE");
+  ExpectClose(grouped, ToHost(d_plain), 1e-3f, 5e-3f, "grouped vs decode MoE");
 }
 
 }  // namespace

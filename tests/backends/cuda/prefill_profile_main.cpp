@@ -16,9 +16,13 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/decode_bench.h"
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/grouped_gemm.h"
+#include "backends/cuda/linear.h"
 #include "backends/cuda/prefill_attention.h"
 #include "backends/cuda/prefill_profile.h"
 #include "backends/cuda/random_fill.h"
+#include "backends/cuda/router.h"
+#include "backends/cuda/router_prefill.h"
 #include "engine/kv_layout.h"
 
 namespace mkserve::cuda {
@@ -53,7 +57,8 @@ double KernelMs(F&& launch) {
 
 // One sequence of `tokens` prompt tokens at North's attention shape, full and windowed.
 void AttentionKernels(int64_t tokens) {
-  const int64_t heads = 32, kv_heads = 4, dim = 128, pages = CeilDiv(tokens, kBlockTokens);
+  const int64_t heads = 32, kv_heads = 4, dim = 128,
+                pages = (tokens + kBlockTokens - 1) / kBlockTokens;
   DeviceBuffer<__nv_bfloat16> cache(pages * kBlockTokens * 2 * kv_heads * dim);
   DeviceBuffer<__nv_bfloat16> q(tokens * heads * dim), out(tokens * heads * dim);
   FillNormal(cache.data(), cache.count(), 0.0f, 1.0f, 1, 0, nullptr);
@@ -84,6 +89,66 @@ void AttentionKernels(int64_t tokens) {
   }
 }
 
+// North's router on one chunk: the CUDA-core RouterLogits vs the tensor-core split kernel.
+void RouterKernels(int64_t tokens) {
+  const int64_t hidden = 2048, experts = 128;
+  DeviceBuffer<__nv_bfloat16> w(experts * hidden);
+  DeviceBuffer<float> x(tokens * hidden), out(tokens * experts);
+  FillNormal(w.data(), w.count(), 0.0f, 0.02f, 3, 1, nullptr);
+  MKSERVE_CUDA_CHECK(cudaMemset(x.data(), 0, x.bytes()));  // timing only: values do not matter
+  const double plain = KernelMs(
+      [&] { RouterLogits(x.data(), tokens, hidden, w.data(), experts, out.data(), nullptr); });
+  const double split = KernelMs([&] {
+    RouterLogitsPrefill(x.data(), tokens, hidden, w.data(), experts, out.data(), nullptr);
+  });
+  std::printf(
+      "\n| router logits, %lld tokens | ms |\n|---|---|\n| RouterLogits | %.3f |\n"
+      "| RouterLogitsPrefill | %.3f |\n",
+      static_cast<long long>(tokens), plain, split);
+}
+
+// North's expert GEMMs on one chunk (uniform routing: rows / 128 per expert) against one cuBLAS
+// GEMM of the same total size, the ceiling a grouped GEMM could reach.
+void ExpertKernels(int64_t tokens) {
+  const int64_t hidden = 2048, inter = 768, experts = 128, rows = tokens * 8;
+  DeviceBuffer<__nv_bfloat16> x(rows * hidden), gate_up(experts * 2 * inter * hidden);
+  DeviceBuffer<__nv_bfloat16> down(experts * hidden * inter), h(rows * inter);
+  DeviceBuffer<float> out(rows * hidden), wide(rows * 2 * inter);
+  FillNormal(x.data(), x.count(), 0.0f, 1.0f, 4, 0, nullptr);
+  FillNormal(gate_up.data(), gate_up.count(), 0.0f, 0.02f, 4, 1, nullptr);
+  FillNormal(down.data(), down.count(), 0.0f, 0.02f, 4, 2, nullptr);
+  std::vector<int32_t> offsets(experts + 1);
+  for (int64_t e = 0; e <= experts; ++e) offsets[e] = static_cast<int32_t>(rows * e / experts);
+  DeviceBuffer<int32_t> d_offsets(experts + 1);
+  MKSERVE_CUDA_CHECK(
+      cudaMemcpy(d_offsets.data(), offsets.data(), d_offsets.bytes(), cudaMemcpyDefault));
+  GroupedGemmArgs up{x.data(),         nullptr, gate_up.data(),
+                     d_offsets.data(), experts, rows,
+                     hidden,           inter,   GroupedEpilogue::kSiluMulBf16,
+                     h.data()};
+  GroupedGemmArgs dn{h.data(), nullptr, down.data(), d_offsets.data(),           experts,
+                     rows,     inter,   hidden,      GroupedEpilogue::kStoreF32, out.data()};
+  const double t_up = KernelMs([&] { GroupedGemm(up, nullptr); });
+  const double t_down = KernelMs([&] { GroupedGemm(dn, nullptr); });
+  cublasHandle_t cublas;
+  MKSERVE_CUBLAS_CHECK(cublasCreate(&cublas));
+  const double c_up = KernelMs([&] {
+    GemmCublas(cublas, x.data(), rows, hidden, gate_up.data(), 2 * inter, 1.0f, wide.data(),
+               nullptr);
+  });
+  const double c_down = KernelMs([&] {
+    GemmCublas(cublas, h.data(), rows, inter, down.data(), hidden, 1.0f, out.data(), nullptr);
+  });
+  cublasDestroy(cublas);
+  const double flop_up = 2.0 * rows * 2 * inter * hidden, flop_down = 2.0 * rows * hidden * inter;
+  std::printf("\n| experts, %lld tokens | ms | TFLOP/s |\n|---|---|---|\n",
+              static_cast<long long>(tokens));
+  std::printf("| grouped gate/up + silu | %.3f | %.0f |\n| grouped down | %.3f | %.0f |\n", t_up,
+              flop_up / t_up / 1e9, t_down, flop_down / t_down / 1e9);
+  std::printf("| cuBLAS one GEMM gate/up | %.3f | %.0f |\n| cuBLAS one GEMM down | %.3f | %.0f |\n",
+              c_up, flop_up / c_up / 1e9, c_down, flop_down / c_down / 1e9);
+}
+
 void PrintProfile(const PrefillProfile& p) {
   std::printf("\nbreakdown prompt %lld chunk %lld: wall %.1f ms, GPU %.1f ms\n\n",
               static_cast<long long>(p.prompt_tokens), static_cast<long long>(p.chunk_tokens),
@@ -97,6 +162,8 @@ void PrintProfile(const PrefillProfile& p) {
 
 void Run(const std::vector<int64_t>& chunks, const std::vector<int64_t>& prompts) {
   AttentionKernels(8192);
+  RouterKernels(8192);
+  ExpertKernels(8192);
   std::vector<std::string> rows;
   for (int64_t chunk : chunks) {
     CudaBackendOptions options;
