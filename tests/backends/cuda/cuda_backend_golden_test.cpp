@@ -154,13 +154,13 @@ int64_t CountBelow(const Golden& golden, const TeacherForcedRun& run) {
 }
 
 void ExpectRoutingNearTies(const std::string& what, const RoutingComparison& c) {
+  const std::string first = c.num_different == 0 ? "none" : std::to_string(c.first_different_row);
   std::printf(
       "%s: routing %lld of %lld decisions differ (%lld judged, largest inverted gap %.2e, bound "
-      "%.2e), first at row %lld; router logits RMS %.3f, our error RMS %.2e\n",
+      "%.2e), first at row %s; router logits RMS %.3f, our error RMS %.2e\n",
       what.c_str(), static_cast<long long>(c.num_different),
       static_cast<long long>(c.num_decisions), static_cast<long long>(c.num_checked), c.largest_gap,
-      kNearTieEpsilons * kBf16Epsilon * c.logit_rms, static_cast<long long>(c.first_different_row),
-      c.logit_rms, c.logit_rms_error);
+      kNearTieEpsilons * kBf16Epsilon * c.logit_rms, first.c_str(), c.logit_rms, c.logit_rms_error);
   for (const std::string& problem : c.problems) ADD_FAILURE() << what << ": " << problem;
 }
 
