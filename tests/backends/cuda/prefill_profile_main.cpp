@@ -180,7 +180,7 @@ void Run(const std::vector<int64_t>& chunks, const std::vector<int64_t>& prompts
       rows.push_back(row);
       std::fprintf(stderr, "%s\n", row);
     }
-    if (chunk == 8192) {
+    if (chunk == chunks.front()) {
       for (int64_t prompt : prompts) {
         if (prompt >= 8192) PrintProfile(ProfilePrefill(*backend, prompt));
       }
