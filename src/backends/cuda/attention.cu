@@ -177,22 +177,47 @@ __global__ void AttentionKernel(AttentionArgs a, float q_scale) {
   StoreHead<kHeadDim>(a, st, t, head);
 }
 
-// Grid (token, head), head_dim threads: merges the splits' partial softmax states.
-__global__ void CombineKernel(AttentionArgs a) {
+constexpr int kCombineThreads = 512;
+
+// Grid (token, head): merges the splits' partial softmax states. Warp 0 turns the splits' stats
+// into weights (lanes over splits); then thread groups of head_dim threads each sum a strided
+// subset of the splits (loads unrolled, many in flight) and group 0 adds the groups in order.
+__global__ void __launch_bounds__(kCombineThreads) CombineKernel(AttentionArgs a) {
+  __shared__ float split_weight[kMaxSplits];
+  __shared__ float partial[kCombineThreads];
+  __shared__ float total;
   WaitForPrevious();
   AllowNext();
   const int64_t row = blockIdx.x * a.num_heads + blockIdx.y;
-  const float* stats = a.partial_stats + row * a.num_splits * 2;
-  float max = -INFINITY;
-  for (int s = 0; s < a.num_splits; ++s) max = fmaxf(max, stats[2 * s]);
-  float total = 0.0f, value = 0.0f;
-  for (int s = 0; s < a.num_splits; ++s) {
-    if (stats[2 * s + 1] <= 0.0f) continue;  // empty split
-    const float w = exp2f(stats[2 * s] - max);
-    total += w * stats[2 * s + 1];
-    value += w * a.partial_acc[(row * a.num_splits + s) * a.head_dim + threadIdx.x];
+  const int splits = a.num_splits, lane = threadIdx.x % kWarpSize;
+  if (threadIdx.x < kWarpSize) {
+    const float* stats = a.partial_stats + row * splits * 2;
+    float max = -INFINITY;
+    for (int s = lane; s < splits; s += kWarpSize) max = fmaxf(max, stats[2 * s]);
+    max = WarpMax(max);
+    float sum = 0.0f;
+    for (int s = lane; s < splits; s += kWarpSize) {
+      const float count = stats[2 * s + 1];
+      const float w = count > 0.0f ? exp2f(stats[2 * s] - max) : 0.0f;  // empty split: 0
+      split_weight[s] = w;
+      sum += w * count;
+    }
+    sum = WarpSum(sum);
+    if (lane == 0) total = sum;
   }
-  a.out[row * a.head_dim + threadIdx.x] = __float2bfloat16(total > 0.0f ? value / total : 0.0f);
+  __syncthreads();
+  const int head_dim = static_cast<int>(a.head_dim), groups = kCombineThreads / head_dim;
+  const int d = threadIdx.x % head_dim, group = threadIdx.x / head_dim;
+  const float* acc = a.partial_acc + row * splits * a.head_dim + d;
+  float value = 0.0f;
+#pragma unroll 8
+  for (int s = group; s < splits; s += groups)
+    value = fmaf(split_weight[s], acc[s * a.head_dim], value);
+  partial[threadIdx.x] = value;
+  __syncthreads();
+  if (group != 0) return;
+  for (int g = 1; g < groups; ++g) value += partial[g * head_dim + d];
+  a.out[row * a.head_dim + d] = __float2bfloat16(total > 0.0f ? value / total : 0.0f);
 }
 
 template <int kHeadDim>
@@ -213,7 +238,7 @@ void Launch(const AttentionArgs& a, cudaStream_t stream) {
   if (a.num_splits > 1) {
     LaunchPdl(&CombineKernel,
               dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
-              dim3(static_cast<unsigned>(kHeadDim)), 0, stream, a);
+              dim3(kCombineThreads), 0, stream, a);
   }
 }
 

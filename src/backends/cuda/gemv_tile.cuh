@@ -22,7 +22,6 @@ namespace mkserve::cuda {
 inline constexpr int kGemvWarps = 8;
 inline constexpr int kGemvThreads = kGemvWarps * kWarpSize;
 inline constexpr int kGemvTokens = 8;  // activation rows per pass, most
-inline constexpr int kGemvBlocksPerSm = 4;
 inline constexpr int kCacheLine = 128;
 
 // Copies activation rows [0, count) of k bf16 each into shared memory (row t from row_of(t)).
@@ -60,17 +59,21 @@ __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], 
       }
     }
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      if (t < count) {
+    for (int u = 0; u < kVecs; ++u) {
+      const int64_t v = base + u * kWarpSize;
+      if (v >= vecs) break;
+      float wf[kRows][kVecElements];  // converted once, used by every token
 #pragma unroll
-        for (int u = 0; u < kVecs; ++u) {
-          const int64_t v = base + u * kWarpSize;
-          if (v < vecs) {
-            float x[kVecElements];
-            Bf16x8ToFloat(LoadBf16x8(xs + t * k + v * kVecElements), x);
+      for (int r = 0; r < kRows; ++r) Bf16x8ToFloat(w[r][u], wf[r]);
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) acc[r][t] = Dot8(w[r][u], x, acc[r][t]);
-          }
+      for (int t = 0; t < kTokens; ++t) {
+        if (t >= count) break;
+        float x[kVecElements];
+        Bf16x8ToFloat(LoadBf16x8(xs + t * k + v * kVecElements), x);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+          for (int i = 0; i < kVecElements; ++i) acc[r][t] = fmaf(wf[r][i], x[i], acc[r][t]);
         }
       }
     }
@@ -149,21 +152,33 @@ template <int kRows, int kVecs, int kTokens, class Job>
 void LaunchGemvJob(const Job& job, int64_t groups, int64_t k, unsigned grid_y,
                    cudaStream_t stream) {
   auto* kernel = &GemvJobKernel<kRows, kVecs, kTokens, Job>;
-  static const int max_smem = [kernel] {
-    int device = 0, optin = 0;
+  struct Limits {
+    int max_smem, smem_per_sm, blocks_per_sm;  // blocks_per_sm: by registers and threads
+  };
+  static const Limits limits = [kernel] {
+    int device = 0;
+    Limits l{};
     MKSERVE_CUDA_CHECK(cudaGetDevice(&device));
     MKSERVE_CUDA_CHECK(
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+        cudaDeviceGetAttribute(&l.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    MKSERVE_CUDA_CHECK(cudaDeviceGetAttribute(&l.smem_per_sm,
+                                              cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
     MKSERVE_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-    return optin;
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.max_smem));
+    MKSERVE_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&l.blocks_per_sm, kernel, kGemvThreads, 0));
+    return l;
   }();
   const int64_t smem = kTokens * k * static_cast<int64_t>(sizeof(__nv_bfloat16));
-  if (smem > max_smem) {
+  if (smem > limits.max_smem) {
     throw Error("GEMV: k=" + std::to_string(k) + " needs " + std::to_string(smem) +
-                " bytes of shared memory, the device allows " + std::to_string(max_smem));
+                " bytes of shared memory, the device allows " + std::to_string(limits.max_smem));
   }
-  const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * kGemvBlocksPerSm / grid_y);
+  // One wave of resident blocks; each walks its row groups (no tail wave).
+  constexpr int64_t kReservedSmem = 1024;  // per block, by the runtime
+  const int64_t resident = std::max<int64_t>(
+      1, std::min<int64_t>(limits.blocks_per_sm, limits.smem_per_sm / (smem + kReservedSmem)));
+  const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * resident / grid_y);
   const auto blocks = static_cast<unsigned>(std::min(CeilDiv(groups, kGemvWarps), cap));
   LaunchPdl(kernel, dim3(blocks, grid_y), dim3(kGemvThreads), static_cast<size_t>(smem), stream,
             job);

@@ -58,7 +58,7 @@ __device__ inline Bf16x8 LoadStreaming(const __nv_bfloat16* p) {
 
 // Warms L2 with a weight line before the kernel may read its inputs (see WaitForPrevious).
 __device__ inline void PrefetchL2(const void* p) {
-  asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 // Programmatic dependent launch (sm_90): a kernel launched by LaunchPdl may start while the one
@@ -94,14 +94,6 @@ __device__ inline float Dot8(const Bf16x8& a, const Bf16x8& b) {
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kVecElements; ++i) sum = fmaf(fa[i], fb[i], sum);
-  return sum;
-}
-
-__device__ inline float Dot8(const Bf16x8& a, const float (&b)[kVecElements], float sum) {
-  float fa[kVecElements];
-  Bf16x8ToFloat(a, fa);
-#pragma unroll
-  for (int i = 0; i < kVecElements; ++i) sum = fmaf(fa[i], b[i], sum);
   return sum;
 }
 

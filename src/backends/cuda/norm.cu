@@ -10,7 +10,7 @@
 namespace mkserve::cuda {
 namespace {
 
-constexpr int kNormThreads = 256;
+constexpr int kNormThreads = 1024;  // one token per block: latency-bound, so wide
 
 struct NormArgs {
   float* residual;
@@ -26,17 +26,24 @@ struct NormArgs {
 };
 
 // The MoE output of element i of token t, summed exactly as MoeCombine does.
+// Every expert row's load is issued before the first FMA (top_k is a run-time bound).
 __device__ inline float CombinedMoe(const PendingMoe& moe, const int32_t* slots,
                                     const float* weights, int64_t t, int64_t i, int64_t hidden) {
+  float rows[kMaxPendingTopK];
+#pragma unroll
+  for (int j = 0; j < kMaxPendingTopK; ++j) {
+    rows[j] = j < moe.top_k ? moe.expert_out[slots[j] * hidden + i] : 0.0f;
+  }
   float sum = 0.0f;
-  for (int64_t j = 0; j < moe.top_k; ++j) {
-    sum = fmaf(weights[j], moe.expert_out[slots[j] * hidden + i], sum);
+#pragma unroll
+  for (int j = 0; j < kMaxPendingTopK; ++j) {
+    if (j < moe.top_k) sum = fmaf(weights[j], rows[j], sum);
   }
   if (moe.shared_out != nullptr) sum += moe.shared_out[t * hidden + i];
   return sum * moe.scale;
 }
 
-__global__ void AddNormKernel(NormArgs a) {
+__global__ void __launch_bounds__(kNormThreads) AddNormKernel(NormArgs a) {
   __shared__ float scratch[kNormThreads / kWarpSize];
   __shared__ int32_t slots[kMaxPendingTopK];
   __shared__ float weights[kMaxPendingTopK];

@@ -148,13 +148,15 @@ __global__ void RouterLogitsKernel(const float* x, int m, int64_t k, const __nv_
   RowLogits(x + first * k, min(m - first, kLogitTokens), k, w, n, row, out + first * n);
 }
 
-// Logits, then the last block to finish runs the top-k of every token: one launch per layer.
+// Grid as RouterLogitsKernel's; then the last block to finish runs the top-k of every token: one
+// launch per layer.
 __global__ void RouterFusedKernel(const float* x, int m, int64_t k, const __nv_bfloat16* w,
                                   float* logits, RouterArgs topk, int32_t* done) {
   __shared__ bool is_last;
   const int warp = threadIdx.x / kWarpSize;
   const int64_t row = blockIdx.x * static_cast<int64_t>(kLogitWarps) + warp;
   const int64_t n = topk.num_experts;
+  const int first = blockIdx.y * kLogitTokens;
   constexpr int64_t kLineElements = 64;  // bf16 per 128-byte line
   for (int64_t c = threadIdx.x % kWarpSize * kLineElements; row < n && c < k;
        c += kWarpSize * kLineElements) {
@@ -162,10 +164,13 @@ __global__ void RouterFusedKernel(const float* x, int m, int64_t k, const __nv_b
   }
   WaitForPrevious();
   AllowNext();
-  if (row < n) RowLogits(x, m, k, w, n, row, logits);
+  if (row < n) {
+    RowLogits(x + first * k, min(m - first, kLogitTokens), k, w, n, row, logits + first * n);
+  }
   __threadfence();  // this thread's logits before the block's arrival below
   __syncthreads();
-  if (threadIdx.x == 0) is_last = atomicAdd(done, 1) == static_cast<int32_t>(gridDim.x) - 1;
+  const auto blocks = static_cast<int32_t>(gridDim.x * gridDim.y);
+  if (threadIdx.x == 0) is_last = atomicAdd(done, 1) == blocks - 1;
   __syncthreads();
   if (!is_last) return;
   __threadfence();
@@ -217,8 +222,9 @@ void RouterLogitsTopK(const float* x, int64_t k, const __nv_bfloat16* w, float* 
                 std::to_string(kFusedRouterMaxTokens));
   }
   if (topk.num_tokens <= 0) return;
-  const unsigned blocks = static_cast<unsigned>(CeilDiv(topk.num_experts, kLogitWarps));
-  LaunchPdl(&RouterFusedKernel, dim3(blocks), dim3(kLogitWarps * kWarpSize), 0, stream, x,
+  const dim3 grid(static_cast<unsigned>(CeilDiv(topk.num_experts, kLogitWarps)),
+                  static_cast<unsigned>(CeilDiv(topk.num_tokens, kLogitTokens)));
+  LaunchPdl(&RouterFusedKernel, grid, dim3(kLogitWarps * kWarpSize), 0, stream, x,
             static_cast<int>(topk.num_tokens), k, w, logits, topk, done_counter);
 }
 
