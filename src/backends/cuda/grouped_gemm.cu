@@ -10,18 +10,21 @@
 namespace mkserve::cuda {
 namespace {
 
-// A CTA covers kTileM = 64 * kWarpM sorted rows: 8 warps, 4 along M (16 * kWarpM rows each) x 2
-// along N (64 columns each). kWarpM = 1 for small groups (prefill chunks of ~1K tokens give ~64
-// rows per expert), 2 otherwise.
+// A CTA covers kTileM = 32 * kWarpM sorted rows with 4 warps, 2 along M (16 * kWarpM rows each)
+// x 2 along N (64 columns each): kWarpM = 4 gives 64x64 warp tiles (few shared-memory loads per
+// mma); kWarpM = 2 (64-row tiles) for small groups (prefill chunks of ~1K tokens give ~64 rows per
+// expert).
 constexpr int kTileN = 128;  // weight rows per CTA (64 gate + 64 up in the SiLU epilogue)
 constexpr int kTileK = 32;
 constexpr int kStages = 4;
 constexpr int kStride = kTileK + 8;  // 80-byte rows: ldmatrix rows land in distinct banks
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
+constexpr int kChunks = kTileK / kVecElements;        // 16-byte pieces per tile row
+constexpr int kWLoads = kTileN * kChunks / kThreads;  // weight rows' pieces per thread
 constexpr int kSmallGroupRows = 96;  // mean rows per group below which 64-row tiles pay
 
 template <int kWarpM>
-constexpr int kTileM = 64 * kWarpM;
+constexpr int kTileM = 32 * kWarpM;
 template <int kWarpM>
 constexpr int kStageElements = (kTileM<kWarpM> + kTileN) * kStride;
 template <int kWarpM>
@@ -67,21 +70,21 @@ __device__ inline int WeightRow(int wn, int j) {
 template <bool kSiluMul, int kWarpM>
 struct Sources {
   const __nv_bfloat16* a_row[kWarpM];
-  const __nv_bfloat16* w_row[2];
-  bool a_ok[kWarpM], w_ok[2];
+  const __nv_bfloat16* w_row[kWLoads];
+  bool a_ok[kWarpM], w_ok[kWLoads];
 
   __device__ Sources(const GroupedGemmArgs& a, const TileCoords& t, int64_t n0) {
     const __nv_bfloat16* w = a.w + static_cast<int64_t>(t.group) * (kSiluMul ? 2 : 1) * a.n * a.k;
 #pragma unroll
     for (int i = 0; i < kWarpM; ++i) {
-      const int32_t row = t.row0 + (threadIdx.x + i * kThreads) / 4;
+      const int32_t row = t.row0 + (threadIdx.x + i * kThreads) / kChunks;
       a_ok[i] = row < t.end;
       const int64_t src = a_ok[i] ? (a.a_rows != nullptr ? a.a_rows[row] : row) : 0;
       a_row[i] = a.a + src * a.k;
     }
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = (threadIdx.x + i * kThreads) / 4;
+    for (int i = 0; i < kWLoads; ++i) {
+      const int r = (threadIdx.x + i * kThreads) / kChunks;
       const int64_t col = kSiluMul ? n0 + r % (kTileN / 2) : n0 + r;
       w_ok[i] = col < a.n;
       const int64_t w_index = (kSiluMul && r >= kTileN / 2 ? a.n : 0) + (w_ok[i] ? col : 0);
@@ -90,15 +93,15 @@ struct Sources {
   }
 
   __device__ void Load(__nv_bfloat16* stage, int64_t k0) const {
-    const int col = (threadIdx.x % 4) * kVecElements;
+    const int col = (threadIdx.x % kChunks) * kVecElements;
 #pragma unroll
     for (int i = 0; i < kWarpM; ++i) {
-      const int r = (threadIdx.x + i * kThreads) / 4;
+      const int r = (threadIdx.x + i * kThreads) / kChunks;
       CpAsync16(stage + r * kStride + col, a_row[i] + k0 + col, a_ok[i]);
     }
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = (threadIdx.x + i * kThreads) / 4;
+    for (int i = 0; i < kWLoads; ++i) {
+      const int r = (threadIdx.x + i * kThreads) / kChunks;
       CpAsync16(stage + (kTileM<kWarpM> + r) * kStride + col, w_row[i] + k0 + col, w_ok[i]);
     }
   }
@@ -208,8 +211,8 @@ void Launch(const GroupedGemmArgs& a, cudaStream_t stream) {
 
 template <bool kSiluMul>
 void LaunchForRows(const GroupedGemmArgs& a, cudaStream_t stream) {
-  if (a.max_rows < kSmallGroupRows * a.num_groups) return Launch<kSiluMul, 1>(a, stream);
-  Launch<kSiluMul, 2>(a, stream);
+  if (a.max_rows < kSmallGroupRows * a.num_groups) return Launch<kSiluMul, 2>(a, stream);
+  Launch<kSiluMul, 4>(a, stream);
 }
 
 }  // namespace
