@@ -205,6 +205,11 @@ std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_
   MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (size_t r = 0; r < rows_.size(); ++r) {
     const SampleRowOutput& out = outputs_[r];
+    if (out.token_id < 0 || out.token_id >= vocab_ || out.num_top < 0 ||
+        out.num_top > kGpuMaxTopLogprobs) {
+      throw Error("GPU sampler: row " + std::to_string(r) + " came back with token " +
+                  std::to_string(out.token_id) + " (internal error)");
+    }
     results[r].token_id = out.token_id;
     if (rows_[r].num_logprobs < 0) continue;
     results[r].logprobs.chosen = {out.token_id, out.chosen_logprob};

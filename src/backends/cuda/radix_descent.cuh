@@ -4,6 +4,8 @@
 // the key of the prefix's last member; ties on that key share one probability, so how many of
 // them the prefix takes is arithmetic, and which ids they are is one ordered count over the row.
 // Counts and masses are integers, so every histogram is exact and independent of thread timing.
+// Each CTA of the row's cluster fills its slice's histogram; every CTA then sums all ranks' bins,
+// so all of them take the same decisions.
 #pragma once
 
 #include "backends/cuda/row_scan.cuh"
@@ -15,7 +17,8 @@ inline constexpr int kNumLevels = 3;
 // Digit widths of the three levels, high bits first: 11 + 11 + 10 = the 32-bit key.
 __host__ __device__ constexpr int LevelBits(int level) { return level < 2 ? 11 : 10; }
 inline constexpr int kMaxBins = 1 << 11;
-static_assert(kMaxBins == 2 * kThreads, "FindCrossing gives each thread two bins");
+inline constexpr int kBinsPerThread = kMaxBins / kThreads;  // consecutive bins per thread
+static_assert(kMaxBins % kThreads == 0, "every thread scans the same number of bins");
 
 // The prefix the descent looks for: the shortest non-empty one that reaches the goal.
 struct Goal {
@@ -35,12 +38,15 @@ struct Goal {
 };
 
 struct DescentScratch {
-  uint32_t counts[kMaxBins];
+  uint32_t counts[kMaxBins];  // this CTA's slice
   unsigned long long masses[kMaxBins];
+  uint32_t total_counts[kMaxBins];  // the whole row
+  unsigned long long total_masses[kMaxBins];
   ScanScratch scan;
   int32_t found_digit;
   Totals found_above;
-  int32_t located_id;
+  int32_t located_id;  // this CTA's find, -1 if none
+  uint32_t cta_count;  // this CTA's matches in LocateTiedId
 };
 
 struct Descent {
@@ -52,12 +58,11 @@ struct Descent {
   Totals all;               // what all members hold
 };
 
-// Row context for a descent: the logits, how a logit becomes the sampled value, and which entries
-// are members (member(x, key, id)).
+// Row context for a descent: this CTA's slice, how a logit becomes the sampled value, and which
+// entries are members (member(x, key, id)).
 template <typename ValueFn, typename MemberFn>
 struct Members {
-  const float* row;
-  int32_t vocab;
+  Slice slice;
   ValueFn value;
   MemberFn member;
   float max;  // the row's highest value: probabilities are exp(x - max)
@@ -74,7 +79,7 @@ __device__ void FillHistogram(const Members<ValueFn, MemberFn>& m, uint32_t pref
   if (threadIdx.x == 0) s.found_digit = -1;
   __syncthreads();
   const double one = static_cast<double>(1ull << kMassFractionBits);
-  ForEachInRow(m.row, m.vocab, [&](int32_t i, float l) {
+  ForEachInSlice(m.slice, [&](int32_t i, float l) {
     const float x = m.value(l);
     const uint32_t key = OrderKey(x);
     if ((key & mask) != prefix || !m.member(x, key, i)) return;
@@ -82,34 +87,54 @@ __device__ void FillHistogram(const Members<ValueFn, MemberFn>& m, uint32_t pref
     atomicAdd(&s.counts[digit], 1u);
     if (kWithMass) atomicAdd(&s.masses[digit], FixedProbability(x, m.max, one));
   });
-  __syncthreads();
+  // Every rank sums every rank's bins, in rank order (integers: any order gives the same).
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  for (int b = threadIdx.x; b < kMaxBins; b += kThreads) {
+    uint32_t count = 0;
+    unsigned long long mass = 0;
+#pragma unroll
+    for (int r = 0; r < kClusterSize; ++r) {
+      count += cluster.map_shared_rank(s.counts, r)[b];
+      mass += cluster.map_shared_rank(s.masses, r)[b];
+    }
+    s.total_counts[b] = count;
+    s.total_masses[b] = mass;
+  }
+  cluster.sync();  // no rank clears its bins before all have read them
 }
 
 // Totals of every bin (every thread gets them).
 __device__ inline Totals SumBins(DescentScratch& s) {
-  const int b = 2 * threadIdx.x;
-  Totals total;
-  BlockExclusiveScan({s.counts[b] + s.counts[b + 1], s.masses[b] + s.masses[b + 1]}, s.scan,
-                     &total);
+  Totals mine, total;
+  for (int j = 0; j < kBinsPerThread; ++j) {
+    const int b = static_cast<int>(threadIdx.x) * kBinsPerThread + j;
+    mine = mine + Totals{s.total_counts[b], s.total_masses[b]};
+  }
+  BlockExclusiveScan(mine, s.scan, &total);
   return total;
 }
 
 // The digit whose bin first makes `above` + the higher bins reach the goal; `above` becomes the
-// totals before that bin. Bins are walked from the highest digit down.
+// totals before that bin. Bins are walked from the highest digit down, each thread taking
+// kBinsPerThread consecutive ones.
 __device__ inline int32_t FindCrossing(DescentScratch& s, int num_bins, const Goal& goal,
                                        const Totals& all, Totals* above) {
-  const int hi = num_bins - 1 - 2 * static_cast<int>(threadIdx.x), lo = hi - 1;
-  const Totals bin_hi = hi >= 0 ? Totals{s.counts[hi], s.masses[hi]} : Totals{};
-  const Totals bin_lo = lo >= 0 ? Totals{s.counts[lo], s.masses[lo]} : Totals{};
-  Totals total;
-  const Totals before = *above + BlockExclusiveScan(bin_hi + bin_lo, s.scan, &total);
-  if (hi >= 0 && !goal.Reached(before, all) && goal.Reached(before + bin_hi, all)) {
-    s.found_digit = hi;
-    s.found_above = before;
-  } else if (lo >= 0 && !goal.Reached(before + bin_hi, all) &&
-             goal.Reached(before + bin_hi + bin_lo, all)) {
-    s.found_digit = lo;
-    s.found_above = before + bin_hi;
+  const int first = num_bins - 1 - static_cast<int>(threadIdx.x) * kBinsPerThread;
+  auto bin = [&](int j) {
+    const int digit = first - j;
+    return digit >= 0 ? Totals{s.total_counts[digit], s.total_masses[digit]} : Totals{};
+  };
+  Totals mine, total;
+  for (int j = 0; j < kBinsPerThread; ++j) mine = mine + bin(j);
+  Totals before = *above + BlockExclusiveScan(mine, s.scan, &total);
+  for (int j = 0; j < kBinsPerThread; ++j) {
+    const Totals after = before + bin(j);
+    if (first - j >= 0 && !goal.Reached(before, all) && goal.Reached(after, all)) {
+      s.found_digit = first - j;
+      s.found_above = before;
+    }
+    before = after;
   }
   __syncthreads();
   *above = s.found_above;
@@ -154,31 +179,40 @@ __device__ Descent Descend(const Members<ValueFn, MemberFn>& m, const Goal& goal
   }
   d.found = true;
   d.key = prefix;
-  d.num_ties = s.counts[digit];
-  const Totals tie{1, s.masses[digit] / d.num_ties};  // equal keys: equal probabilities
+  d.num_ties = s.total_counts[digit];
+  const Totals tie{1, s.total_masses[digit] / d.num_ties};  // equal keys: equal probabilities
   d.ties_taken = TiesTaken(goal, above, d.all, d.num_ties, tie);
   d.prefix = above + Totals{d.ties_taken, tie.mass * d.ties_taken};
   return d;
 }
 
 // The id of the `rank`-th (1-based) member with order key `key`, counting ids upwards: each
-// thread counts its own contiguous run of ids, a scan orders the runs, one thread walks its run.
+// thread counts its own contiguous run of ids, scans order the runs within the CTA and the CTAs
+// within the cluster, and the thread holding the rank walks its run.
 template <typename ValueFn, typename MemberFn>
 __device__ int32_t LocateTiedId(const Members<ValueFn, MemberFn>& m, uint32_t key, uint32_t rank,
                                 DescentScratch& s) {
-  const int32_t per_thread = (m.vocab + kThreads - 1) / kThreads;
-  const int32_t begin = min(m.vocab, static_cast<int32_t>(threadIdx.x) * per_thread);
-  const int32_t end = min(m.vocab, begin + per_thread);
+  const Slice& slice = m.slice;
+  const int32_t per_thread = (slice.end - slice.begin + kThreads - 1) / kThreads;
+  const int32_t begin =
+      min(slice.end, slice.begin + static_cast<int32_t>(threadIdx.x) * per_thread);
+  const int32_t end = min(slice.end, begin + per_thread);
   auto matches = [&](int32_t i) {
-    const float x = m.value(m.row[i]);
+    const float x = m.value(slice.row[i]);
     return OrderKey(x) == key && m.member(x, key, i);
   };
   uint32_t count = 0;
   for (int32_t i = begin; i < end; ++i) count += matches(i) ? 1 : 0;
   __syncthreads();  // every thread has read the previous call's answer
   if (threadIdx.x == 0) s.located_id = -1;
-  Totals total;
-  const uint32_t before = BlockExclusiveScan({count, 0}, s.scan, &total).count;
+  Totals cta;
+  uint32_t before = BlockExclusiveScan({count, 0}, s.scan, &cta).count;
+  if (threadIdx.x == 0) s.cta_count = cta.count;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  for (unsigned r = 0; r < cluster.block_rank(); ++r) {
+    before += *cluster.map_shared_rank(&s.cta_count, r);
+  }
   if (before < rank && rank <= before + count) {
     uint32_t seen = before;
     for (int32_t i = begin; i < end; ++i) {
@@ -188,8 +222,11 @@ __device__ int32_t LocateTiedId(const Members<ValueFn, MemberFn>& m, uint32_t ke
       }
     }
   }
-  __syncthreads();
-  return s.located_id;
+  cluster.sync();
+  int32_t id = -1;
+  for (int r = 0; r < kClusterSize; ++r) id = max(id, *cluster.map_shared_rank(&s.located_id, r));
+  cluster.sync();  // every rank has read every answer
+  return id;
 }
 
 // The prefix as a Cut: ties past the last taken one are left out only when some are.

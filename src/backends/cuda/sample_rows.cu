@@ -1,7 +1,10 @@
-// The GPU sampler's kernel: one CTA per row runs engine/sampler.cpp's steps in its order. Top
-// logprobs on the unchanged row, then the edits (penalties, bias, min_tokens masking) in place,
-// then greedy argmax or temperature -> top-k -> top-p -> min-p -> the inverse-CDF draw with the
-// host's uniform, each a radix descent (radix_descent.cuh) over the row in global memory.
+// The GPU sampler's kernel: one cluster of CTAs per row runs engine/sampler.cpp's steps in its
+// order. Top logprobs on the unchanged row, then the edits (penalties, bias, min_tokens masking)
+// in place, then greedy argmax or temperature -> top-k -> top-p -> min-p -> the inverse-CDF draw
+// with the host's uniform, each a radix descent (radix_descent.cuh) over the row in global
+// memory. Each CTA reads and writes only its own slice of the row.
+#include <cooperative_groups.h>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/radix_descent.cuh"
 #include "backends/cuda/sample_rows.h"
@@ -9,17 +12,19 @@
 namespace mkserve::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
 using sampling::Cut;
 using sampling::Descent;
 using sampling::Goal;
 using sampling::kThreads;
 using sampling::Members;
+using sampling::Slice;
 
 struct SampleScratch {
   sampling::DescentScratch descent;
   sampling::ArgmaxScratch argmax;
-  double sums[sampling::kNumWarps];
-  int32_t num_gathered;
+  sampling::SumScratch sums;
+  int32_t num_gathered;  // this CTA's share of the top logprobs
   int32_t gathered_ids[kGpuMaxTopLogprobs];
   float gathered_logits[kGpuMaxTopLogprobs];
 };
@@ -57,30 +62,59 @@ struct InCutAboveMinP {
 };
 
 template <typename ValueFn, typename MemberFn>
-__device__ Members<ValueFn, MemberFn> MakeMembers(const float* row, int32_t vocab, ValueFn value,
+__device__ Members<ValueFn, MemberFn> MakeMembers(const Slice& slice, ValueFn value,
                                                   MemberFn member, float max) {
-  return Members<ValueFn, MemberFn>{row, vocab, value, member, max};
+  return Members<ValueFn, MemberFn>{slice, value, member, max};
 }
 
-// log Z of the unchanged row, and its top entries sorted (logit desc, id asc) into `out`.
-__device__ double TopLogprobs(const float* row, int32_t vocab, int32_t k, SampleScratch& s,
+// Cluster rank 0 merges every rank's gathered top entries and writes them sorted (logit desc,
+// id asc): a selection sort of <= kGpuMaxTopLogprobs entries, so the order never depends on
+// timing.
+__device__ void WriteTopLogprobs(int32_t num_top, double log_z, SampleScratch& s,
+                                 SampleRowOutput& out) {
+  int32_t ids[kGpuMaxTopLogprobs];
+  float logits[kGpuMaxTopLogprobs];
+  int32_t n = 0;
+  cg::cluster_group cluster = cg::this_cluster();
+  for (int r = 0; r < sampling::kClusterSize; ++r) {
+    const SampleScratch* other = cluster.map_shared_rank(&s, r);
+    for (int32_t i = 0; i < min(other->num_gathered, kGpuMaxTopLogprobs) && n < num_top; ++i) {
+      ids[n] = other->gathered_ids[i];
+      logits[n++] = other->gathered_logits[i];
+    }
+  }
+  for (int32_t a = 0; a < n; ++a) {
+    int32_t best = a;
+    for (int32_t b = a + 1; b < n; ++b) {
+      if (sampling::Better(logits[b], ids[b], logits[best], ids[best])) best = b;
+    }
+    out.top_ids[a] = ids[best];
+    out.top_logprobs[a] = static_cast<float>(logits[best] - log_z);
+    ids[best] = ids[a];
+    logits[best] = logits[a];
+  }
+  out.num_top = n;
+}
+
+// log Z of the unchanged row, and its top entries into `out` (by cluster rank 0).
+__device__ double TopLogprobs(const Slice& slice, int32_t k, SampleScratch& s,
                               SampleRowOutput& out) {
   float max;
   int32_t max_id;
-  sampling::BlockArgmax(row, vocab, Identity{}, s.argmax, &max, &max_id);
+  sampling::ClusterArgmax(slice, Identity{}, s.argmax, &max, &max_id);
   double sum = 0.0;
-  sampling::ForEachInRow(row, vocab, [&](int32_t, float l) {
+  sampling::ForEachInSlice(slice, [&](int32_t, float l) {
     sum += exp(static_cast<double>(l) - static_cast<double>(max));
   });
-  const double log_z = static_cast<double>(max) + log(sampling::BlockSumDouble(sum, s.sums));
-  const int32_t num_top = min(k, vocab);
+  const double log_z = static_cast<double>(max) + log(sampling::ClusterSumDouble(sum, s.sums));
+  const int32_t num_top = min(k, slice.vocab);
   if (threadIdx.x == 0) s.num_gathered = 0;
   if (num_top > 0) {
-    auto members = MakeMembers(row, vocab, Identity{}, Everyone{}, max);
+    auto members = MakeMembers(slice, Identity{}, Everyone{}, max);
     const Descent d = sampling::Descend<false>(
         members, Goal{Goal::kCount, static_cast<uint32_t>(num_top)}, s.descent);
     const Cut cut = sampling::CutOf(members, d, s.descent);
-    sampling::ForEachInRow(row, vocab, [&](int32_t i, float l) {
+    sampling::ForEachInSlice(slice, [&](int32_t i, float l) {
       if (!cut.Holds(sampling::OrderKey(l), i)) return;
       const int32_t slot = atomicAdd(&s.num_gathered, 1);
       if (slot >= kGpuMaxTopLogprobs) return;  // defensive: the cut holds num_top entries
@@ -88,31 +122,21 @@ __device__ double TopLogprobs(const float* row, int32_t vocab, int32_t k, Sample
       s.gathered_logits[slot] = l;
     });
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {  // insertion sort of <= kGpuMaxTopLogprobs entries: order, not timing
-    for (int32_t a = 0; a < num_top; ++a) {
-      int32_t best = a;
-      for (int32_t b = a + 1; b < num_top; ++b) {
-        if (sampling::Better(s.gathered_logits[b], s.gathered_ids[b], s.gathered_logits[best],
-                             s.gathered_ids[best])) {
-          best = b;
-        }
-      }
-      out.top_ids[a] = s.gathered_ids[best];
-      out.top_logprobs[a] = static_cast<float>(s.gathered_logits[best] - log_z);
-      s.gathered_ids[best] = s.gathered_ids[a];
-      s.gathered_logits[best] = s.gathered_logits[a];
-    }
-    out.num_top = num_top;
-  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  if (threadIdx.x == 0 && cluster.block_rank() == 0) WriteTopLogprobs(num_top, log_z, s, out);
+  cluster.sync();  // rank 0 has read every rank's entries
   return log_z;
 }
 
-// Penalties, bias and masking in the CPU sampler's order, one thread per edited token.
-__device__ void ApplyEdits(float* row, const SampleRowParams& p, const LogitEdit* edits,
+// Penalties, bias and masking in the CPU sampler's order, one thread per edited token; each CTA
+// edits the tokens of its own slice.
+__device__ void ApplyEdits(const Slice& slice, const SampleRowParams& p, const LogitEdit* edits,
                            const float* bias_values, float* originals) {
+  float* row = slice.row;
   for (int32_t e = p.edit_begin + threadIdx.x; e < p.edit_end; e += kThreads) {
     const LogitEdit edit = edits[e];
+    if (edit.token_id < slice.begin || edit.token_id >= slice.end) continue;
     float v = row[edit.token_id];
     originals[e] = v;
     if (edit.flags & kEditRepeated) {
@@ -126,26 +150,25 @@ __device__ void ApplyEdits(float* row, const SampleRowParams& p, const LogitEdit
     if (edit.flags & kEditSuppressed) v = -INFINITY;
     row[edit.token_id] = v;
   }
-  __syncthreads();  // the row's writes are visible to the whole block after this
+  __syncthreads();  // the slice's writes are visible to the whole CTA after this
 }
 
 // Temperature -> top-k -> top-p -> min-p -> draw; returns the token.
-__device__ int32_t DrawToken(const float* row, int32_t vocab, const SampleRowParams& p,
-                             SampleScratch& s) {
+__device__ int32_t DrawToken(const Slice& slice, const SampleRowParams& p, SampleScratch& s) {
   const Scaled value{p.temperature};
   float max;
   int32_t max_id;
-  sampling::BlockArgmax(row, vocab, value, s.argmax, &max, &max_id);
+  sampling::ClusterArgmax(slice, value, s.argmax, &max, &max_id);
   if (max == -INFINITY) return max_id;  // everything masked: the lowest id
   InCutAboveMinP member{Cut{}, false, 0.0, 0.0, max};
   if (p.top_k > 0) {
-    auto members = MakeMembers(row, vocab, value, member, max);
+    auto members = MakeMembers(slice, value, member, max);
     const Descent d = sampling::Descend<false>(
         members, Goal{Goal::kCount, static_cast<uint32_t>(p.top_k)}, s.descent);
     if (d.found) member.cut = sampling::CutOf(members, d, s.descent);
   }
   if (p.top_p < 1.0f) {
-    auto members = MakeMembers(row, vocab, value, member, max);
+    auto members = MakeMembers(slice, value, member, max);
     Goal goal{Goal::kMassFraction};
     goal.fraction = static_cast<double>(p.top_p);
     const Descent d = sampling::Descend<true>(members, goal, s.descent);
@@ -157,7 +180,7 @@ __device__ int32_t DrawToken(const float* row, int32_t vocab, const SampleRowPar
     member.floor = static_cast<double>(p.min_p);
     member.log_floor = log(member.floor);
   }
-  auto members = MakeMembers(row, vocab, value, member, max);
+  auto members = MakeMembers(slice, value, member, max);
   Goal goal{Goal::kMassAbove};
   goal.uniform = p.uniform;
   Descent d = sampling::Descend<true>(members, goal, s.descent);
@@ -186,33 +209,38 @@ __device__ float ChosenLogprob(const float* row, const SampleRowParams& p, const
   return static_cast<float>(logit - log_z);
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __cluster_dims__(sampling::kClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
     SampleRowsKernel(float* logits, int64_t vocab, const SampleRowParams* params,
                      const LogitEdit* edits, const float* bias_values, float* originals,
                      SampleRowOutput* outputs) {
-  __shared__ SampleScratch s;
-  const SampleRowParams p = params[blockIdx.x];
-  float* row = logits + p.logits_row * vocab;
-  const int32_t n = static_cast<int32_t>(vocab);
-  SampleRowOutput& out = outputs[blockIdx.x];
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  SampleScratch& s = *reinterpret_cast<SampleScratch*>(shared_bytes);
+  const int64_t request = blockIdx.x / sampling::kClusterSize;
+  const SampleRowParams p = params[request];
+  const Slice slice = sampling::SliceOf(logits + p.logits_row * vocab, static_cast<int32_t>(vocab));
+  SampleRowOutput& out = outputs[request];
   double log_z = 0.0;
-  if (p.num_logprobs >= 0) log_z = TopLogprobs(row, n, p.num_logprobs, s, out);
-  __syncthreads();  // every read of the unchanged row is done
-  ApplyEdits(row, p, edits, bias_values, originals);
+  if (p.num_logprobs >= 0) log_z = TopLogprobs(slice, p.num_logprobs, s, out);
+  ApplyEdits(slice, p, edits, bias_values, originals);
   int32_t token;
   if (p.temperature <= 0.0f) {
     float max;
-    sampling::BlockArgmax(row, n, Identity{}, s.argmax, &max, &token);
+    sampling::ClusterArgmax(slice, Identity{}, s.argmax, &max, &token);
   } else {
-    token = DrawToken(row, n, p, s);
+    token = DrawToken(slice, p, s);
   }
-  if (threadIdx.x != 0) return;
-  out.token_id = token;
-  if (p.num_logprobs >= 0) {
-    out.chosen_logprob = ChosenLogprob(row, p, edits, originals, token, log_z);
-  } else {
-    out.num_top = 0;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) {
+    if (cluster.block_rank() == 0) {
+      out.token_id = token;
+      if (p.num_logprobs < 0) out.num_top = 0;
+    }
+    // The token's own CTA holds its logit before the edits.
+    if (p.num_logprobs >= 0 && token >= slice.begin && token < slice.end) {
+      out.chosen_logprob = ChosenLogprob(slice.row, p, edits, originals, token, log_z);
+    }
   }
+  cluster.sync();  // no CTA leaves while another may still read its shared memory
 }
 
 }  // namespace
@@ -221,8 +249,13 @@ void LaunchSampleRows(float* logits, int64_t vocab, const SampleRowParams* param
                       const LogitEdit* edits, const float* bias_values, float* originals,
                       SampleRowOutput* outputs, cudaStream_t stream) {
   if (num_rows <= 0) return;
-  SampleRowsKernel<<<static_cast<unsigned>(num_rows), kThreads, 0, stream>>>(
-      logits, vocab, params, edits, bias_values, originals, outputs);
+  constexpr int kSharedBytes = sizeof(SampleScratch);  // over the 48 KiB default: opt in once
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      SampleRowsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+  MKSERVE_CUDA_CHECK(opt_in);
+  const auto num_ctas = static_cast<unsigned>(num_rows * sampling::kClusterSize);
+  SampleRowsKernel<<<num_ctas, kThreads, kSharedBytes, stream>>>(logits, vocab, params, edits,
+                                                                 bias_values, originals, outputs);
   MKSERVE_CUDA_CHECK_LAUNCH();
 }
 
