@@ -154,6 +154,10 @@ double SampleUniform(uint64_t seed, int64_t sample_index) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;  // the top 53 bits: exact doubles in [0,1)
 }
 
+uint64_t SamplingSeed(const SamplingParams& params, int64_t sequence_id) {
+  return params.seed.value_or(Mix64(static_cast<uint64_t>(sequence_id)) ^ kUnseededStream);
+}
+
 SequenceResult SampleFromLogits(std::span<const float> logits, const SequenceStep& step) {
   static const SamplingParams kDefaults;
   const SamplingParams& params = step.sampling ? *step.sampling : kDefaults;
@@ -164,9 +168,7 @@ SequenceResult SampleFromLogits(std::span<const float> logits, const SequenceSte
   if (params.is_greedy()) {
     result.token_id = Argmax(work);
   } else {
-    // Unseeded requests still get a stream that depends only on the sequence, never the slot.
-    uint64_t seed =
-        params.seed.value_or(Mix64(static_cast<uint64_t>(step.sequence_id)) ^ kUnseededStream);
+    const uint64_t seed = SamplingSeed(params, step.sequence_id);
     result.token_id = DrawToken(work, params, SampleUniform(seed, step.sample_index));
   }
   if (params.num_logprobs >= 0) {

@@ -23,6 +23,10 @@ namespace mkserve {
 // finaliser; the result is the top 53 bits of x times 2^-53.
 double SampleUniform(uint64_t seed, int64_t sample_index);
 
+// The request's random stream: its seed, or (unseeded) one derived from the sequence id, so it
+// never depends on the batch slot.
+uint64_t SamplingSeed(const SamplingParams& params, int64_t sequence_id);
+
 // Samples from `logits` (already multiplied by logit_scale) and fills the sampled token's logprobs.
 SequenceResult SampleFromLogits(std::span<const float> logits, const SequenceStep& step);
 

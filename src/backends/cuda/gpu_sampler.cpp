@@ -12,14 +12,10 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "common/error.h"
-#include "common/mix64.h"
 #include "engine/sampler.h"
 
 namespace mkserve::cuda {
 namespace {
-
-// sampler.cpp's stream for requests without a seed; the tests compare unseeded rows with it.
-constexpr uint64_t kUnseededStream = 0x5851f42d4c957f2dull;
 
 void CheckFinite(float value, const char* name) {
   if (!std::isfinite(value)) {
@@ -158,9 +154,7 @@ void GpuSampler::AddRow(const GpuSampleRequest& request, int64_t num_logit_rows)
   CheckParams(params);
   SampleRowParams row;
   row.logits_row = request.logits_row;
-  const uint64_t seed =
-      params.seed.value_or(Mix64(static_cast<uint64_t>(step.sequence_id)) ^ kUnseededStream);
-  row.uniform = SampleUniform(seed, step.sample_index);
+  row.uniform = SampleUniform(SamplingSeed(params, step.sequence_id), step.sample_index);
   row.temperature = params.temperature;
   row.top_k = (params.top_k > 0 && params.top_k < vocab_) ? params.top_k : 0;
   row.top_p = params.top_p;
