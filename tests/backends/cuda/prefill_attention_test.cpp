@@ -1,5 +1,5 @@
 // The tensor-core prefill attention against a double-precision CPU loop and against PagedAttention:
-// ragged chunks of several sequences whose 16-token tiles straddle sequences, windows that cross
+// ragged chunks of several sequences whose 32-token tiles straddle sequences, windows that cross
 // page boundaries, decode rows mixed in, GQA 8:1 at head_dim 128 and the small head dims.
 #include "backends/cuda/prefill_attention.h"
 
@@ -150,7 +150,7 @@ class PrefillAttentionTest : public ::testing::TestWithParam<Shape> {
 };
 
 TEST_P(PrefillAttentionTest, RaggedChunk) {
-  // Tiles straddle sequences (70, 5 and 41 are not multiples of 16); a second chunk at 150.
+  // Tiles straddle sequences (tile 64..95 holds three); a second chunk at 150.
   Run({{0, 70}, {0, 5}, {150, 60}, {37, 41}});
 }
 

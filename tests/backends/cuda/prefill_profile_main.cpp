@@ -182,7 +182,7 @@ void Run(const std::vector<int64_t>& chunks, const std::vector<int64_t>& prompts
     }
     if (chunk == chunks.front()) {
       for (int64_t prompt : prompts) {
-        if (prompt >= 8192) PrintProfile(ProfilePrefill(*backend, prompt));
+        PrintProfile(ProfilePrefill(*backend, prompt));
       }
     }
   }
