@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kTileKeys = static_cast<int>(kBlockTokens);  // one page per tile
 constexpr int kRowPad = 8;  // bf16; breaks shared-memory bank clashes
-constexpr int kMaxSplits = 64;
+constexpr int kMaxSplits = 256;
 constexpr int kMaxHeadsPerGroup = 16;
 
 struct KeyRange {
@@ -260,7 +260,7 @@ void CheckArgs(const AttentionArgs& a) {
 int ChooseNumSplits(int64_t num_tokens, int64_t num_kv_heads, int64_t max_context_tokens,
                     int num_sms, int64_t partial_capacity) {
   const int64_t ctas = num_tokens * num_kv_heads;
-  const int64_t target = 2 * static_cast<int64_t>(num_sms);
+  const int64_t target = 4 * static_cast<int64_t>(num_sms);  // short CTAs, several per SM
   if (ctas >= target || num_tokens <= 0) return 1;
   int64_t splits = CeilDiv(target, ctas);
   splits = std::min<int64_t>(splits, CeilDiv(max_context_tokens, kBlockTokens));

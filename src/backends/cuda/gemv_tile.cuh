@@ -25,13 +25,25 @@ inline constexpr int kGemvTokens = 8;  // activation rows per pass, most
 inline constexpr int kCacheLine = 128;
 
 // Copies activation rows [0, count) of k bf16 each into shared memory (row t from row_of(t)).
+// Each thread issues kStageBatch loads before its first store: one round trip, not eight.
+inline constexpr int kStageBatch = 8;
+
 template <class RowOf>
 __device__ inline void StageRows(__nv_bfloat16* xs, int64_t k, int count, RowOf row_of) {
-  const int64_t vecs = k / kVecElements;
-  for (int64_t i = threadIdx.x; i < count * vecs; i += blockDim.x) {
-    const int t = static_cast<int>(i / vecs);
-    const int64_t v = i % vecs;
-    reinterpret_cast<uint4*>(xs + t * k)[v] = reinterpret_cast<const uint4*>(row_of(t))[v];
+  const int64_t vecs = k / kVecElements, total = count * vecs;
+  for (int64_t base = threadIdx.x; base < total; base += blockDim.x * kStageBatch) {
+    uint4 v[kStageBatch];
+#pragma unroll
+    for (int b = 0; b < kStageBatch; ++b) {
+      const int64_t i = base + b * static_cast<int64_t>(blockDim.x);
+      if (i < total)
+        v[b] = reinterpret_cast<const uint4*>(row_of(static_cast<int>(i / vecs)))[i % vecs];
+    }
+#pragma unroll
+    for (int b = 0; b < kStageBatch; ++b) {
+      const int64_t i = base + b * static_cast<int64_t>(blockDim.x);
+      if (i < total) reinterpret_cast<uint4*>(xs)[i] = v[b];
+    }
   }
 }
 
@@ -79,9 +91,10 @@ __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], 
     }
   }
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int t = 0; t < kTokens; ++t) {
+    if (t >= count) break;  // warp-uniform: no shuffles for absent tokens
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) acc[r][t] = WarpSum(acc[r][t]);
+    for (int r = 0; r < kRows; ++r) acc[r][t] = WarpSum(acc[r][t]);
   }
 }
 
@@ -110,7 +123,9 @@ __device__ inline void PrefetchFirstGroup(const Job& job, int64_t group) {
 //   const bf16* WeightRow(g, r)     row r of group g (clamped in range by the job)
 //   void Store(g, t, vals[kRows])   epilogue of token t (called by one lane)
 template <int kRows, int kVecs, int kTokens, class Job>
-__global__ void __launch_bounds__(kGemvThreads) GemvJobKernel(Job job) {
+// One token: two resident blocks (registers capped at 128, no spills). Several tokens: the
+// per-token accumulators need more, so one block per SM (still 64 KB of loads in flight).
+__global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKernel(Job job) {
   extern __shared__ uint4 gemv_smem[];
   auto* xs = reinterpret_cast<__nv_bfloat16*>(gemv_smem);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;

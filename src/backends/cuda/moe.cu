@@ -130,12 +130,12 @@ struct GateUpJob {
   }
 };
 
-// expert_out[slot][n] = down_n . h[slot], four rows per warp.
+// expert_out[slot][n] = down_n . h[slot], kRows rows per warp.
+template <int kRows>
 struct DownJob {
   MoeArgs a;
   MoeWorkspace w;
   ExpertRows rows;
-  static constexpr int kRows = 4;
 
   __device__ bool Begin() { return rows.Find(a, w); }
   __device__ bool Prefetchable() const { return false; }
@@ -195,6 +195,21 @@ void LaunchExpertJob(const Job& job, int64_t groups, int64_t k, unsigned experts
   }
 }
 
+// Down rows are short (768): four rows per warp for loads in flight at one token; two when
+// several tokens share an expert, where four would cost the second resident block (registers).
+template <int kVecs>
+void LaunchDown(const MoeArgs& a, const MoeWorkspace& w, unsigned experts, cudaStream_t stream) {
+  constexpr int kOneTokenRows = kVecs == 4 ? 4 : 2;  // 16 loads in flight either way
+  if (a.num_tokens == 1) {
+    LaunchGemvJob<kOneTokenRows, kVecs, 1>(DownJob<kOneTokenRows>{a, w, {}},
+                                           CeilDiv(a.hidden, kOneTokenRows), a.intermediate,
+                                           experts, stream);
+  } else {
+    LaunchGemvJob<2, kVecs, kGemvTokens>(DownJob<2>{a, w, {}}, CeilDiv(a.hidden, 2), a.intermediate,
+                                         experts, stream);
+  }
+}
+
 }  // namespace
 
 void MoeBucket(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
@@ -236,12 +251,10 @@ void MoeExperts(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   } else {
     LaunchExpertJob<2, 4>(gate_up, a.intermediate, a.hidden, experts, a.num_tokens, stream);
   }
-  const DownJob down{a, w, {}};
-  const int64_t down_groups = CeilDiv(a.hidden, DownJob::kRows);
   if (a.intermediate / kVecElements > 4 * kWarpSize) {
-    LaunchExpertJob<4, 8>(down, down_groups, a.intermediate, experts, a.num_tokens, stream);
+    LaunchDown<8>(a, w, experts, stream);
   } else {
-    LaunchExpertJob<4, 4>(down, down_groups, a.intermediate, experts, a.num_tokens, stream);
+    LaunchDown<4>(a, w, experts, stream);
   }
 }
 

@@ -2,7 +2,8 @@
 // scheduled while this one drains, so its prologue (weight prefetch, index math) overlaps the
 // previous kernel's tail; CUDA graphs capture the dependency as a programmatic edge. Kernels
 // launched this way call WaitForPrevious() (kernel_common.cuh) before touching data another
-// kernel writes or reads. MKSERVE_PDL=0 in the environment turns it off (A/B measurements).
+// kernel writes or reads. Off unless MKSERVE_PDL=1: on the H200 the programmatic edges made the
+// captured decode step slower (docs/performance.md), so the plain launch is the default.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +19,7 @@ namespace mkserve::cuda {
 inline bool PdlEnabled() {
   static const bool enabled = [] {
     const char* value = std::getenv("MKSERVE_PDL");
-    return value == nullptr || std::strcmp(value, "0") != 0;
+    return value != nullptr && std::strcmp(value, "1") == 0;
   }();
   return enabled;
 }

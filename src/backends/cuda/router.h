@@ -35,7 +35,7 @@ void RouterTopK(const RouterArgs& args, cudaStream_t stream);
 void RouterLogits(const float* x, int64_t m, int64_t k, const __nv_bfloat16* w, int64_t n,
                   float* out, cudaStream_t stream);
 
-inline constexpr int64_t kFusedRouterMaxTokens = 64;
+inline constexpr int64_t kFusedRouterMaxTokens = 8;  // the last block: one token per warp
 
 // RouterLogits then RouterTopK in one launch, for decode-sized batches (at most
 // kFusedRouterMaxTokens tokens): logits land in `logits` (topk.logits names the same buffer),

@@ -116,9 +116,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
 
 TEST(ChooseNumSplitsTest, CoversTheGpuWithinLimits) {
   EXPECT_EQ(ChooseNumSplits(4096, 4, 8192, 132, 1024), 1);       // prefill: plenty of CTAs
-  EXPECT_EQ(ChooseNumSplits(1, 4, 8192, 132, 1024), 64);         // 66 wanted, capped at 64
+  EXPECT_EQ(ChooseNumSplits(1, 4, 8192, 132, 1024), 128);        // 132 wanted, 128 pages
   EXPECT_EQ(ChooseNumSplits(1, 4, 100, 132, 1024), 2);           // only two pages exist
-  EXPECT_EQ(ChooseNumSplits(64, 4, 8192, 132, 1024), 2);         // 264 CTAs / 256
+  EXPECT_EQ(ChooseNumSplits(64, 4, 8192, 132, 1024), 3);         // 528 CTAs / 256
+  EXPECT_EQ(ChooseNumSplits(1, 1, 1 << 20, 132, 1024), 256);     // capped at 256 splits
   EXPECT_LE(ChooseNumSplits(40, 4, 1 << 20, 132, 64) * 40, 64);  // partial capacity respected
 }
 

@@ -86,7 +86,7 @@ TEST(RouterLogitsTest, Fp32InputMatchesCpu) {
 // RouterLogits + RouterTopK give, leaves its counter at zero, and so runs right a second time.
 TEST(RouterLogitsTopKTest, MatchesTwoKernelPathTwice) {
   const int64_t hidden = 2048, experts = 128, top_k = 8;
-  for (int64_t tokens : {1, 64}) {
+  for (int64_t tokens : {1, 8}) {
     const std::vector<float> x = RandomFloats(tokens * hidden, 56);
     const std::vector<float> w = RandomBf16Values(experts * hidden, 57, 0.02f);
     auto d_x = ToDevice(x);
