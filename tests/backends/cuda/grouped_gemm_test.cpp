@@ -26,6 +26,30 @@ struct Problem {
 
 double SiluRef(double x) { return x / (1.0 + std::exp(-x)); }
 
+// out[r] = a[a_rows[r]] . w[g]^T (or silu(gate) * up) in double, group g owning rows r.
+std::vector<float> Reference(const Problem& p, const std::vector<int32_t>& offsets,
+                             const std::vector<int32_t>& a_rows, const std::vector<float>& a,
+                             const std::vector<float>& w) {
+  const int64_t groups = static_cast<int64_t>(p.counts.size());
+  const int64_t w_rows = p.silu_mul ? 2 * p.n : p.n;
+  std::vector<float> want(offsets[groups] * p.n);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r) {
+      const float* x = &a[a_rows[r] * p.k];
+      for (int64_t c = 0; c < p.n; ++c) {
+        auto dot = [&](int64_t w_row) {
+          double sum = 0;
+          for (int64_t i = 0; i < p.k; ++i) sum += double{x[i]} * w[(g * w_rows + w_row) * p.k + i];
+          return sum;
+        };
+        want[r * p.n + c] =
+            static_cast<float>(p.silu_mul ? SiluRef(dot(c)) * dot(p.n + c) : dot(c));
+      }
+    }
+  }
+  return want;
+}
+
 void RunProblem(const Problem& p) {
   const int64_t groups = static_cast<int64_t>(p.counts.size());
   std::vector<int32_t> offsets(groups + 1, 0);
@@ -54,21 +78,7 @@ void RunProblem(const Problem& p) {
                        p.silu_mul ? GroupedEpilogue::kSiluMulBf16 : GroupedEpilogue::kStoreF32,
                        p.silu_mul ? static_cast<void*>(d_bf16.data()) : d_f32.data()};
   GroupedGemm(args, 0);
-  std::vector<float> want(rows * p.n);
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r) {
-      const float* x = &a[a_rows[r] * p.k];
-      for (int64_t c = 0; c < p.n; ++c) {
-        auto dot = [&](int64_t w_row) {
-          double sum = 0;
-          for (int64_t i = 0; i < p.k; ++i) sum += double{x[i]} * w[(g * w_rows + w_row) * p.k + i];
-          return sum;
-        };
-        want[r * p.n + c] =
-            static_cast<float>(p.silu_mul ? SiluRef(dot(c)) * dot(p.n + c) : dot(c));
-      }
-    }
-  }
+  const std::vector<float> want = Reference(p, offsets, a_rows, a, w);
   if (rows == 0) {  // every CTA finds no tile: nothing may be written
     EXPECT_TRUE(std::isnan(ToHost(d_f32)[0]));
     EXPECT_TRUE(std::isnan(ToHostFloat(d_bf16)[0]));
@@ -108,21 +118,42 @@ TEST(GroupedGemmTest, RejectsUnsupportedShapes) {
   EXPECT_THROW(GroupedGemm(args, 0), Error);
 }
 
+// Distinct experts per token, more tokens on the low ids (uneven groups, some empty).
+void SkewedRouting(int64_t tokens, int64_t top_k, int64_t experts, std::vector<int32_t>* ids,
+                   std::vector<float>* weights) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t base = (t * t) % 5, step = 1 + 2 * (t % 3);  // odd step: distinct experts
+    for (int64_t j = 0; j < top_k; ++j) {
+      ids->push_back(static_cast<int32_t>((base + j * step) % experts));
+      weights->push_back(0.1f * static_cast<float>(j + 1));
+    }
+  }
+}
+
+// The index arrays laid out as StepWorkspace does (moe.h: MoeIndexElements).
+MoeWorkspace ViewWorkspace(DeviceBuffer<int32_t>& index, int64_t experts, int64_t assignments,
+                           DeviceBuffer<bf16>& hidden, DeviceBuffer<float>& expert_out) {
+  MoeWorkspace ws;
+  ws.counts = index.data();
+  ws.offsets = ws.counts + experts;
+  ws.cursors = ws.offsets + experts + 1;
+  ws.active_experts = ws.cursors + experts;
+  ws.token_of_slot = ws.active_experts + experts + 1;
+  ws.slot_of_assignment = ws.token_of_slot + assignments;
+  ws.hidden = hidden.data();
+  ws.expert_out = expert_out.data();
+  return ws;
+}
+
 // MoeForwardGrouped (device-side grouped GEMMs) equals MoeForward on the same routing.
 TEST(GroupedGemmTest, MoePrefillPathMatchesDecodePath) {
   const int64_t tokens = 300, hidden = 128, inter = 96, experts = 16, top_k = 4;
   const std::vector<float> x = RandomBf16Values(tokens * hidden, 81);
   const std::vector<float> gate_up = RandomBf16Values(experts * 2 * inter * hidden, 82, 0.1f);
   const std::vector<float> down = RandomBf16Values(experts * hidden * inter, 83, 0.1f);
-  std::vector<int32_t> ids(tokens * top_k);
-  std::vector<float> weights(tokens * top_k);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const int64_t base = (t * t) % 5, step = 1 + 2 * (t % 3);  // odd step: distinct experts
-    for (int64_t j = 0; j < top_k; ++j) {
-      ids[t * top_k + j] = static_cast<int32_t>((base + j * step) % experts);  // skewed load
-      weights[t * top_k + j] = 0.1f * static_cast<float>(j + 1);
-    }
-  }
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  SkewedRouting(tokens, top_k, experts, &ids, &weights);
   auto d_x = ToDeviceBf16(x);
   auto d_gate_up = ToDeviceBf16(gate_up);
   auto d_down = ToDeviceBf16(down);
@@ -131,15 +162,7 @@ TEST(GroupedGemmTest, MoePrefillPathMatchesDecodePath) {
   auto d_index = ToDevice(std::vector<int32_t>(MoeIndexElements(experts, tokens * top_k), -1));
   auto d_hidden = NanBf16(tokens * top_k * inter);
   auto d_expert_out = NanFloats(tokens * top_k * hidden);
-  MoeWorkspace ws;
-  ws.counts = d_index.data();
-  ws.offsets = ws.counts + experts;
-  ws.cursors = ws.offsets + experts + 1;
-  ws.active_experts = ws.cursors + experts;
-  ws.token_of_slot = ws.active_experts + experts + 1;
-  ws.slot_of_assignment = ws.token_of_slot + tokens * top_k;
-  ws.hidden = d_hidden.data();
-  ws.expert_out = d_expert_out.data();
+  const MoeWorkspace ws = ViewWorkspace(d_index, experts, tokens * top_k, d_hidden, d_expert_out);
   auto d_grouped = NanFloats(tokens * hidden);
   auto d_plain = NanFloats(tokens * hidden);
   MoeArgs args{d_x.data(),
