@@ -208,7 +208,7 @@ void CudaBackend::RunAttention(int64_t layer_id, const StepPlan& plan, const Dev
   attn.partial_stats = ws.attn_partial_stats.data();
   Mark(StepOp::kAttention);
   if (PreferPrefillAttention(tokens, plan.num_sequences) && PrefillAttentionSupports(attn)) {
-    PrefillAttention(attn, stream_);  // tensor cores; one K/V page serves 16 tokens x 8 heads
+    PrefillAttention(attn, stream_);  // tensor cores; one K/V page serves 32 tokens x 8 heads
   } else {
     PagedAttention(attn, stream_);
   }
