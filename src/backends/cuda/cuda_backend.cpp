@@ -241,9 +241,13 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
                          config_.num_experts,      config_.num_experts_per_token,
                          config_.expert_selection, config_.norm_topk_prob,
                          ws.expert_ids.data(),     ws.expert_weights.data()};
-  if (num_tokens <= kFusedRouterMaxTokens) {  // decode: logits + top-k in one launch
+  // Decode: logits, top-k and (unless an override rewrites the ids) the expert buckets in one
+  // launch.
+  const bool fused = num_tokens <= kFusedRouterMaxTokens;
+  const bool bucketed = fused && routing_override_ == nullptr;
+  if (fused) {
     RouterLogitsTopK(ws.normed_fp32.data(), hidden, layer.router, ws.router_logits.data(), route,
-                     ws.sync_counters.data(), stream_);
+                     ws.sync_counters.data(), stream_, bucketed ? &ws.moe : nullptr);
   } else {
     RouterLogits(ws.normed_fp32.data(), num_tokens, hidden, layer.router, config_.num_experts,
                  ws.router_logits.data(), stream_);
@@ -271,7 +275,7 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
   if (num_tokens >= kGroupedMoeMinTokens && ws.moe.gathered_x != nullptr) {
     MoeForwardGrouped(moe, ws.moe, cublas_, stream_);  // prefill: cuBLAS per active expert
   } else {
-    MoeExperts(moe, ws.moe, stream_);  // the next AddNorm folds the weighted combine in
+    MoeExperts(moe, ws.moe, stream_, bucketed);  // the next AddNorm folds the combine in
     pending_moe_layer_ = layer_id;
   }
 }

@@ -23,6 +23,7 @@ inline constexpr int kGemvWarps = 8;
 inline constexpr int kGemvThreads = kGemvWarps * kWarpSize;
 inline constexpr int kGemvTokens = 8;  // activation rows per pass, most
 inline constexpr int kCacheLine = 128;
+inline constexpr int64_t kSliceBlocksPerSm = 4;
 
 // Copies activation rows [0, count) of k bf16 each into shared memory (row t from row_of(t)).
 // Each thread issues kStageBatch loads before its first store: one round trip, not eight.
@@ -98,10 +99,10 @@ __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], 
   }
 }
 
-// Warms L2 with the rows of this warp's first row group (weights never depend on the previous
-// kernel, so this runs before WaitForPrevious and overlaps it under PDL).
+// Warms L2 with the rows of row group `group` (weights never depend on the previous kernel, so
+// the first group's can go before WaitForPrevious and overlap it under PDL).
 template <int kRows, class Job>
-__device__ inline void PrefetchFirstGroup(const Job& job, int64_t group) {
+__device__ inline void PrefetchGroup(const Job& job, int64_t group) {
   if (group >= job.NumGroups()) return;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t bytes = job.K() * static_cast<int64_t>(sizeof(__nv_bfloat16));
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
   auto* xs = reinterpret_cast<__nv_bfloat16*>(gemv_smem);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t first_group = blockIdx.x * static_cast<int64_t>(kGemvWarps) + warp;
-  if (job.Prefetchable()) PrefetchFirstGroup<kRows>(job, first_group);
+  if (job.Prefetchable()) PrefetchGroup<kRows>(job, first_group);
   WaitForPrevious();
   AllowNext();
   if (!job.Begin()) return;
@@ -141,7 +142,9 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
     if (first > 0) __syncthreads();  // the previous pass is done with xs
     StageRows(xs, k, count, [&](int t) { return job.ActivationRow(first + t); });
     __syncthreads();
-    for (int64_t g = first_group; g < groups; g += gridDim.x * static_cast<int64_t>(kGemvWarps)) {
+    const int64_t stride = gridDim.x * static_cast<int64_t>(kGemvWarps);
+    for (int64_t g = first_group; g < groups; g += stride) {
+      PrefetchGroup<kRows>(job, g + stride);  // the next group's loads then hit L2
       const __nv_bfloat16* rows[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) rows[r] = job.WeightRow(g, r);
@@ -193,7 +196,10 @@ void LaunchGemvJob(const Job& job, int64_t groups, int64_t k, unsigned grid_y,
   constexpr int64_t kReservedSmem = 1024;  // per block, by the runtime
   const int64_t resident = std::max<int64_t>(
       1, std::min<int64_t>(limits.blocks_per_sm, limits.smem_per_sm / (smem + kReservedSmem)));
-  const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * resident / grid_y);
+  // Several slices (experts): walking many groups per warp serialises their latency, so allow
+  // kSliceBlocksPerSm blocks per SM in all (measured at batch 64: 4 beat 1 and 2 per SM).
+  const int64_t per_sm = grid_y > 1 ? std::max<int64_t>(resident, kSliceBlocksPerSm) : resident;
+  const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * per_sm / grid_y);
   const auto blocks = static_cast<unsigned>(std::min(CeilDiv(groups, kGemvWarps), cap));
   LaunchPdl(kernel, dim3(blocks, grid_y), dim3(kGemvThreads), static_cast<size_t>(smem), stream,
             job);

@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemv_tile.cuh"
+#include "backends/cuda/moe_bucket.cuh"
 #include "backends/cuda/pdl_launch.h"
 #include "common/error.h"
 
@@ -17,35 +18,6 @@ constexpr int64_t kOneBlockBucketMax = 4096;  // assignments; above, the multi-k
 __global__ void CountKernel(const int32_t* expert_ids, int64_t num_assignments, int32_t* counts) {
   const int64_t a = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (a < num_assignments) atomicAdd(&counts[expert_ids[a]], 1);
-}
-
-// Offsets, cursors and the active-expert list from counts, one warp: a shuffle scan over chunks
-// of 32 experts and a ballot to compact the ids with tokens.
-__device__ void ScanCounts(const int32_t* counts, int64_t num_experts, MoeWorkspace w,
-                           int32_t* cursors) {
-  const int lane = threadIdx.x % kWarpSize;
-  int32_t running = 0, num_active = 0;
-  for (int64_t base = 0; base < num_experts; base += kWarpSize) {
-    const int64_t e = base + lane;
-    const int32_t c = e < num_experts ? counts[e] : 0;
-    int32_t inclusive = c;
-    for (int offset = 1; offset < kWarpSize; offset *= 2) {
-      const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += other;
-    }
-    const unsigned active = __ballot_sync(0xffffffffu, c > 0);
-    if (e < num_experts) {
-      w.counts[e] = c;
-      w.offsets[e] = cursors[e] = running + inclusive - c;
-      if (c > 0) w.active_experts[num_active + __popc(active & ((1u << lane) - 1))] = e;
-    }
-    running += __shfl_sync(0xffffffffu, inclusive, kWarpSize - 1);
-    num_active += __popc(active);
-  }
-  if (lane == 0) {
-    w.offsets[num_experts] = running;
-    w.active_experts[num_experts] = num_active;
-  }
 }
 
 __global__ void OffsetsKernel(const int32_t* counts, int64_t num_experts, MoeWorkspace w) {
@@ -62,29 +34,15 @@ __global__ void ScatterKernel(const int32_t* expert_ids, int64_t num_assignments
   slot_of_assignment[a] = slot;
 }
 
-// Decode-sized bucketing in one block: counts and cursors in shared memory (no memset, one
-// launch). Slot order inside an expert is arbitrary; every result is independent of it.
+// Decode-sized bucketing in one block (no memset, one launch).
 __global__ void __launch_bounds__(kBucketThreads)
     BucketOneBlockKernel(const int32_t* expert_ids, int64_t num_assignments, int64_t top_k,
                          int64_t num_experts, MoeWorkspace w) {
   extern __shared__ int32_t bucket_smem[];
-  int32_t* counts = bucket_smem;
-  int32_t* cursors = bucket_smem + num_experts;
   WaitForPrevious();
   AllowNext();
-  for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) counts[e] = 0;
-  __syncthreads();
-  for (int64_t a = threadIdx.x; a < num_assignments; a += blockDim.x) {
-    atomicAdd(&counts[expert_ids[a]], 1);
-  }
-  __syncthreads();
-  if (threadIdx.x < kWarpSize) ScanCounts(counts, num_experts, w, cursors);
-  __syncthreads();
-  for (int64_t a = threadIdx.x; a < num_assignments; a += blockDim.x) {
-    const int32_t slot = atomicAdd(&cursors[expert_ids[a]], 1);
-    w.token_of_slot[slot] = static_cast<int32_t>(a / top_k);
-    w.slot_of_assignment[a] = slot;
-  }
+  BucketInBlock(expert_ids, num_assignments, top_k, num_experts, w, bucket_smem,
+                bucket_smem + num_experts);
 }
 
 // Grid y walks the list of experts with tokens; -1 when this block has no expert.
@@ -235,13 +193,14 @@ void MoeCombine(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
   LaunchPdl(&CombineKernel, dim3(static_cast<unsigned>(a.num_tokens)), dim3(256), 0, stream, a, w);
 }
 
-void MoeExperts(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
+void MoeExperts(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream,
+                bool already_bucketed) {
   if (a.hidden % kVecElements != 0 || a.intermediate % kVecElements != 0) {
     throw Error("MoeForward: hidden " + std::to_string(a.hidden) + " and intermediate " +
                 std::to_string(a.intermediate) + " must be multiples of 8");
   }
   if (a.num_tokens <= 0) return;
-  MoeBucket(a, w, stream);
+  if (!already_bucketed) MoeBucket(a, w, stream);
   // At most T * k experts can have tokens; the kernels read the actual count.
   const auto experts =
       static_cast<unsigned>(std::min<int64_t>(a.num_experts, a.num_tokens * a.top_k));

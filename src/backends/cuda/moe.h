@@ -59,7 +59,9 @@ void MoeForward(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t
 
 // MoeForward without the combine: workspace.expert_out and slot_of_assignment hold the expert
 // rows, and the caller folds the weighted sum into its next kernel (decode: AddNorm).
-void MoeExperts(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
+// already_bucketed: the fused router (RouterLogitsTopK with a workspace) bucketed the ids.
+void MoeExperts(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream,
+                bool already_bucketed = false);
 
 // The first and last phases on their own (the grouped path in moe_grouped.h reuses them).
 void MoeBucket(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernel_common.cuh"
+#include "backends/cuda/moe_bucket.cuh"
 #include "backends/cuda/pdl_launch.h"
 #include "common/error.h"
 
@@ -151,8 +152,10 @@ __global__ void RouterLogitsKernel(const float* x, int m, int64_t k, const __nv_
 // Grid as RouterLogitsKernel's; then the last block to finish runs the top-k of every token: one
 // launch per layer.
 __global__ void RouterFusedKernel(const float* x, int m, int64_t k, const __nv_bfloat16* w,
-                                  float* logits, RouterArgs topk, int32_t* done) {
+                                  float* logits, RouterArgs topk, int32_t* done,
+                                  MoeWorkspace bucket) {
   __shared__ bool is_last;
+  __shared__ int32_t counts[kMaxRouterExperts], cursors[kMaxRouterExperts];
   const int warp = threadIdx.x / kWarpSize;
   const int64_t row = blockIdx.x * static_cast<int64_t>(kLogitWarps) + warp;
   const int64_t n = topk.num_experts;
@@ -176,6 +179,9 @@ __global__ void RouterFusedKernel(const float* x, int m, int64_t k, const __nv_b
   __threadfence();
   for (int64_t t = warp; t < m; t += kLogitWarps) SelectTopK(topk, t);
   if (threadIdx.x == 0) *done = 0;  // ready for the next layer
+  if (bucket.counts == nullptr) return;
+  __syncthreads();  // every token's ids written
+  BucketInBlock(topk.expert_ids, m * topk.top_k, topk.top_k, n, bucket, counts, cursors);
 }
 
 void CheckTopK(const RouterArgs& args) {
@@ -214,7 +220,8 @@ void RouterTopK(const RouterArgs& args, cudaStream_t stream) {
 }
 
 void RouterLogitsTopK(const float* x, int64_t k, const __nv_bfloat16* w, float* logits,
-                      const RouterArgs& topk, int32_t* done_counter, cudaStream_t stream) {
+                      const RouterArgs& topk, int32_t* done_counter, cudaStream_t stream,
+                      const MoeWorkspace* bucket) {
   CheckLogits(topk.num_tokens, k, topk.num_experts);
   CheckTopK(topk);
   if (topk.num_tokens > kFusedRouterMaxTokens) {
@@ -225,7 +232,8 @@ void RouterLogitsTopK(const float* x, int64_t k, const __nv_bfloat16* w, float* 
   const dim3 grid(static_cast<unsigned>(CeilDiv(topk.num_experts, kLogitWarps)),
                   static_cast<unsigned>(CeilDiv(topk.num_tokens, kLogitTokens)));
   LaunchPdl(&RouterFusedKernel, grid, dim3(kLogitWarps * kWarpSize), 0, stream, x,
-            static_cast<int>(topk.num_tokens), k, w, logits, topk, done_counter);
+            static_cast<int>(topk.num_tokens), k, w, logits, topk, done_counter,
+            bucket != nullptr ? *bucket : MoeWorkspace{});
 }
 
 }  // namespace mkserve::cuda

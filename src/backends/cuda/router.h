@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/moe.h"
 #include "model/model_config.h"
 
 namespace mkserve::cuda {
@@ -41,7 +42,9 @@ inline constexpr int64_t kFusedRouterMaxTokens = 8;  // the last block: one toke
 // kFusedRouterMaxTokens tokens): logits land in `logits` (topk.logits names the same buffer),
 // the last block to finish its rows selects every token's experts. `done_counter` is one device
 // int, zero before the first call; each call leaves it zero. Same results as the two calls.
+// With `bucket`, that block also does MoeBucket's work (then MoeExperts(..., true)).
 void RouterLogitsTopK(const float* x, int64_t k, const __nv_bfloat16* w, float* logits,
-                      const RouterArgs& topk, int32_t* done_counter, cudaStream_t stream);
+                      const RouterArgs& topk, int32_t* done_counter, cudaStream_t stream,
+                      const MoeWorkspace* bucket = nullptr);
 
 }  // namespace mkserve::cuda

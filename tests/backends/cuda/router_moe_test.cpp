@@ -82,8 +82,54 @@ TEST(RouterLogitsTest, Fp32InputMatchesCpu) {
   ExpectClose(ToHost(d_out), want, 1e-4f, 1e-4f, "router logits");
 }
 
+// Views of a MoE index buffer (counts, offsets, cursors, active list, slot maps).
+MoeWorkspace IndexViews(int32_t* index, int64_t experts, int64_t assignments) {
+  MoeWorkspace ws;
+  ws.counts = index;
+  ws.offsets = ws.counts + experts;
+  ws.cursors = ws.offsets + experts + 1;
+  ws.active_experts = ws.cursors + experts;
+  ws.token_of_slot = ws.active_experts + experts + 1;
+  ws.slot_of_assignment = ws.token_of_slot + assignments;
+  return ws;
+}
+
+// Bucketing invariants: counts, prefix offsets, the active list in id order, every assignment in
+// its expert's slot range, the slots a permutation.
+void ExpectValidBucket(const std::vector<int32_t>& ids, int64_t experts, int64_t top_k,
+                       const std::vector<int32_t>& all) {
+  const int64_t assignments = static_cast<int64_t>(ids.size());
+  const int32_t* counts = all.data();
+  const int32_t* offsets = counts + experts;
+  const int32_t* active = offsets + experts + 1 + experts;
+  const int32_t* token_of_slot = active + experts + 1;
+  const int32_t* slot_of = token_of_slot + assignments;
+  std::vector<int32_t> want_counts(experts, 0), want_active;
+  for (int32_t id : ids) ++want_counts[id];
+  for (int64_t e = 0; e < experts; ++e) {
+    EXPECT_EQ(counts[e], want_counts[e]) << "expert " << e;
+    if (want_counts[e] > 0) want_active.push_back(static_cast<int32_t>(e));
+  }
+  int32_t running = 0;
+  for (int64_t e = 0; e <= experts; ++e) {
+    EXPECT_EQ(offsets[e], running) << "offset " << e;
+    if (e < experts) running += want_counts[e];
+  }
+  ASSERT_EQ(active[experts], static_cast<int32_t>(want_active.size()));
+  EXPECT_EQ(std::vector<int32_t>(active, active + want_active.size()), want_active);
+  std::vector<int32_t> seen(assignments, 0);
+  for (int64_t a = 0; a < assignments; ++a) {
+    const int32_t slot = slot_of[a], e = ids[a];
+    ASSERT_TRUE(slot >= offsets[e] && slot < offsets[e + 1]) << "assignment " << a;
+    EXPECT_EQ(token_of_slot[slot], a / top_k) << "assignment " << a;
+    ++seen[slot];
+  }
+  EXPECT_EQ(seen, std::vector<int32_t>(assignments, 1));
+}
+
 // The fused decode router (logits + top-k in one launch, last block selects) gives bitwise what
-// RouterLogits + RouterTopK give, leaves its counter at zero, and so runs right a second time.
+// RouterLogits + RouterTopK give, leaves its counter at zero, and so runs right a second time;
+// with a workspace its last block also buckets the ids.
 TEST(RouterLogitsTopKTest, MatchesTwoKernelPathTwice) {
   const int64_t hidden = 2048, experts = 128, top_k = 8;
   for (int64_t tokens : {1, 8}) {
@@ -105,9 +151,14 @@ TEST(RouterLogitsTopKTest, MatchesTwoKernelPathTwice) {
       auto d_weights = NanFloats(tokens * top_k);
       const RouterArgs route{d_logits.data(),           tokens, experts,      top_k,
                              ExpertSelection::kSigmoid, false,  d_ids.data(), d_weights.data()};
-      RouterLogitsTopK(d_x.data(), hidden, d_w.data(), d_logits.data(), route, d_counter.data(), 0);
+      DeviceBuffer<int32_t> index(MoeIndexElements(experts, tokens * top_k));
+      MKSERVE_CUDA_CHECK(cudaMemset(index.data(), 0xff, index.bytes()));
+      const MoeWorkspace bucket = IndexViews(index.data(), experts, tokens * top_k);
+      RouterLogitsTopK(d_x.data(), hidden, d_w.data(), d_logits.data(), route, d_counter.data(), 0,
+                       run == 1 ? &bucket : nullptr);  // the second run also buckets
       EXPECT_EQ(ToHost(d_logits), ToHost(d_logits_ref)) << tokens << " tokens, run " << run;
       EXPECT_EQ(ToHost(d_ids), ToHost(d_ids_ref)) << tokens << " tokens, run " << run;
+      if (run == 1) ExpectValidBucket(ToHost(d_ids_ref), experts, top_k, ToHost(index));
       EXPECT_EQ(ToHost(d_weights), ToHost(d_weights_ref)) << tokens << " tokens, run " << run;
       EXPECT_EQ(ToHost(d_counter), std::vector<int32_t>{0}) << "counter left set";
     }
@@ -227,9 +278,7 @@ INSTANTIATE_TEST_SUITE_P(Shared, MoeTest,
                                                    true},
                                            MoeCase{true, SharedExpertCombination::kSum, 2, true}));
 
-// Bucketing invariants for the one-block (decode) and the multi-kernel (prefill) paths: counts,
-// prefix offsets, the active list in id order, every assignment in its expert's slot range and
-// the slots a permutation.
+// The one-block (decode) and the multi-kernel (prefill) bucketing paths.
 class MoeBucketTest : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(MoeBucketTest, SlotsFormExpertRanges) {
@@ -240,46 +289,13 @@ TEST_P(MoeBucketTest, SlotsFormExpertRanges) {
   auto d_ids = ToDevice(ids);
   DeviceBuffer<int32_t> index(MoeIndexElements(experts, assignments));
   MKSERVE_CUDA_CHECK(cudaMemset(index.data(), 0xff, index.bytes()));  // -1 everywhere
-  MoeWorkspace ws;
-  ws.counts = index.data();
-  ws.offsets = ws.counts + experts;
-  ws.cursors = ws.offsets + experts + 1;
-  ws.active_experts = ws.cursors + experts;
-  ws.token_of_slot = ws.active_experts + experts + 1;
-  ws.slot_of_assignment = ws.token_of_slot + assignments;
   MoeArgs args;
   args.expert_ids = d_ids.data();
   args.num_tokens = tokens;
   args.num_experts = experts;
   args.top_k = top_k;
-  MoeBucket(args, ws, 0);
-  const std::vector<int32_t> all = ToHost(index);
-  const int32_t* counts = all.data();
-  const int32_t* offsets = counts + experts;
-  const int32_t* active = offsets + experts + 1 + experts;
-  const int32_t* token_of_slot = active + experts + 1;
-  const int32_t* slot_of = token_of_slot + assignments;
-  std::vector<int32_t> want_counts(experts, 0), want_active;
-  for (int32_t id : ids) ++want_counts[id];
-  for (int64_t e = 0; e < experts; ++e) {
-    EXPECT_EQ(counts[e], want_counts[e]) << "expert " << e;
-    if (want_counts[e] > 0) want_active.push_back(static_cast<int32_t>(e));
-  }
-  int32_t running = 0;
-  for (int64_t e = 0; e <= experts; ++e) {
-    EXPECT_EQ(offsets[e], running) << "offset " << e;
-    if (e < experts) running += want_counts[e];
-  }
-  ASSERT_EQ(active[experts], static_cast<int32_t>(want_active.size()));
-  EXPECT_EQ(std::vector<int32_t>(active, active + want_active.size()), want_active);
-  std::vector<int32_t> seen(assignments, 0);
-  for (int64_t a = 0; a < assignments; ++a) {
-    const int32_t slot = slot_of[a], e = ids[a];
-    ASSERT_TRUE(slot >= offsets[e] && slot < offsets[e + 1]) << "assignment " << a;
-    EXPECT_EQ(token_of_slot[slot], a / top_k) << "assignment " << a;
-    ++seen[slot];
-  }
-  EXPECT_EQ(seen, std::vector<int32_t>(assignments, 1));
+  MoeBucket(args, IndexViews(index.data(), experts, assignments), 0);
+  ExpectValidBucket(ids, experts, top_k, ToHost(index));
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, MoeBucketTest, ::testing::Values(1, 64, 700, 1500));
