@@ -144,7 +144,6 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
     __syncthreads();
     const int64_t stride = gridDim.x * static_cast<int64_t>(kGemvWarps);
     for (int64_t g = first_group; g < groups; g += stride) {
-      PrefetchGroup<kRows>(job, g + stride);  // the next group's loads then hit L2
       const __nv_bfloat16* rows[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) rows[r] = job.WeightRow(g, r);
@@ -196,9 +195,11 @@ void LaunchGemvJob(const Job& job, int64_t groups, int64_t k, unsigned grid_y,
   constexpr int64_t kReservedSmem = 1024;  // per block, by the runtime
   const int64_t resident = std::max<int64_t>(
       1, std::min<int64_t>(limits.blocks_per_sm, limits.smem_per_sm / (smem + kReservedSmem)));
-  // Several slices (experts): walking many groups per warp serialises their latency, so allow
-  // kSliceBlocksPerSm blocks per SM in all (measured at batch 64: 4 beat 1 and 2 per SM).
-  const int64_t per_sm = grid_y > 1 ? std::max<int64_t>(resident, kSliceBlocksPerSm) : resident;
+  // Several slices (experts) with several tokens each: walking many groups per warp serialises
+  // their latency, so allow kSliceBlocksPerSm blocks per SM in all (batch 64 on the H200: 4 beat
+  // 1 and 2). One token (batch 1): one resident wave measured best.
+  const bool many = grid_y > 1 && kTokens > 1;
+  const int64_t per_sm = many ? std::max<int64_t>(resident, kSliceBlocksPerSm) : resident;
   const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * per_sm / grid_y);
   const auto blocks = static_cast<unsigned>(std::min(CeilDiv(groups, kGemvWarps), cap));
   LaunchPdl(kernel, dim3(blocks, grid_y), dim3(kGemvThreads), static_cast<size_t>(smem), stream,
