@@ -123,9 +123,9 @@ __device__ inline void PrefetchGroup(const Job& job, int64_t group) {
 //   const bf16* ActivationRow(t)    activation row t (after Begin)
 //   const bf16* WeightRow(g, r)     row r of group g (clamped in range by the job)
 //   void Store(g, t, vals[kRows])   epilogue of token t (called by one lane)
+// One token: registers capped at 128 for two resident blocks (no spills). Several tokens: the
+// per-token accumulators need more, so no cap (one or two blocks per SM, no spills).
 template <int kRows, int kVecs, int kTokens, class Job>
-// One token: two resident blocks (registers capped at 128, no spills). Several tokens: the
-// per-token accumulators need more, so one block per SM (still 64 KB of loads in flight).
 __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKernel(Job job) {
   extern __shared__ uint4 gemv_smem[];
   auto* xs = reinterpret_cast<__nv_bfloat16*>(gemv_smem);
@@ -162,46 +162,54 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
   }
 }
 
-// Host side: launches GemvJobKernel over `groups` row groups (grid x, capped so that blocks
-// walk groups grid-stride) and grid_y independent slices (experts). Shared memory holds kTokens
-// activation rows of k bf16.
+struct GemvLimits {
+  int max_smem, smem_per_sm, blocks_per_sm;  // blocks_per_sm: by registers and threads
+};
+
+// Device limits for one GEMV kernel; lifts its dynamic shared-memory cap to the device's.
+inline GemvLimits QueryGemvLimits(const void* kernel) {
+  int device = 0;
+  GemvLimits l{};
+  MKSERVE_CUDA_CHECK(cudaGetDevice(&device));
+  MKSERVE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&l.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  MKSERVE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&l.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  MKSERVE_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.max_smem));
+  MKSERVE_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&l.blocks_per_sm, kernel, kGemvThreads, 0));
+  return l;
+}
+
+// Blocks along x: one wave of resident blocks, each walking its row groups (no tail wave).
+// Several slices (experts) with several tokens each: walking many groups per warp serialises
+// their latency, so kSliceBlocksPerSm blocks per SM in all (batch 64 on the H200: 4 beat 1 and
+// 2). One token (batch 1): one resident wave measured best.
+inline unsigned GemvGridX(const GemvLimits& limits, int64_t smem, int64_t groups, unsigned grid_y,
+                          bool several_tokens) {
+  constexpr int64_t kReservedSmem = 1024;  // per block, by the runtime
+  const int64_t resident = std::max<int64_t>(
+      1, std::min<int64_t>(limits.blocks_per_sm, limits.smem_per_sm / (smem + kReservedSmem)));
+  const bool slices = grid_y > 1 && several_tokens;
+  const int64_t per_sm = slices ? std::max<int64_t>(resident, kSliceBlocksPerSm) : resident;
+  const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * per_sm / grid_y);
+  return static_cast<unsigned>(std::min(CeilDiv(groups, kGemvWarps), cap));
+}
+
+// Launches GemvJobKernel over `groups` row groups (grid x) and grid_y independent slices
+// (experts). Shared memory holds kTokens activation rows of k bf16.
 template <int kRows, int kVecs, int kTokens, class Job>
 void LaunchGemvJob(const Job& job, int64_t groups, int64_t k, unsigned grid_y,
                    cudaStream_t stream) {
   auto* kernel = &GemvJobKernel<kRows, kVecs, kTokens, Job>;
-  struct Limits {
-    int max_smem, smem_per_sm, blocks_per_sm;  // blocks_per_sm: by registers and threads
-  };
-  static const Limits limits = [kernel] {
-    int device = 0;
-    Limits l{};
-    MKSERVE_CUDA_CHECK(cudaGetDevice(&device));
-    MKSERVE_CUDA_CHECK(
-        cudaDeviceGetAttribute(&l.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    MKSERVE_CUDA_CHECK(cudaDeviceGetAttribute(&l.smem_per_sm,
-                                              cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-    MKSERVE_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.max_smem));
-    MKSERVE_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&l.blocks_per_sm, kernel, kGemvThreads, 0));
-    return l;
-  }();
+  static const GemvLimits limits = QueryGemvLimits(reinterpret_cast<const void*>(kernel));
   const int64_t smem = kTokens * k * static_cast<int64_t>(sizeof(__nv_bfloat16));
   if (smem > limits.max_smem) {
     throw Error("GEMV: k=" + std::to_string(k) + " needs " + std::to_string(smem) +
                 " bytes of shared memory, the device allows " + std::to_string(limits.max_smem));
   }
-  // One wave of resident blocks; each walks its row groups (no tail wave).
-  constexpr int64_t kReservedSmem = 1024;  // per block, by the runtime
-  const int64_t resident = std::max<int64_t>(
-      1, std::min<int64_t>(limits.blocks_per_sm, limits.smem_per_sm / (smem + kReservedSmem)));
-  // Several slices (experts) with several tokens each: walking many groups per warp serialises
-  // their latency, so allow kSliceBlocksPerSm blocks per SM in all (batch 64 on the H200: 4 beat
-  // 1 and 2). One token (batch 1): one resident wave measured best.
-  const bool many = grid_y > 1 && kTokens > 1;
-  const int64_t per_sm = many ? std::max<int64_t>(resident, kSliceBlocksPerSm) : resident;
-  const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * per_sm / grid_y);
-  const auto blocks = static_cast<unsigned>(std::min(CeilDiv(groups, kGemvWarps), cap));
+  const unsigned blocks = GemvGridX(limits, smem, groups, grid_y, kTokens > 1);
   LaunchPdl(kernel, dim3(blocks, grid_y), dim3(kGemvThreads), static_cast<size_t>(smem), stream,
             job);
 }
