@@ -110,7 +110,7 @@ TEST_P(PendingMoeTest, MatchesCombineThenAddNorm) {
 
 INSTANTIATE_TEST_SUITE_P(Shared, PendingMoeTest, ::testing::Values(false, true));
 
-TEST(PendingMoeTest, RejectsTopKOutOfRange) {
+TEST(PendingMoeShapeTest, RejectsTopKOutOfRange) {
   const PendingMoe pending{nullptr, nullptr, nullptr, nullptr, kMaxPendingTopK + 1, 1.0f};
   EXPECT_THROW(AddNorm(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, NormKind::kRmsNorm, 1e-5f,
                        0, nullptr, &pending),
