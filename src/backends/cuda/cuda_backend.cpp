@@ -14,6 +14,7 @@
 #include "backends/cuda/prefill_attention.h"
 #include "backends/cuda/rope_kv.h"
 #include "backends/cuda/router.h"
+#include "backends/cuda/router_prefill.h"
 #include "engine/sampler.h"
 
 namespace mkserve::cuda {
@@ -249,8 +250,12 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
     RouterLogitsTopK(ws.normed_fp32.data(), hidden, layer.router, ws.router_logits.data(), route,
                      ws.sync_counters.data(), stream_, bucketed ? &ws.moe : nullptr);
   } else {
-    RouterLogits(ws.normed_fp32.data(), num_tokens, hidden, layer.router, config_.num_experts,
-                 ws.router_logits.data(), stream_);
+    // Prefill chunks: the tensor-core router reads each row once for all experts.
+    const bool prefill = num_tokens >= kGroupedMoeMinTokens &&
+                         RouterLogitsPrefillSupports(hidden, config_.num_experts);
+    (prefill ? RouterLogitsPrefill : RouterLogits)(ws.normed_fp32.data(), num_tokens, hidden,
+                                                   layer.router, config_.num_experts,
+                                                   ws.router_logits.data(), stream_);
     RouterTopK(route, stream_);
   }
   if (routing_override_ != nullptr) {

@@ -1,7 +1,7 @@
 // CudaBackend against HF transformers at North Mini Code's full width (issue 5): a 5-layer
 // random bf16 model (dense + forced RoPE, sliding, full NoPE; 128 experts top-8; vocab 262144)
 // and float32 HF logits and routing written by tools/oracle/full_width_reference.py on the GPU
-// machine. Teacher-forced, 128 positions of a short prompt and the last 64 of a 9216-token prompt
+// machine. Teacher-forced, 128 positions of a short prompt and the last 256 of a 9216-token prompt
 // (the sliding layers cross their 4096 window).
 // - Forced routing (HF's expert ids in every MoE layer, weights from our router logits): cosine
 //   >= 0.999 at every position and top-1 agreement >= 98 %; where our own router would have
