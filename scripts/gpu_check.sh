@@ -97,12 +97,12 @@ if [[ "${SKIP_SANITIZER:-0}" != 1 ]] && command -v compute-sanitizer > /dev/null
   grep -m1 "ERROR SUMMARY" "$OUT/sanitizer.log" >> "$OUT/sanitizer.summary" 2>/dev/null
 fi
 
-E2E="not run (E2E=1 runs it)"
+E2E_RESULT="not run (E2E=1 runs it)"
 if [[ "${E2E:-0}" == 1 ]]; then
   echo "== e2e (serve --backend cuda)" >&2
   timeout 600 bash scripts/gpu_e2e.sh "$BUILD_DIR/mkserve" > "$OUT/e2e.log" 2>&1
   rc=$?
-  E2E="$(grep -oP '^# pass \K[0-9]+' "$OUT/e2e.log") passed, $(grep -oP '^# fail \K[0-9]+' \
+  E2E_RESULT="$(grep -oP '^# pass \K[0-9]+' "$OUT/e2e.log") passed, $(grep -oP '^# fail \K[0-9]+' \
     "$OUT/e2e.log") failed (rc $rc)"
 fi
 
@@ -121,7 +121,7 @@ echo "| check | result |"
 echo "|---|---|"
 for t in "${TESTS[@]}"; do echo "| $t | ${RESULT[$t]} |"; done
 echo "| compute-sanitizer | $SANITIZER |"
-echo "| e2e (OpenAI SDK, cuda) | $E2E |"
+echo "| e2e (OpenAI SDK, cuda) | $E2E_RESULT |"
 echo "| bench | $BENCH |"
 if [[ -f "$OUT/bench.log" ]]; then
   echo

@@ -39,6 +39,43 @@ class RoutingRecorder:
         return torch.stack(self.logits), torch.stack(self.ids)
 
 
+class RoutingForcer:
+    """Forces given expert ids [L][T][k] into every Cohere2MoeTopKRouter (MoE layers in order),
+    with scores from the router's own logits as HF computes them (sigmoid, optionally
+    renormalised, or softmax over the k): HF run with another run's routing decisions."""
+
+    def __init__(self, model, ids):
+        self.model, self.ids, self._hooks = model, ids, []
+
+    def __enter__(self):
+        gates = [layer.mlp.gate for layer in self.model.model.layers
+                 if getattr(layer.mlp, "gate", None) is not None]
+        if len(gates) != self.ids.shape[0]:
+            raise RuntimeError(f"{self.ids.shape[0]} layers of forced ids for {len(gates)} routers")
+        for gate, ids in zip(gates, self.ids):
+            self._hooks.append(gate.register_forward_hook(self._forcing(ids)))
+        return self
+
+    def __exit__(self, *exc):
+        for hook in self._hooks:
+            hook.remove()
+
+    @staticmethod
+    def _forcing(ids):
+        def hook(module, inputs, output):
+            router_logits = output[0]
+            selected = ids.to(router_logits.device, torch.int64).view(router_logits.shape[0], -1)
+            scores = router_logits.gather(-1, selected)
+            if module.expert_selection_fn == "softmax":
+                scores = torch.nn.functional.softmax(scores, dim=1, dtype=torch.float)
+            else:
+                scores = torch.sigmoid(scores)
+                if module.norm_topk_prob:
+                    scores = scores / scores.sum(dim=-1, keepdim=True)
+            return router_logits, scores, selected
+        return hook
+
+
 def kth_gaps(logits, k):
     """Per (layer, position): k-th minus (k+1)-th router logit, the margin of the top-k set."""
     top = logits.topk(k + 1, dim=-1).values
