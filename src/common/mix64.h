@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MKSERVE_HOST_DEVICE __host__ __device__
-#else
-#define MKSERVE_HOST_DEVICE
-#endif
+#include "common/host_device.h"
 
 namespace mkserve {
 

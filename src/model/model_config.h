@@ -10,6 +10,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/host_device.h"
+
 namespace mkserve {
 
 enum class NormKind { kRmsNorm, kLayerNorm };  // LayerNorm = Cohere's bias-free, mean-centred one
@@ -21,7 +23,7 @@ enum class FfnKind { kDense, kMoe };
 // HF convention for a sliding layer of window W: a query at position p attends to keys at
 // positions (p - W, p], the token itself plus W - 1 earlier ones (vLLM uses W + 1 keys).
 // Every attention path asks this one function.
-inline int64_t FirstKeyInWindow(int64_t query_position, int64_t window_tokens) {
+MKSERVE_HOST_DEVICE inline int64_t FirstKeyInWindow(int64_t query_position, int64_t window_tokens) {
   int64_t first = query_position - window_tokens + 1;
   return first > 0 ? first : 0;
 }

@@ -27,7 +27,7 @@ struct KeyRange {
 __device__ inline KeyRange SplitRange(const AttentionArgs& a, int32_t position) {
   KeyRange r;
   r.last_key = position;
-  r.first_key = a.window_tokens > 0 ? max(int64_t{0}, position - a.window_tokens + 1) : 0;
+  r.first_key = a.window_tokens > 0 ? FirstKeyInWindow(position, a.window_tokens) : 0;
   const int64_t first_page = r.first_key / kTileKeys;
   const int64_t num_pages = position / kTileKeys - first_page + 1;
   const int64_t per_split = (num_pages + a.num_splits - 1) / a.num_splits;

@@ -251,9 +251,8 @@ __device__ void LoadTile(const AttentionArgs& a, int64_t first_token, int head, 
     const int32_t pos = live ? a.positions[t] : 0;
     rows.pos[threadIdx.x] = pos;
     rows.seq[threadIdx.x] = live ? a.seq_of_token[t] : -1;
-    // FirstKeyInWindow (model_config.h) on the device; window 0 is full attention.
-    rows.first[threadIdx.x] = static_cast<int32_t>(
-        a.window_tokens > 0 ? max(int64_t{0}, pos - a.window_tokens + 1) : int64_t{0});
+    rows.first[threadIdx.x] =  // window 0 is full attention
+        static_cast<int32_t>(a.window_tokens > 0 ? FirstKeyInWindow(pos, a.window_tokens) : 0);
   }
   for (int i = lane; i < kRows * kChunks; i += kWarpSize) {
     const int r = i / kChunks, col = (i % kChunks) * kVecElements;
