@@ -90,6 +90,8 @@ class CudaBackend : public Backend {
   PendingMoe TakePendingMoe();
   void ComputeLogits(size_t first_row, int64_t num_rows);
   void Sample(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);
+  void SampleComputedRows(const StepInputs& inputs, const StepPlan& plan, size_t first,
+                          int64_t count, StepOutputs* outputs);
   void Mark(StepOp op) {
     if (profiler_ != nullptr) profiler_->Mark(op, stream_);
   }

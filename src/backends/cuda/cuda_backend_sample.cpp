@@ -18,11 +18,6 @@
 namespace mkserve::cuda {
 namespace {
 
-bool IsPlainGreedy(const SamplingParams* p) {
-  return p != nullptr && p->is_greedy() && p->num_logprobs < 0 && p->presence_penalty == 0.0f &&
-         p->frequency_penalty == 0.0f && p->repetition_penalty == 1.0f && p->logit_bias.empty();
-}
-
 struct RowNeeds {
   bool sample = false;
   bool gpu_sample = false;   // GpuSampler
@@ -36,7 +31,7 @@ RowNeeds NeedsOf(const SequenceStep& step, int32_t token_in_sequence, int64_t vo
   const bool last = token_in_sequence + 1 == static_cast<int32_t>(step.token_ids.size());
   needs.sample = step.sample && last;
   if (needs.sample && !IsPlainGreedy(step.sampling)) {
-    needs.gpu_sample = vocab <= kGpuSamplerMaxVocab && GpuSampler::CanSample(step.sampling);
+    needs.gpu_sample = SampledOnGpu(step.sampling, vocab);
     needs.host_sample = !needs.gpu_sample;
   }
   needs.prompt_logprob =
@@ -78,42 +73,46 @@ void CudaBackend::ComputeLogits(size_t first_row, int64_t num_rows) {
 }
 
 void CudaBackend::Sample(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs) {
-  const int64_t vocab = config_.vocab_size;
-  std::vector<int32_t> greedy(kLogitRowsPerChunk);
-  std::vector<float> row_logits(vocab);
-  std::vector<GpuSampleRequest> gpu_rows;
-  std::vector<size_t> gpu_sequences;
   const size_t num_rows = plan.logit_rows.size();
   for (size_t first = 0; first < num_rows; first += kLogitRowsPerChunk) {
     const int64_t count = std::min<int64_t>(kLogitRowsPerChunk, num_rows - first);
     ComputeLogits(first, count);
-    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), workspace_->sampled.data(),
-                                       count * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-    MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    gpu_rows.clear();
-    gpu_sequences.clear();
-    for (int64_t r = 0; r < count; ++r) {  // host copies first: the GPU sampler edits rows
-      const LogitRow& row = plan.logit_rows[first + r];
-      const SequenceStep& step = inputs.sequences[row.sequence_index];
-      SequenceResult& result = outputs->results[row.sequence_index];
-      const RowNeeds needs = NeedsOf(step, row.token_in_sequence, vocab);
-      ServeOnHost(workspace_->logits.data() + r * vocab, step, row.token_in_sequence, needs,
-                  row_logits, result);
-      if (needs.gpu_sample) {
-        gpu_rows.push_back({r, &step});
-        gpu_sequences.push_back(row.sequence_index);
-      } else if (needs.sample && !needs.host_sample) {
-        result.token_id = greedy[r];
-      }
+    SampleComputedRows(inputs, plan, first, count, outputs);
+  }
+}
+
+// Logits rows [first, first + count) of the plan are in the workspace, with their argmax.
+void CudaBackend::SampleComputedRows(const StepInputs& inputs, const StepPlan& plan, size_t first,
+                                     int64_t count, StepOutputs* outputs) {
+  const int64_t vocab = config_.vocab_size;
+  std::vector<int32_t> greedy(count);
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), workspace_->sampled.data(),
+                                     count * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<float> row_logits(vocab);
+  std::vector<GpuSampleRequest> gpu_rows;
+  std::vector<size_t> gpu_sequences;
+  for (int64_t r = 0; r < count; ++r) {  // host copies first: the GPU sampler edits rows
+    const LogitRow& row = plan.logit_rows[first + r];
+    const SequenceStep& step = inputs.sequences[row.sequence_index];
+    SequenceResult& result = outputs->results[row.sequence_index];
+    const RowNeeds needs = NeedsOf(step, row.token_in_sequence, vocab);
+    ServeOnHost(workspace_->logits.data() + r * vocab, step, row.token_in_sequence, needs,
+                row_logits, result);
+    if (needs.gpu_sample) {
+      gpu_rows.push_back({r, &step});
+      gpu_sequences.push_back(row.sequence_index);
+    } else if (needs.sample && !needs.host_sample) {
+      result.token_id = greedy[r];
     }
-    if (gpu_rows.empty()) continue;
-    if (!sampler_) sampler_ = std::make_unique<GpuSampler>(vocab);
-    std::vector<SequenceResult> sampled =
-        sampler_->Sample(workspace_->logits.data(), count, gpu_rows, stream_);
-    for (size_t i = 0; i < sampled.size(); ++i) {
-      outputs->results[gpu_sequences[i]].token_id = sampled[i].token_id;
-      outputs->results[gpu_sequences[i]].logprobs = std::move(sampled[i].logprobs);
-    }
+  }
+  if (gpu_rows.empty()) return;
+  if (!sampler_) sampler_ = std::make_unique<GpuSampler>(vocab);
+  std::vector<SequenceResult> sampled =
+      sampler_->Sample(workspace_->logits.data(), count, gpu_rows, stream_);
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    outputs->results[gpu_sequences[i]].token_id = sampled[i].token_id;
+    outputs->results[gpu_sequences[i]].logprobs = std::move(sampled[i].logprobs);
   }
 }
 

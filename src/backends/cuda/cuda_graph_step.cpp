@@ -1,8 +1,10 @@
 // Decode steps replayed from CUDA graphs. A step qualifies when every sequence runs one token and
-// wants a plain greedy sample (the common serving case). Its plan is bucketed: each KV group's
-// block tables are padded to a power-of-two page count, and the attention split count follows
-// that bucket, so one graph per (batch, page buckets) serves every context inside the bucket;
-// positions and tables are data the captured kernels read from the graph's metadata buffer.
+// samples on the GPU (argmax, or the GpuSampler after the replay): every decode step of serving
+// except prompt logprobs, returned logits and more top logprobs than the GPU returns. Its plan is
+// bucketed: each KV group's block tables are padded to a power-of-two page count, and the attention
+// split count follows that bucket, so one graph per (batch, page buckets) serves every context
+// inside the bucket; positions and tables are data the captured kernels read from the graph's
+// metadata buffer.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/decode_graph.h"
+#include "backends/cuda/gpu_sampler.h"
 
 namespace mkserve::cuda {
 namespace {
@@ -38,11 +41,6 @@ StepPlan BucketPlan(const StepPlan& plan) {
   return bucketed;
 }
 
-bool IsPlainGreedy(const SamplingParams& p) {
-  return p.is_greedy() && p.num_logprobs < 0 && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f && p.logit_bias.empty();
-}
-
 }  // namespace
 
 bool CudaBackend::CanReplayGraph(const StepInputs& inputs) const {
@@ -51,9 +49,10 @@ bool CudaBackend::CanReplayGraph(const StepInputs& inputs) const {
     return false;
   }
   for (const SequenceStep& step : inputs.sequences) {
-    const bool plain = step.token_ids.size() == 1 && step.sample && !step.return_logits &&
-                       step.next_token_ids.empty() && IsPlainGreedy(*step.sampling);
-    if (!plain) return false;
+    const bool decode = step.token_ids.size() == 1 && step.sample && !step.return_logits &&
+                        step.next_token_ids.empty() &&
+                        SampledOnGpu(step.sampling, config_.vocab_size);
+    if (!decode) return false;
   }
   return true;
 }
@@ -96,14 +95,9 @@ StepOutputs CudaBackend::StepWithGraph(const StepInputs& inputs, const StepPlan&
                                      packed.values.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
                                      stream_));
   MKSERVE_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
-  std::vector<int32_t> sampled(bucketed.num_sequences);
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(sampled.data(), workspace_->sampled.data(),
-                                     sampled.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                     stream_));
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   StepOutputs outputs;
   outputs.results.resize(inputs.sequences.size());
-  for (size_t s = 0; s < sampled.size(); ++s) outputs.results[s].token_id = sampled[s];
+  SampleComputedRows(inputs, plan, 0, plan.num_sequences, &outputs);  // the graph made the logits
   return outputs;
 }
 

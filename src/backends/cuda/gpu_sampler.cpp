@@ -82,6 +82,15 @@ GpuSampler::GpuSampler(int64_t vocab) : vocab_(vocab) {
   edit_of_token_.assign(vocab, -1);
 }
 
+bool IsPlainGreedy(const SamplingParams* p) {
+  return p != nullptr && p->is_greedy() && p->num_logprobs < 0 && p->presence_penalty == 0.0f &&
+         p->frequency_penalty == 0.0f && p->repetition_penalty == 1.0f && p->logit_bias.empty();
+}
+
+bool SampledOnGpu(const SamplingParams* params, int64_t vocab) {
+  return IsPlainGreedy(params) || (vocab <= kGpuSamplerMaxVocab && GpuSampler::CanSample(params));
+}
+
 bool GpuSampler::CanSample(const SamplingParams* params) {
   return params == nullptr || params->num_logprobs <= kGpuMaxTopLogprobs;
 }

@@ -18,6 +18,13 @@
 
 namespace mkserve::cuda {
 
+// Greedy with nothing to apply or report: the step's argmax serves the row.
+bool IsPlainGreedy(const SamplingParams* params);
+
+// The row's sample comes from the GPU (argmax or GpuSampler) without copying its logits to the
+// host.
+bool SampledOnGpu(const SamplingParams* params, int64_t vocab);
+
 struct GpuSampleRequest {
   int64_t logits_row = 0;              // row of the logits buffer
   const SequenceStep* step = nullptr;  // sampling params (null: defaults), token ids, index

@@ -189,6 +189,55 @@ TEST_F(CudaVsCpuTest, GraphReplayedDecodeMatchesCpu) {
   EXPECT_GE(cuda_->num_cuda_graphs(), 2);  // context 127 -> 134 goes from 2 pages to 3 (bucket 4)
 }
 
+// Sampled (non-greedy) decode steps replay the graph too, then sample its logits on the GPU: the
+// same tokens and logprobs as the eager step on the same KV state.
+TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
+  SamplingParams seeded;
+  seeded.temperature = 0.8f;
+  seeded.top_p = 0.9f;
+  seeded.seed = 77;
+  seeded.num_logprobs = 3;
+  seeded.presence_penalty = 0.5f;
+  const SamplingParams greedy = GreedyParams();
+  const std::vector<int64_t> lengths = {45, 9};
+  SimpleBlocks blocks(cuda_->kv_layout());
+  std::vector<std::vector<int32_t>> prompts, last;
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  StepInputs prefill;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    prompts.push_back(Prompt(lengths[s], 40 + static_cast<int>(s)));
+    tables.push_back(blocks.Allocate(lengths[s] + 1));
+    last.push_back({static_cast<int32_t>(100 + s)});
+  }
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    prefill.sequences.push_back(
+        MakeStep(static_cast<int64_t>(s), prompts[s], 0, tables[s], &greedy, false));
+  }
+  cuda_->Step(prefill);
+  StepInputs decode;  // row 0 sampled with penalties and logprobs, row 1 greedy
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    decode.sequences.push_back(MakeStep(static_cast<int64_t>(s), last[s], lengths[s], tables[s],
+                                        s == 0 ? &seeded : &greedy, false));
+    decode.sequences.back().output_token_ids = last[s];
+    decode.sequences.back().sample_index = 5;
+  }
+  cuda_->set_use_cuda_graphs(false);
+  const StepOutputs eager = cuda_->Step(decode);
+  cuda_->set_use_cuda_graphs(true);
+  const StepOutputs replayed = cuda_->Step(decode);  // rewrites the same KV slots
+  EXPECT_EQ(cuda_->num_cuda_graphs(), 1);
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    EXPECT_EQ(replayed.results[s].token_id, eager.results[s].token_id) << "row " << s;
+  }
+  const PositionLogprobs& a = eager.results[0].logprobs;
+  const PositionLogprobs& b = replayed.results[0].logprobs;
+  ASSERT_EQ(a.top.size(), 3u);
+  ASSERT_EQ(b.top.size(), 3u);
+  EXPECT_EQ(b.chosen.token_id, replayed.results[0].token_id);
+  EXPECT_NEAR(a.chosen.logprob, b.chosen.logprob, 1e-3);  // split counts differ by mode
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(a.top[i].token_id, b.top[i].token_id) << i;
+}
+
 TEST_F(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int32_t> prompt = Prompt(70, 5);
