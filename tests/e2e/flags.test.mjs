@@ -1,0 +1,35 @@
+// `mkserve serve` refuses bad flags before it binds: a clear one-line error and exit status 1,
+// never a crash (a signal) or a server that starts with a setting it cannot honour.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { BIN, makeTinyModel } from './harness.mjs';
+
+let model;
+before(() => { model = makeTinyModel(); });
+after(() => model?.cleanup());
+
+function serve(args) {
+  const run = spawnSync(BIN, ['serve', '--model', model.modelDir, '--port', '0', ...args],
+    { encoding: 'utf8', timeout: 60000 });
+  return { status: run.status, signal: run.signal, stderr: run.stderr };
+}
+
+const CASES = [
+  [['--random-weights'], /--random-weights needs --backend cuda/],
+  [['--cuda-graphs', 'maybe'], /--cuda-graphs must be on or off/],
+  [['--gpu-memory-fraction', '1.5'], /--gpu-memory-fraction must be in \(0, 1\)/],
+  [['--gpu-memory-fraction', '0'], /--gpu-memory-fraction must be in \(0, 1\)/],
+  [['--max-step-tokens', '10'], /--max-step-tokens must be at least --max-batch \(64\)/],
+  [['--backend', 'tpu'], /--backend must be cpu, cuda or scripted:FILE, got 'tpu'/],
+  [['--reasoning', 'sometimes'], /--reasoning must be on or off/],
+];
+
+for (const [args, message] of CASES) {
+  test(`serve ${args.join(' ')} is refused`, () => {
+    const run = serve(args);
+    assert.equal(run.signal, null, run.stderr);
+    assert.equal(run.status, 1, run.stderr);
+    assert.match(run.stderr, message);
+  });
+}
