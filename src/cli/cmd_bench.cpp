@@ -30,12 +30,14 @@ constexpr char kUsage[] =
     "usage: mkserve bench --random-weights [--model DIR] [--layers N] [--batch 1,8,64]\n"
     "                     [--context 1024,8192] [--decode layered] [--prefill 1024,8192]\n"
     "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
-    "                     [--breakdown]\n"
+    "                     [--breakdown] [--sampling greedy|sampled]\n"
     "\n"
     "Random weights at North Mini Code geometry (or --model DIR's config.json geometry;\n"
     "--layers keeps the layer pattern with fewer layers, preset geometry only). Prints\n"
     "step ms, tok/s, bytes/step, distinct experts per layer, SoL tok/s and % SoL.\n"
-    "--breakdown: per-op GPU time of eager decode steps (CUDA events), bytes and GB/s.\n";
+    "--breakdown: per-op GPU time of eager decode steps (CUDA events), bytes and GB/s.\n"
+    "--sampling sampled: decode with temperature 0.7, top-p 0.95, seeded (the GPU sampler)\n"
+    "instead of greedy argmax.\n";
 
 #ifdef MKSERVE_HAS_CUDA
 
@@ -55,6 +57,7 @@ struct BenchOptions {
   uint64_t seed = 0;
   std::string json_path;
   bool breakdown = false;
+  bool sampled = false;  // decode with BenchSampledParams() through the GPU sampler
 };
 
 BenchOptions ParseOptions(Args& args) {
@@ -73,7 +76,12 @@ BenchOptions ParseOptions(Args& args) {
   o.json_path = args.String("json", "");
   o.breakdown = args.Switch("breakdown");
   const std::string decode = args.String("decode", "layered");
+  const std::string sampling = args.String("sampling", "greedy");
   args.Finish();
+  if (sampling != "greedy" && sampling != "sampled") {
+    throw Error("--sampling must be greedy or sampled, got " + sampling);
+  }
+  o.sampled = sampling == "sampled";
   if (decode != "layered") throw Error("--decode: only \"layered\" exists so far, got " + decode);
   if (o.steps < 1) throw Error("--steps must be at least 1");
   for (int64_t b : o.batches) {
@@ -205,7 +213,8 @@ int RunBench(std::span<const std::string> argv) {
     for (int64_t context : o.contexts) {
       for (int64_t batch : o.batches) {
         decode.push_back(
-            cuda::BenchDecode(*backend, batch, context, kWarmupSteps, o.steps, read_bw));
+            cuda::BenchDecode(*backend, batch, context, kWarmupSteps, o.steps, read_bw,
+                              o.sampled ? cuda::BenchSampledParams() : cuda::GreedyParams()));
         std::fprintf(stderr, "%s batch %lld context %lld: %.3f ms\n", decode.back().path.c_str(),
                      static_cast<long long>(batch), static_cast<long long>(context),
                      decode.back().step_ms);

@@ -79,12 +79,21 @@ double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context
   return bytes;
 }
 
+SamplingParams BenchSampledParams() {
+  SamplingParams params;
+  params.temperature = 0.7f;
+  params.top_p = 0.95f;
+  params.seed = 1;
+  return params;
+}
+
 std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t batch,
-                                             int64_t context_tokens) {
+                                             int64_t context_tokens,
+                                             const SamplingParams& sampling) {
   auto b = std::make_unique<DecodeBatch>();
   b->tables = BenchTables(backend.kv_layout(), batch, context_tokens + 1, true);
   b->tokens = BenchTokens(batch, backend.config().vocab_size, context_tokens);
-  b->greedy = GreedyParams();
+  b->sampling = sampling;
   for (int64_t s = 0; s < batch; ++s) {
     SequenceStep step;
     step.sequence_id = s;
@@ -92,22 +101,24 @@ std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t
     step.start_position = context_tokens;
     for (const auto& table : b->tables[s]) step.block_tables.push_back(table);
     step.sample = true;
-    step.sampling = &b->greedy;
+    step.sampling = &b->sampling;
     b->inputs.sequences.push_back(std::move(step));
   }
   return b;
 }
 
 DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
-                        int warmup_steps, int timed_steps, double read_bytes_per_second) {
+                        int warmup_steps, int timed_steps, double read_bytes_per_second,
+                        const SamplingParams& sampling) {
   const ModelConfig& config = backend.config();
-  const auto decode_batch = MakeDecodeBatch(backend, batch, context_tokens);
+  const auto decode_batch = MakeDecodeBatch(backend, batch, context_tokens, sampling);
   const StepInputs& inputs = decode_batch->inputs;
   for (int i = 0; i < warmup_steps; ++i) backend.Step(inputs);
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) ms.push_back(TimeMs([&] { backend.Step(inputs); }));
   DecodePoint point;
   point.path = backend.options_use_graphs() ? "layered+graphs" : "layered";
+  if (!sampling.is_greedy()) point.path += "+sampled";
   point.batch = batch;
   point.context_tokens = context_tokens;
   point.step_ms = MedianMs(ms);

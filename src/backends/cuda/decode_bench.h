@@ -13,7 +13,7 @@
 namespace mkserve::cuda {
 
 struct DecodePoint {
-  std::string path;  // "layered" (eager) or "layered+graphs"
+  std::string path;  // "layered" (eager) or "layered+graphs", "+sampled" when not greedy
   int64_t batch = 0;
   int64_t context_tokens = 0;
   double step_ms = 0.0;  // median wall time of Step(), host planning and sync included
@@ -30,24 +30,29 @@ struct PrefillPoint {
   double tokens_per_second = 0.0;
 };
 
-// One decode token for each of `batch` sequences at position `context_tokens`, plain greedy.
-// StepInputs views the other members, so the struct stays put (held by unique_ptr).
+// One decode token for each of `batch` sequences at position `context_tokens`, every one sampled
+// with `sampling`. StepInputs views the other members, so the struct stays put (unique_ptr).
 struct DecodeBatch {
   std::vector<int32_t> tokens;
   std::vector<std::vector<std::vector<int32_t>>> tables;  // [seq][group][page]
-  SamplingParams greedy;
+  SamplingParams sampling;
   StepInputs inputs;
 };
 
 std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t batch,
-                                             int64_t context_tokens);
+                                             int64_t context_tokens,
+                                             const SamplingParams& sampling = GreedyParams());
+
+// What `mkserve bench --sampling sampled` decodes with: a typical chat setting on the GPU sampler.
+SamplingParams BenchSampledParams();
 
 // bytes(step) of design/performance.md.
 double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context_tokens,
                        int64_t distinct_experts);
 
 DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
-                        int warmup_steps, int timed_steps, double read_bytes_per_second);
+                        int warmup_steps, int timed_steps, double read_bytes_per_second,
+                        const SamplingParams& sampling = GreedyParams());
 
 PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed_runs);
 
