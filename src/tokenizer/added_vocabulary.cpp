@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "tokenizer/unicode_properties.h"
 
 namespace mkserve::tokenizer {
 

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "tokenizer/json_util.h"
-#include "tokenizer/utf8.h"
 
 namespace mkserve::tokenizer {
 

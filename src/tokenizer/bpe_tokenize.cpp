@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "tokenizer/bpe_model.h"
-#include "tokenizer/utf8.h"
 
 namespace mkserve::tokenizer {
 

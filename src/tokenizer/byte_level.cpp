@@ -1,6 +1,6 @@
 #include "tokenizer/byte_level.h"
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace mkserve::tokenizer {
 

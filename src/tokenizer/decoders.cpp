@@ -3,11 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/split_pattern.h"
-#include "tokenizer/utf8.h"
 
 namespace mkserve::tokenizer {
 

@@ -2,8 +2,6 @@
 
 #include <span>
 
-#include "tokenizer/utf8.h"
-
 namespace mkserve::tokenizer {
 
 namespace {

@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/split_pattern.h"
-#include "tokenizer/utf8.h"
+#include "tokenizer/unicode_properties.h"
 
 namespace mkserve::tokenizer {
 

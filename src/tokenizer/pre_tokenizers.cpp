@@ -5,7 +5,7 @@
 #include "tokenizer/json_util.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/split_pattern.h"
-#include "tokenizer/utf8.h"
+#include "tokenizer/unicode_properties.h"
 
 namespace mkserve::tokenizer {
 

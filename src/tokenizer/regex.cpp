@@ -4,7 +4,7 @@
 #include <pcre2.h>
 
 #include "common/error.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace mkserve::tokenizer {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace mkserve::tokenizer {
 

@@ -1,8 +1,8 @@
 #include "tokenizer/tokenizer.h"
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
 
 namespace mkserve::tokenizer {
 

@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/utf8.h"
 #include "tokenizer/test_util.h"
 #include "tokenizer/tiny_tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace mkserve::tokenizer {
 namespace {

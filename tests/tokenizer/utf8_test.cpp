@@ -1,4 +1,5 @@
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
+#include "tokenizer/unicode_properties.h"
 
 #include <gtest/gtest.h>
 

@@ -5,9 +5,10 @@
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/json_dump.h"
 #include "chat/jinja/python_format.h"
+#include "chat/jinja/python_space.h"
 #include "chat/jinja/string_ops.h"
-#include "chat/jinja/utf8.h"
 #include "chat/jinja/value_ops.h"
+#include "common/utf8.h"
 
 namespace mkserve::chat::jinja {
 

@@ -6,7 +6,7 @@
 
 #include "chat/jinja/python_format.h"
 #include "chat/jinja/template_error.h"
-#include "chat/jinja/utf8.h"
+#include "common/utf8.h"
 
 namespace mkserve::chat::jinja {
 
@@ -52,7 +52,7 @@ void AppendJsonString(const std::string& text, bool ensure_ascii, std::string& o
         } else if (ensure_ascii && cp >= 0x80) {
           AppendEscape(cp, out);
         } else {
-          AppendUtf8(cp, out);
+          AppendUtf8(out, cp);
         }
     }
   }

@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "chat/jinja/template_error.h"
-#include "chat/jinja/utf8.h"
+#include "common/utf8.h"
 
 namespace mkserve::chat::jinja {
 
@@ -265,7 +265,7 @@ void Lexer::LexString(char quote) {
         ++pos_;
         continue;
       }
-      AppendUtf8(ReadEscape(), value);
+      AppendUtf8(value, ReadEscape());
       continue;
     }
     line_ += c == '\n';

@@ -3,8 +3,9 @@
 #include <cctype>
 
 #include "chat/jinja/python_format.h"
+#include "chat/jinja/python_space.h"
 #include "chat/jinja/template_error.h"
-#include "chat/jinja/utf8.h"
+#include "common/utf8.h"
 
 namespace mkserve::chat::jinja {
 
@@ -70,7 +71,7 @@ std::string ReplaceString(const std::string& text, const std::string& old_text,
         out += new_text;
         ++done;
       }
-      if (i < cps.size()) AppendUtf8(cps[i], out);
+      if (i < cps.size()) AppendUtf8(out, cps[i]);
     }
     return out;
   }
@@ -131,7 +132,7 @@ std::string MapCodePoints(const std::string& text, Fn&& fn) {
   std::string out;
   out.reserve(text.size());
   std::u32string cps = DecodeUtf8(text);
-  for (size_t i = 0; i < cps.size(); ++i) AppendUtf8(fn(cps[i], i, cps), out);
+  for (size_t i = 0; i < cps.size(); ++i) AppendUtf8(out, fn(cps[i], i, cps));
   return out;
 }
 

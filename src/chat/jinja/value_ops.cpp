@@ -5,7 +5,7 @@
 
 #include "chat/jinja/python_format.h"
 #include "chat/jinja/template_error.h"
-#include "chat/jinja/utf8.h"
+#include "common/utf8.h"
 
 namespace mkserve::chat::jinja {
 

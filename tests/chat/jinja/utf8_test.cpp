@@ -1,6 +1,8 @@
-#include "chat/jinja/utf8.h"
-
+// Python str semantics of the Jinja engine: code points through common/utf8.h, str.isspace().
 #include <gtest/gtest.h>
+
+#include "chat/jinja/python_space.h"
+#include "common/utf8.h"
 
 namespace mkserve::chat::jinja {
 namespace {

@@ -1,8 +1,6 @@
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
-#include <unicode/uchar.h>
-
-namespace mkserve::tokenizer {
+namespace mkserve {
 
 size_t Utf8SequenceLength(unsigned char lead) {
   if (lead < 0x80) return 1;
@@ -14,9 +12,11 @@ size_t Utf8SequenceLength(unsigned char lead) {
 
 char32_t NextCodePoint(std::string_view text, size_t& pos) {
   auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  unsigned char lead = byte(pos);
-  size_t length = Utf8SequenceLength(lead);
-  if (length == 1 || pos + length > text.size()) {
+  const unsigned char lead = byte(pos);
+  const size_t length = Utf8SequenceLength(lead);
+  bool complete = length > 1 && pos + length <= text.size();
+  for (size_t i = 1; complete && i < length; ++i) complete = (byte(pos + i) & 0xC0) == 0x80;
+  if (!complete) {
     ++pos;
     return lead;
   }
@@ -43,6 +43,26 @@ void AppendUtf8(std::string& out, char32_t c) {
     out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
     out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
   }
+}
+
+std::u32string DecodeUtf8(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) out.push_back(NextCodePoint(text, pos));
+  return out;
+}
+
+std::string EncodeUtf8(std::u32string_view code_points) {
+  std::string out;
+  out.reserve(code_points.size());
+  for (char32_t cp : code_points) AppendUtf8(out, cp);
+  return out;
+}
+
+size_t CodePointCount(std::string_view text) {
+  size_t count = 0;
+  for (char c : text) count += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return count;
 }
 
 namespace {
@@ -111,24 +131,4 @@ void AppendUtf8Lossy(std::string& out, std::string_view bytes) {
   }
 }
 
-bool IsWhitespace(char32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)); }
-
-bool IsNumeric(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
-
-bool IsWordChar(char32_t c) {
-  auto ch = static_cast<UChar32>(c);
-  uint32_t mask = U_GET_GC_MASK(ch);
-  return u_hasBinaryProperty(ch, UCHAR_ALPHABETIC) ||
-         (mask & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0 ||
-         u_hasBinaryProperty(ch, UCHAR_JOIN_CONTROL);
-}
-
-bool IsPunctuation(char32_t c) {
-  // ASCII symbols such as '$' and '+' count as punctuation too, as in Rust's is_ascii_punctuation.
-  if (c < 0x80)
-    return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') ||
-           (c >= '{' && c <= '~');
-  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK) != 0;
-}
-
-}  // namespace mkserve::tokenizer
+}  // namespace mkserve
