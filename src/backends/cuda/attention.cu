@@ -6,7 +6,9 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cuda/attention_split.cuh"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/decode_attention_mma.h"
 #include "backends/cuda/kernel_common.cuh"
 #include "backends/cuda/pdl_launch.h"
 #include "common/error.h"
@@ -19,22 +21,6 @@ constexpr int kTileKeys = static_cast<int>(kBlockTokens);  // one page per tile
 constexpr int kRowPad = 8;  // bf16; breaks shared-memory bank clashes
 constexpr int kMaxSplits = 256;
 constexpr int kMaxHeadsPerGroup = 16;
-
-struct KeyRange {
-  int64_t first_key, last_key, first_page, end_page;
-};
-
-__device__ inline KeyRange SplitRange(const AttentionArgs& a, int32_t position) {
-  KeyRange r;
-  r.last_key = position;
-  r.first_key = a.window_tokens > 0 ? FirstKeyInWindow(position, a.window_tokens) : 0;
-  const int64_t first_page = r.first_key / kTileKeys;
-  const int64_t num_pages = position / kTileKeys - first_page + 1;
-  const int64_t per_split = (num_pages + a.num_splits - 1) / a.num_splits;
-  r.first_page = first_page + blockIdx.z * per_split;
-  r.end_page = min(first_page + num_pages, r.first_page + per_split);
-  return r;
-}
 
 // Starts copying one page's K and V rows of this kv head into a shared-memory tile stage
 // (cp.async: every 16-byte piece in flight at once, no registers held); see WaitTile.
@@ -235,11 +221,13 @@ void Launch(const AttentionArgs& a, cudaStream_t stream) {
                   static_cast<unsigned>(a.num_splits));
   const float q_scale = kLog2e / sqrtf(static_cast<float>(kHeadDim));
   LaunchPdl(kernel, grid, dim3(heads_per_group * kWarpSize), smem, stream, a, q_scale);
-  if (a.num_splits > 1) {
-    LaunchPdl(&CombineKernel,
-              dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
-              dim3(kCombineThreads), 0, stream, a);
-  }
+}
+
+void LaunchCombine(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.num_splits == 1) return;
+  LaunchPdl(&CombineKernel,
+            dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads)),
+            dim3(kCombineThreads), 0, stream, a);
 }
 
 void CheckArgs(const AttentionArgs& a) {
@@ -269,19 +257,31 @@ int ChooseNumSplits(int64_t num_tokens, int64_t num_kv_heads, int64_t max_contex
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
 
-void PagedAttention(const AttentionArgs& args, cudaStream_t stream) {
+void PagedAttentionCudaCores(const AttentionArgs& args, cudaStream_t stream) {
   CheckArgs(args);
   if (args.num_tokens <= 0) return;
   switch (args.head_dim) {
     case 16:
-      return Launch<16>(args, stream);
+      Launch<16>(args, stream);
+      break;
     case 32:
-      return Launch<32>(args, stream);
+      Launch<32>(args, stream);
+      break;
     case 64:
-      return Launch<64>(args, stream);
+      Launch<64>(args, stream);
+      break;
     default:
-      return Launch<128>(args, stream);
+      Launch<128>(args, stream);
   }
+  LaunchCombine(args, stream);
+}
+
+void PagedAttention(const AttentionArgs& args, cudaStream_t stream) {
+  if (!DecodeAttentionMmaSupports(args)) return PagedAttentionCudaCores(args, stream);
+  CheckArgs(args);
+  if (args.num_tokens <= 0) return;
+  LaunchDecodeAttentionMma(args, stream);  // tensor cores: the CUDA-core Q.K was the bottleneck
+  LaunchCombine(args, stream);
 }
 
 }  // namespace mkserve::cuda

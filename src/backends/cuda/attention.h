@@ -36,6 +36,11 @@ struct AttentionArgs {
 int ChooseNumSplits(int64_t num_tokens, int64_t num_kv_heads, int64_t max_context_tokens,
                     int num_sms, int64_t partial_capacity);
 
+// Decode rows and small prefill chunks: the tensor-core kernel (decode_attention_mma.h) where it
+// supports the shape, else the CUDA-core kernel.
 void PagedAttention(const AttentionArgs& args, cudaStream_t stream);
+
+// The CUDA-core kernel alone (one warp per query head): every supported shape; tests compare it.
+void PagedAttentionCudaCores(const AttentionArgs& args, cudaStream_t stream);
 
 }  // namespace mkserve::cuda
