@@ -26,8 +26,12 @@ KvCache::KvCache(const KvLayout& layout, int64_t num_layers, int64_t kv_width)
     if (group.layer_ids.empty() || group.num_blocks <= 0) {
       throw Error("KV layout: group " + std::to_string(g) + " has no layers or no blocks");
     }
-    size_t floats = group.layer_ids.size() * group.num_blocks * kBlockTokens * 2 * kv_width;
-    pools_.emplace_back(floats, 0.0f);
+    const size_t floats = group.layer_ids.size() * group.num_blocks * kBlockTokens * 2 * kv_width;
+    pools_.emplace_back(static_cast<float*>(std::calloc(floats, sizeof(float))));
+    if (pools_.back() == nullptr) {
+      throw Error("KV cache: cannot allocate " + std::to_string(floats * sizeof(float)) +
+                  " bytes for group " + std::to_string(g) + "; lower --kv-bytes");
+    }
   }
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     if (layer_group_[layer] == -1) {
@@ -40,7 +44,7 @@ std::span<float> KvCache::Slot(int64_t layer, int32_t block, int64_t offset, int
   int64_t group = layer_group_[layer];
   assert(block >= 0 && block < num_blocks(group) && offset >= 0 && offset < kBlockTokens);
   int64_t slot = (layer_index_[layer] * num_blocks(group) + block) * kBlockTokens + offset;
-  return std::span<float>(pools_[group]).subspan((slot * 2 + kv) * kv_width_, kv_width_);
+  return std::span<float>(pools_[group].get() + (slot * 2 + kv) * kv_width_, kv_width_);
 }
 
 std::span<float> KvCache::Key(int64_t layer, int32_t block, int64_t offset) {

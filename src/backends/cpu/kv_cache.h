@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -32,9 +34,14 @@ class KvCache {
 
   KvLayout layout_;
   int64_t kv_width_ = 0;
-  std::vector<int64_t> layer_group_;       // group of each model layer
-  std::vector<int64_t> layer_index_;       // index of the layer inside its group
-  std::vector<std::vector<float>> pools_;  // one per group
+  std::vector<int64_t> layer_group_;  // group of each model layer
+  std::vector<int64_t> layer_index_;  // index of the layer inside its group
+  // One pool per group, from calloc: the OS hands out zero pages as they are first touched, so
+  // a large --kv-bytes costs no start-up time and no memory until sequences use it.
+  struct FreeDeleter {
+    void operator()(float* pool) const { std::free(pool); }
+  };
+  std::vector<std::unique_ptr<float[], FreeDeleter>> pools_;
 };
 
 }  // namespace mkserve::cpu
