@@ -39,6 +39,19 @@ struct MoeWorkspace {
   float* gate_up = nullptr;             // [assignments][2 * intermediate]
 };
 
+// A workspace whose index arrays (counts .. slot_of_assignment) are carved, in that order, out of
+// `index` (MoeIndexElements(num_experts, num_assignments) int32s); the other pointers are null.
+inline MoeWorkspace MoeIndexViews(int32_t* index, int64_t num_experts, int64_t num_assignments) {
+  MoeWorkspace ws;
+  ws.counts = index;                                           // [E]
+  ws.offsets = ws.counts + num_experts;                        // [E + 1]
+  ws.cursors = ws.offsets + num_experts + 1;                   // [E]
+  ws.active_experts = ws.cursors + num_experts;                // [E + 1]
+  ws.token_of_slot = ws.active_experts + num_experts + 1;      // [A]
+  ws.slot_of_assignment = ws.token_of_slot + num_assignments;  // [A]
+  return ws;
+}
+
 struct MoeArgs {
   const __nv_bfloat16* x = nullptr;        // [num_tokens][hidden] normed input
   const int32_t* expert_ids = nullptr;     // [num_tokens][top_k]

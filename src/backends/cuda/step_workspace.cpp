@@ -50,13 +50,7 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
   sampled = DeviceBuffer<int32_t>(kLogitRowsPerChunk);
   sync_counters = DeviceBuffer<int32_t>(1);
   MKSERVE_CUDA_CHECK(cudaMemset(sync_counters.data(), 0, sync_counters.bytes()));
-  int32_t* index = moe_index.data();
-  moe.counts = index;                                        // [E]
-  moe.offsets = moe.counts + experts;                        // [E + 1]
-  moe.cursors = moe.offsets + experts + 1;                   // [E]
-  moe.active_experts = moe.cursors + experts;                // [E + 1]
-  moe.token_of_slot = moe.active_experts + experts + 1;      // [A]
-  moe.slot_of_assignment = moe.token_of_slot + assignments;  // [A]
+  moe = MoeIndexViews(moe_index.data(), experts, assignments);
   moe.hidden = moe_hidden.data();
   moe.expert_out = moe_expert_out.data();
   if (t >= kGroupedMoeMinTokens && config.num_experts > 0) {

@@ -130,21 +130,6 @@ void SkewedRouting(int64_t tokens, int64_t top_k, int64_t experts, std::vector<i
   }
 }
 
-// The index arrays laid out as StepWorkspace does (moe.h: MoeIndexElements).
-MoeWorkspace ViewWorkspace(DeviceBuffer<int32_t>& index, int64_t experts, int64_t assignments,
-                           DeviceBuffer<bf16>& hidden, DeviceBuffer<float>& expert_out) {
-  MoeWorkspace ws;
-  ws.counts = index.data();
-  ws.offsets = ws.counts + experts;
-  ws.cursors = ws.offsets + experts + 1;
-  ws.active_experts = ws.cursors + experts;
-  ws.token_of_slot = ws.active_experts + experts + 1;
-  ws.slot_of_assignment = ws.token_of_slot + assignments;
-  ws.hidden = hidden.data();
-  ws.expert_out = expert_out.data();
-  return ws;
-}
-
 // MoeForwardGrouped (device-side grouped GEMMs) equals MoeForward on the same routing.
 TEST(GroupedGemmTest, MoePrefillPathMatchesDecodePath) {
   const int64_t tokens = 300, hidden = 128, inter = 96, experts = 16, top_k = 4;
@@ -162,7 +147,9 @@ TEST(GroupedGemmTest, MoePrefillPathMatchesDecodePath) {
   auto d_index = ToDevice(std::vector<int32_t>(MoeIndexElements(experts, tokens * top_k), -1));
   auto d_hidden = NanBf16(tokens * top_k * inter);
   auto d_expert_out = NanFloats(tokens * top_k * hidden);
-  const MoeWorkspace ws = ViewWorkspace(d_index, experts, tokens * top_k, d_hidden, d_expert_out);
+  MoeWorkspace ws = MoeIndexViews(d_index.data(), experts, tokens * top_k);
+  ws.hidden = d_hidden.data();
+  ws.expert_out = d_expert_out.data();
   auto d_grouped = NanFloats(tokens * hidden);
   auto d_plain = NanFloats(tokens * hidden);
   MoeArgs args{d_x.data(),

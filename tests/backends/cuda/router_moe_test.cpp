@@ -83,17 +83,6 @@ TEST(RouterLogitsTest, Fp32InputMatchesCpu) {
 }
 
 // Views of a MoE index buffer (counts, offsets, cursors, active list, slot maps).
-MoeWorkspace IndexViews(int32_t* index, int64_t experts, int64_t assignments) {
-  MoeWorkspace ws;
-  ws.counts = index;
-  ws.offsets = ws.counts + experts;
-  ws.cursors = ws.offsets + experts + 1;
-  ws.active_experts = ws.cursors + experts;
-  ws.token_of_slot = ws.active_experts + experts + 1;
-  ws.slot_of_assignment = ws.token_of_slot + assignments;
-  return ws;
-}
-
 // Bucketing invariants: counts, prefix offsets, the active list in id order, every assignment in
 // its expert's slot range, the slots a permutation.
 void ExpectValidBucket(const std::vector<int32_t>& ids, int64_t experts, int64_t top_k,
@@ -153,7 +142,7 @@ TEST(RouterLogitsTopKTest, MatchesTwoKernelPathTwice) {
                              ExpertSelection::kSigmoid, false,  d_ids.data(), d_weights.data()};
       DeviceBuffer<int32_t> index(MoeIndexElements(experts, tokens * top_k));
       MKSERVE_CUDA_CHECK(cudaMemset(index.data(), 0xff, index.bytes()));
-      const MoeWorkspace bucket = IndexViews(index.data(), experts, tokens * top_k);
+      const MoeWorkspace bucket = MoeIndexViews(index.data(), experts, tokens * top_k);
       RouterLogitsTopK(d_x.data(), hidden, d_w.data(), d_logits.data(), route, d_counter.data(), 0,
                        run == 1 ? &bucket : nullptr);  // the second run also buckets
       EXPECT_EQ(ToHost(d_logits), ToHost(d_logits_ref)) << tokens << " tokens, run " << run;
@@ -212,13 +201,7 @@ TEST_P(MoeTest, MatchesCpu) {
   DeviceBuffer<int32_t> index(MoeIndexElements(experts, tokens * top_k));
   auto d_hidden = NanBf16(tokens * top_k * inter);
   auto d_expert_out = NanFloats(tokens * top_k * hidden);
-  MoeWorkspace ws;
-  ws.counts = index.data();
-  ws.offsets = ws.counts + experts;
-  ws.cursors = ws.offsets + experts + 1;
-  ws.active_experts = ws.cursors + experts;
-  ws.token_of_slot = ws.active_experts + experts + 1;
-  ws.slot_of_assignment = ws.token_of_slot + tokens * top_k;
+  MoeWorkspace ws = MoeIndexViews(index.data(), experts, tokens * top_k);
   ws.hidden = d_hidden.data();
   ws.expert_out = d_expert_out.data();
   auto d_gathered = NanBf16(tokens * top_k * hidden);
@@ -294,7 +277,7 @@ TEST_P(MoeBucketTest, SlotsFormExpertRanges) {
   args.num_tokens = tokens;
   args.num_experts = experts;
   args.top_k = top_k;
-  MoeBucket(args, IndexViews(index.data(), experts, assignments), 0);
+  MoeBucket(args, MoeIndexViews(index.data(), experts, assignments), 0);
   ExpectValidBucket(ids, experts, top_k, ToHost(index));
 }
 
