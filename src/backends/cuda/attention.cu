@@ -260,19 +260,7 @@ int ChooseNumSplits(int64_t num_tokens, int64_t num_kv_heads, int64_t max_contex
 void PagedAttentionCudaCores(const AttentionArgs& args, cudaStream_t stream) {
   CheckArgs(args);
   if (args.num_tokens <= 0) return;
-  switch (args.head_dim) {
-    case 16:
-      Launch<16>(args, stream);
-      break;
-    case 32:
-      Launch<32>(args, stream);
-      break;
-    case 64:
-      Launch<64>(args, stream);
-      break;
-    default:
-      Launch<128>(args, stream);
-  }
+  ForHeadDim(args.head_dim, [&](auto dim) { Launch<decltype(dim)::value>(args, stream); });
   LaunchCombine(args, stream);
 }
 

@@ -300,16 +300,7 @@ bool DecodeAttentionMmaSupports(const AttentionArgs& a) {
 }
 
 void LaunchDecodeAttentionMma(const AttentionArgs& args, cudaStream_t stream) {
-  switch (args.head_dim) {
-    case 16:
-      return Launch<16>(args, stream);
-    case 32:
-      return Launch<32>(args, stream);
-    case 64:
-      return Launch<64>(args, stream);
-    default:
-      return Launch<128>(args, stream);
-  }
+  ForHeadDim(args.head_dim, [&](auto dim) { Launch<decltype(dim)::value>(args, stream); });
 }
 
 }  // namespace mkserve::cuda

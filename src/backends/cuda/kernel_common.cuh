@@ -1,11 +1,29 @@
-// Small device helpers shared by the layered kernels: warp reductions and 16-byte bf16 vectors.
+// Small helpers shared by the layered kernels: warp reductions, 16-byte bf16 vectors, and the
+// head_dim dispatch of the attention kernels.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace mkserve::cuda {
+
+// Calls launch(std::integral_constant<int, D>{}) with the attention head_dim D the kernels are
+// templated on: 16, 32, 64, or 128 for anything else (callers check support first).
+template <typename Launch>
+void ForHeadDim(int64_t head_dim, Launch&& launch) {
+  switch (head_dim) {
+    case 16:
+      return launch(std::integral_constant<int, 16>{});
+    case 32:
+      return launch(std::integral_constant<int, 32>{});
+    case 64:
+      return launch(std::integral_constant<int, 64>{});
+    default:
+      return launch(std::integral_constant<int, 128>{});
+  }
+}
 
 inline constexpr int kWarpSize = 32;
 inline constexpr int kVecElements = 8;  // bf16 per 16-byte load

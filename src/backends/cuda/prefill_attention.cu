@@ -359,16 +359,7 @@ void PrefillAttention(const AttentionArgs& args, cudaStream_t stream) {
                 " (head_dim 16, 32, 64 or 128; at most 8 query heads per kv head)");
   }
   if (args.num_tokens <= 0) return;
-  switch (args.head_dim) {
-    case 16:
-      return Launch<16>(args, stream);
-    case 32:
-      return Launch<32>(args, stream);
-    case 64:
-      return Launch<64>(args, stream);
-    default:
-      return Launch<128>(args, stream);
-  }
+  ForHeadDim(args.head_dim, [&](auto dim) { Launch<decltype(dim)::value>(args, stream); });
 }
 
 }  // namespace mkserve::cuda
