@@ -41,11 +41,15 @@ RowNeeds NeedsOf(const SequenceStep& step, int32_t token_in_sequence, int64_t vo
 }
 
 // The host's share of one row: the copy, returned logits, prompt logprobs, host sampling.
-void ServeOnHost(const float* device_row, const SequenceStep& step, int32_t token_in_sequence,
-                 const RowNeeds& needs, std::vector<float>& row_logits, SequenceResult& result) {
+// `row_logits` is sized on first use: most steps need no host row, and a 262144-float buffer per
+// step would cost the decode loop a megabyte of zeroing.
+void ServeOnHost(const float* device_row, int64_t vocab, const SequenceStep& step,
+                 int32_t token_in_sequence, const RowNeeds& needs, std::vector<float>& row_logits,
+                 SequenceResult& result) {
   if (!needs.host_logits) return;
-  MKSERVE_CUDA_CHECK(cudaMemcpy(row_logits.data(), device_row, row_logits.size() * sizeof(float),
-                                cudaMemcpyDeviceToHost));
+  row_logits.resize(vocab);
+  MKSERVE_CUDA_CHECK(
+      cudaMemcpy(row_logits.data(), device_row, vocab * sizeof(float), cudaMemcpyDeviceToHost));
   if (step.return_logits) result.logits.push_back(row_logits);
   if (needs.prompt_logprob) {
     const int32_t k = step.sampling ? std::max(step.sampling->num_prompt_logprobs, 0) : 0;
@@ -89,7 +93,7 @@ void CudaBackend::SampleComputedRows(const StepInputs& inputs, const StepPlan& p
   MKSERVE_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), workspace_->sampled.data(),
                                      count * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<float> row_logits(vocab);
+  std::vector<float> row_logits;
   std::vector<GpuSampleRequest> gpu_rows;
   std::vector<size_t> gpu_sequences;
   for (int64_t r = 0; r < count; ++r) {  // host copies first: the GPU sampler edits rows
@@ -97,7 +101,7 @@ void CudaBackend::SampleComputedRows(const StepInputs& inputs, const StepPlan& p
     const SequenceStep& step = inputs.sequences[row.sequence_index];
     SequenceResult& result = outputs->results[row.sequence_index];
     const RowNeeds needs = NeedsOf(step, row.token_in_sequence, vocab);
-    ServeOnHost(workspace_->logits.data() + r * vocab, step, row.token_in_sequence, needs,
+    ServeOnHost(workspace_->logits.data() + r * vocab, vocab, step, row.token_in_sequence, needs,
                 row_logits, result);
     if (needs.gpu_sample) {
       gpu_rows.push_back({r, &step});
