@@ -278,7 +278,7 @@ void CudaBackend::RunFfn(int64_t layer_id, int64_t num_tokens) {
               config_.num_experts_per_token,
               ws.ffn_out.data()};
   if (num_tokens >= kGroupedMoeMinTokens && ws.moe.gathered_x != nullptr) {
-    MoeForwardGrouped(moe, ws.moe, cublas_, stream_);  // prefill: cuBLAS per active expert
+    MoeForwardGrouped(moe, ws.moe, cublas_, stream_);  // prefill: grouped GEMMs over the experts
   } else {
     MoeExperts(moe, ws.moe, stream_, bucketed);  // the next AddNorm folds the combine in
     pending_moe_layer_ = layer_id;

@@ -196,7 +196,7 @@ void MoeCombine(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
 void MoeExperts(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream,
                 bool already_bucketed) {
   if (a.hidden % kVecElements != 0 || a.intermediate % kVecElements != 0) {
-    throw Error("MoeForward: hidden " + std::to_string(a.hidden) + " and intermediate " +
+    throw Error("MoeExperts: hidden " + std::to_string(a.hidden) + " and intermediate " +
                 std::to_string(a.intermediate) + " must be multiples of 8");
   }
   if (a.num_tokens <= 0) return;
