@@ -34,7 +34,7 @@ GenerationRun::GenerationRun(std::vector<RequestHandle> handles, int32_t n,
 std::optional<ChoiceEvent> GenerationRun::Next() {
   // With several prompts a short per-handle wait keeps the round robin fair.
   auto wait = handles_.size() == 1 ? kPollInterval : std::chrono::milliseconds(2);
-  while (!aborted_) {
+  while (!aborted_ && !ClientLeft()) {
     bool all_done = true;
     for (size_t tried = 0; tried < handles_.size(); ++tried) {
       size_t index = (next_handle_ + tried) % handles_.size();
@@ -46,12 +46,20 @@ std::optional<ChoiceEvent> GenerationRun::Next() {
       }
     }
     if (all_done) return std::nullopt;
-    if (is_connection_closed_()) {
-      aborted_ = true;
-      for (RequestHandle& handle : handles_) handle.Cancel();
-    }
   }
   return std::nullopt;
+}
+
+// Checked on a clock, not only when the engine is quiet: a steady stream of tokens (the whole
+// life of a non-streaming request) must not hide a client that has gone.
+bool GenerationRun::ClientLeft() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_connection_check_ < kPollInterval) return false;
+  last_connection_check_ = now;
+  if (!is_connection_closed_()) return false;
+  aborted_ = true;
+  for (RequestHandle& handle : handles_) handle.Cancel();
+  return true;
 }
 
 std::optional<ChoiceEvent> GenerationRun::Translate(size_t handle_index, EngineEvent event) {

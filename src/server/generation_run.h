@@ -21,7 +21,8 @@ struct ChoiceEvent {
 
 class GenerationRun {
  public:
-  // `is_connection_closed` is polled while waiting; a hang-up cancels the run.
+  // `is_connection_closed` is polled every few ms, events flowing or not; a hang-up cancels the
+  // run.
   GenerationRun(std::vector<RequestHandle> handles, int32_t n,
                 std::function<bool()> is_connection_closed);
 
@@ -38,6 +39,7 @@ class GenerationRun {
 
  private:
   std::optional<ChoiceEvent> Translate(size_t handle_index, EngineEvent event);
+  bool ClientLeft();  // cancels every handle once the connection is closed
 
   std::vector<RequestHandle> handles_;
   int32_t n_ = 1;
@@ -46,6 +48,7 @@ class GenerationRun {
   int64_t completion_tokens_ = 0;
   size_t next_handle_ = 0;
   bool aborted_ = false;
+  std::chrono::steady_clock::time_point last_connection_check_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
