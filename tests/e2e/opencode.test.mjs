@@ -62,7 +62,7 @@ before(async () => {
 after(async () => { await proxy?.close(); await server?.stop(); model?.cleanup(); });
 
 // What went wrong, for a failed assertion: OpenCode's output and each request's answer.
-function context() {
+function diagnostics() {
   const requests = chats.map((c, i) => `#${i} ${c.status} tools=${(c.body.tools ?? []).length} ` +
     `messages=${c.body.messages?.map((m) => m.role).join(',')} reply=${JSON.stringify(c.reply ?? c.response)}`);
   return `\n${requests.join('\n')}\nopencode stdout:\n${run.stdout}\nopencode stderr (tail):\n${run.stderr.slice(-3000)}`;
@@ -71,15 +71,15 @@ function context() {
 const agentRequests = () => chats.filter((c) => c.body.tools?.length);
 
 test('opencode exits 0 and shows the final answer', () => {
-  assert.equal(run.code, 0, context());
-  assert.ok(run.stdout.includes(FINAL), `the final answer is missing from OpenCode's output${context()}`);
-  assert.ok(!run.stdout.includes(NO_CONTENT), context());
+  assert.equal(run.code, 0, diagnostics());
+  assert.ok(run.stdout.includes(FINAL), `the final answer is missing from OpenCode's output${diagnostics()}`);
+  assert.ok(!run.stdout.includes(NO_CONTENT), diagnostics());
 });
 
 test('every request was a streamed chat completion that mkserve answered with 200', () => {
-  assert.ok(chats.length >= 3, context());
+  assert.ok(chats.length >= 3, diagnostics());
   for (const chat of chats) {
-    assert.equal(chat.status, 200, context());
+    assert.equal(chat.status, 200, diagnostics());
     assert.equal(chat.body.stream, true);
     assert.deepEqual(chat.reply.errors, []);
   }
@@ -87,9 +87,9 @@ test('every request was a streamed chat completion that mkserve answered with 20
 
 test('the title request has no tools and gets plain text', () => {
   const titles = chats.filter((c) => !c.body.tools?.length);
-  assert.ok(titles.length >= 1, context());
+  assert.ok(titles.length >= 1, diagnostics());
   for (const title of titles) {
-    assert.deepEqual(title.reply.toolCalls, [], context());
+    assert.deepEqual(title.reply.toolCalls, [], diagnostics());
     assert.equal(title.reply.content, TITLE);
     assert.equal(title.reply.finishReason, 'stop');
   }
@@ -97,14 +97,14 @@ test('the title request has no tools and gets plain text', () => {
 
 test('the first agent request offers the read tool and gets a call to it on the file', () => {
   const [first] = agentRequests();
-  assert.ok(first, context());
+  assert.ok(first, diagnostics());
   const read = first.body.tools.find((t) => t.function?.name === 'read');
   assert.ok(read, `no read tool among ${first.body.tools.map((t) => t.function?.name)}`);
   assert.equal(read.function.parameters.properties.filePath.type, 'string');
   assert.ok(read.function.parameters.required.includes('filePath'));
   assert.ok(first.body.messages.some((m) => m.role === 'user' && String(m.content).includes(PROMPT)));
   assert.ok(!first.body.messages.some((m) => m.role === 'tool'));
-  assert.equal(first.reply.finishReason, 'tool_calls', context());
+  assert.equal(first.reply.finishReason, 'tool_calls', diagnostics());
   assert.equal(first.reply.toolCalls.length, 1);
   assert.equal(first.reply.toolCalls[0].name, 'read');
   assert.deepEqual(JSON.parse(first.reply.toolCalls[0].arguments), { filePath: join(projectDir, 'notes.txt') });
@@ -112,16 +112,16 @@ test('the first agent request offers the read tool and gets a call to it on the 
 
 test('the second agent request carries the call and the tool result with the file content', () => {
   const agents = agentRequests();
-  assert.equal(agents.length, 2, context());
+  assert.equal(agents.length, 2, diagnostics());
   const callId = agents[0].reply.toolCalls[0].id;
   const messages = agents[1].body.messages;
   const assistant = messages.find((m) => m.role === 'assistant' && m.tool_calls?.length);
-  assert.ok(assistant, context());
+  assert.ok(assistant, diagnostics());
   assert.deepEqual(assistant.tool_calls.map((c) => [c.id, c.function.name]), [[callId, 'read']]);
   const result = messages.find((m) => m.role === 'tool');
-  assert.ok(result, context());
+  assert.ok(result, diagnostics());
   assert.equal(result.tool_call_id, callId);
   assert.ok(String(result.content).includes(FILE_TEXT.trim()), `tool result: ${JSON.stringify(result.content)}`);
-  assert.equal(agents[1].reply.content, FINAL, context());
+  assert.equal(agents[1].reply.content, FINAL, diagnostics());
   assert.equal(agents[1].reply.finishReason, 'stop');
 });

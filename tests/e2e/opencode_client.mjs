@@ -1,4 +1,4 @@
-// Runs the OpenCode CLI (npm opencode-ai) against an mkserve URL, sealed off from the machine: a
+// Runs the OpenCode coding-agent CLI against an mkserve URL, sealed off from the machine: a
 // temporary HOME and XDG folders hold its config and state, every update check, model-list
 // download, LSP download and plugin install is turned off, and a hard timeout kills it. A
 // recording proxy sits between OpenCode and the server, so a test can read the exact requests
@@ -16,8 +16,8 @@ export const OPENCODE_BIN = new URL('./node_modules/opencode-linux-x64/bin/openc
 export const PROVIDER_ID = 'mkserve';
 
 // OpenCode's config for one mkserve model: the OpenAI-compatible provider pointed at `baseURL`
-// (ending in /v1). `limit.output` is the max_tokens OpenCode sends; without it OpenCode asks for
-// 32000, which mkserve refuses when prompt + max_tokens exceed the context.
+// (ending in /v1). `limit.output` is the max_tokens OpenCode sends (it caps it at 32000, and asks
+// for 32000 without it); mkserve refuses a request whose prompt + max_tokens exceed the context.
 export function opencodeConfig({ baseURL, modelId, apiKey = 'none', contextTokens, outputTokens }) {
   return {
     $schema: 'https://opencode.ai/config.json',
