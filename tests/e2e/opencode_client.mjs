@@ -82,13 +82,15 @@ function parseJson(text) {
   try { return JSON.parse(text); } catch { return text; }
 }
 
-// Folds an SSE chat stream into what a client sees: text, reasoning, tool calls, finish reason.
+// Folds an SSE chat stream into what a client sees: text, reasoning, tool calls, finish reason,
+// usage.
 export function foldChatStream(text) {
-  const folded = { content: '', reasoning: '', toolCalls: [], finishReason: null, errors: [] };
+  const folded = { content: '', reasoning: '', toolCalls: [], finishReason: null, usage: null, errors: [] };
   for (const event of text.split('\n\n')) {
     if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
     const chunk = JSON.parse(event.slice(6));
     if (chunk.error) folded.errors.push(chunk.error);
+    folded.usage = chunk.usage ?? folded.usage;
     for (const choice of chunk.choices ?? []) {
       folded.content += choice.delta?.content ?? '';
       folded.reasoning += choice.delta?.reasoning_content ?? '';

@@ -55,7 +55,9 @@ chats.forEach((chat, i) => {
   const reply = chat.reply
     ? JSON.stringify({ content: chat.reply.content.slice(0, 200), tool_calls: chat.reply.toolCalls, finish: chat.reply.finishReason })
     : chat.response.slice(0, 300);
-  console.log(`request ${i}: HTTP ${chat.status}, ${chat.body.tools?.length ?? 0} tools, messages ${roles}\n  reply ${reply}`);
+  const usage = chat.reply?.usage;
+  const tokens = usage ? `, prompt ${usage.prompt_tokens} tokens (${usage.prompt_tokens_details?.cached_tokens ?? 0} cached)` : '';
+  console.log(`request ${i}: HTTP ${chat.status}, ${chat.body.tools?.length ?? 0} tools, messages ${roles}${tokens}\n  reply ${reply}`);
 });
 console.log(`opencode exit ${run.code ?? run.signal}; stdout:\n${run.stdout}`);
 
