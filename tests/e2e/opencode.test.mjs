@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { makeTinyModel, writeScript, startServer } from './harness.mjs';
 import { opencodeConfig, startRecordingProxy, chatExchanges, runOpencode } from './opencode_client.mjs';
 
-// OpenCode's prompt (system prompt and ten tool schemas) is about 40 KB of text, far past the
+// OpenCode's prompt (system prompt and ten tool schemas) is about 30 KB of text, far past the
 // tiny model's 4096 positions; the scripted backend computes nothing, so its context can grow.
 const CONTEXT_TOKENS = 131072;
 const OUTPUT_TOKENS = 4096;
