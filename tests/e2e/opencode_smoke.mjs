@@ -19,9 +19,15 @@ const root = url.replace(/\/+$/, '').replace(/\/v1$/, '');
 const timeoutMs = Number(process.env.OPENCODE_SMOKE_TIMEOUT_S ?? 600) * 1000;
 
 const models = await fetch(`${root}/v1/models`, { headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} })
-  .then((r) => r.json())
-  .catch((error) => { console.error(`cannot list models at ${root}/v1/models: ${error.message}`); process.exit(1); });
-const { id: modelId, max_model_len: contextTokens } = models.data[0];
+  .then(async (r) => ({ status: r.status, text: await r.text() }))
+  .catch((error) => ({ status: 0, text: error.message }));
+let served;
+try { served = JSON.parse(models.text).data[0]; } catch { /* reported below */ }
+if (models.status !== 200 || !served?.id || !served?.max_model_len) {
+  console.error(`no served model at ${root}/v1/models (HTTP ${models.status}): ${models.text.slice(0, 300)}`);
+  process.exit(1);
+}
+const { id: modelId, max_model_len: contextTokens } = served;
 
 const dir = mkdtempSync(join(tmpdir(), 'mkserve-opencode-smoke-'));
 const projectDir = join(dir, 'project');
