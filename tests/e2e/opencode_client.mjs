@@ -13,7 +13,7 @@ import { join } from 'node:path';
 export const OPENCODE_BIN = new URL('./node_modules/opencode-linux-x64/bin/opencode', import.meta.url).pathname;
 
 // The provider id OpenCode knows mkserve by; the CLI names a model "provider/model".
-export const PROVIDER_ID = 'mkserve';
+const PROVIDER_ID = 'mkserve';
 
 // OpenCode's config for one mkserve model: the OpenAI-compatible provider pointed at `baseURL`
 // (ending in /v1). `limit.output` is the max_tokens OpenCode sends (it caps it at 32000, and asks
@@ -84,7 +84,7 @@ function parseJson(text) {
 
 // Folds an SSE chat stream into what a client sees: text, reasoning, tool calls, finish reason,
 // usage.
-export function foldChatStream(text) {
+function foldChatStream(text) {
   const folded = { content: '', reasoning: '', toolCalls: [], finishReason: null, usage: null, errors: [] };
   for (const event of text.split('\n\n')) {
     if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
