@@ -19,6 +19,7 @@ const PROMPT = 'Read notes.txt and tell me the secret word.';
 const TITLE = 'Secret word lookup';
 const FINAL = `FINAL ANSWER: notes.txt says the secret word is ${SECRET}.`;
 const NO_CONTENT = 'The tool result did not carry the file content.';
+const API_KEY = 'opencode-test-key';
 
 // The first matching rule wins, and every rule is keyed on token runs of the rendered prompt:
 // - the file's text inside a tool result (only in the request after the tool ran): the answer;
@@ -48,12 +49,12 @@ before(async () => {
   writeFileSync(filePath, FILE_TEXT);
 
   const script = writeScript(model.dir, scriptRules(filePath));
-  server = await startServer(model.modelDir, ['--backend', `scripted:${script}`, '--served-model-name', 'north']);
+  server = await startServer(model.modelDir, ['--backend', `scripted:${script}`, '--served-model-name', 'north', '--api-key', API_KEY]);
   proxy = await startRecordingProxy(server.url);
   run = await runOpencode({
     projectDir,
     homeDir: join(model.dir, 'home'),
-    config: opencodeConfig({ baseURL: `${proxy.url}/v1`, modelId: 'north', contextTokens: CONTEXT_TOKENS, outputTokens: OUTPUT_TOKENS }),
+    config: opencodeConfig({ baseURL: `${proxy.url}/v1`, modelId: 'north', apiKey: API_KEY, contextTokens: CONTEXT_TOKENS, outputTokens: OUTPUT_TOKENS }),
     prompt: PROMPT,
     timeoutMs: 240000,
   });
@@ -76,10 +77,11 @@ test('opencode exits 0 and shows the final answer', () => {
   assert.ok(!run.stdout.includes(NO_CONTENT), diagnostics());
 });
 
-test('every request was a streamed chat completion that mkserve answered with 200', () => {
+test('every request was an authorized streamed chat completion that mkserve answered with 200', () => {
   assert.ok(chats.length >= 3, diagnostics());
   for (const chat of chats) {
     assert.equal(chat.status, 200, diagnostics());
+    assert.equal(chat.headers.authorization, `Bearer ${API_KEY}`);
     assert.equal(chat.body.stream, true);
     assert.deepEqual(chat.reply.errors, []);
   }
