@@ -156,8 +156,6 @@ void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
   request.enable_thinking = *effort != "none";
 }
 
-}  // namespace
-
 std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& param) {
   if (!messages.is_array())
     ThrowInvalid(param, "expected an array of messages, got " + JsonTypeName(messages));
@@ -168,6 +166,8 @@ std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& 
   }
   return parsed;
 }
+
+}  // namespace
 
 ChatRequest ParseChatRequest(const Json& body) {
   JsonFields fields(body, "");

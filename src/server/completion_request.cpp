@@ -93,8 +93,9 @@ TokenizeRequest ParseTokenizeRequest(const Json& body) {
   TokenizeRequest request;
   request.model = fields.String("model").value_or("");
   request.add_special_tokens = fields.Bool("add_special_tokens").value_or(true);
-  if (const Json* messages = fields.Get("messages")) {
-    request.messages = ParseMessages(*messages, "messages");
+  // The chat form takes every field of a chat request that shapes the prompt.
+  if (fields.Get("messages") != nullptr) {
+    request.chat = ParseChatRequest(body);
     return request;
   }
   std::optional<std::string> prompt = fields.String("prompt");
