@@ -84,6 +84,12 @@ CompletionRequest ParseCompletionRequest(const Json& body) {
     if (request.echo) sampling.num_prompt_logprobs = static_cast<int32_t>(*logprobs);
   }
   if (fields.Get("suffix") != nullptr) ThrowInvalid("suffix", "is not supported by this model");
+  // best_of > n would rank candidates by likelihood, which mkserve does not do.
+  std::optional<int64_t> best_of = fields.Integer("best_of", 1, kMaxChoices);
+  if (best_of && *best_of != request.generation.n) {
+    ThrowInvalid("best_of", "only best_of equal to n (" + std::to_string(request.generation.n) +
+                                ") is supported");
+  }
   if (!request.generation.has_max_tokens) sampling.max_tokens = 16;  // the OpenAI default
   return request;
 }

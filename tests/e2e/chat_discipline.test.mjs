@@ -1,9 +1,10 @@
 // Chat API discipline against hostile or careless clients, through the scripted backend and the
 // official SDK: tool calls only when the request allows them, Command-4 output the real model
-// writes (thinking with reasoning off, prefills, malformed action blocks), and /tokenize counting
-// the chat prompt exactly.
+// writes (thinking with reasoning off, prefills, malformed action blocks), /tokenize counting
+// the chat prompt exactly, and request fields mkserve cannot honour refused by name.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import OpenAI from 'openai';
 import { makeTinyModel, writeScript, startServer, client, rawPost } from './harness.mjs';
 
 const READ_CALL = '{"tool_call_id": "0", "tool_name": "read", "parameters": {"path": "a.txt"}}';
@@ -123,4 +124,32 @@ test('/tokenize counts exactly the prompt the chat endpoint builds', async () =>
     counts.add(tokens.json.count);
   }
   assert.equal(counts.size, variants.length, 'every variant changes the prompt');
+});
+
+test('unknown request fields are ignored', async () => {
+  const response = await rawPost(server, '/v1/chat/completions', JSON.stringify({
+    messages: user('thinkaloud'), max_tokens: 20, some_future_field: { a: 1 }, metadata: { run: '7' },
+    prediction: { type: 'content', content: 'Hello' }, service_tier: 'auto', store: false }));
+  assert.equal(response.status, 200, response.text);
+  const completion = await rawPost(server, '/v1/completions', JSON.stringify({ prompt: 'x', max_tokens: 2, some_future_field: 1 }));
+  assert.equal(completion.status, 200, completion.text);
+});
+
+test('values mkserve cannot honour are a 400 naming the field', async () => {
+  const chat = [
+    ['audio', { voice: 'alloy', format: 'wav' }], ['modalities', ['text', 'audio']], ['n', 1000],
+    ['logit_bias', { 5: 500 }], ['stream_options', 'yes'], ['functions', [{ name: 'f' }]],
+    ['web_search_options', {}], ['service_tier', 'flex'], ['store', true], ['verbosity', 'high'],
+  ];
+  for (const [field, value] of chat) {
+    const body = { messages: user('thinkaloud'), max_tokens: 5, stream: field === 'stream_options', [field]: value };
+    const response = await rawPost(server, '/v1/chat/completions', JSON.stringify(body));
+    assert.equal(response.status, 400, `${field}: ${response.text}`);
+    assert.ok(response.json.error.param.startsWith(field), `${field}: ${response.text}`);
+  }
+  const bestOf = await rawPost(server, '/v1/completions', JSON.stringify({ prompt: 'x', max_tokens: 2, best_of: 3 }));
+  assert.equal(bestOf.status, 400);
+  assert.equal(bestOf.json.error.param, 'best_of');
+  await assert.rejects(openai.chat.completions.create({ messages: user('x'), modalities: ['audio'] }),
+                       (error) => error instanceof OpenAI.APIError && error.status === 400 && error.param === 'modalities');
 });

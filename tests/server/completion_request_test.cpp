@@ -102,5 +102,13 @@ TEST(TokenizeRequestTest, MessagesTakeEveryPromptShapingField) {
   EXPECT_EQ(request.chat->enable_thinking, false);
 }
 
+TEST(CompletionRequestTest, BestOfMustEqualN) {
+  Json body = {{"prompt", "p"}, {"n", 2}, {"best_of", 2}};
+  EXPECT_EQ(ParseCompletionRequest(body).generation.n, 2);
+  body["best_of"] = 3;
+  ApiError error = ExpectApiError([&] { ParseCompletionRequest(body); });
+  EXPECT_EQ(error.param(), "best_of");
+}
+
 }  // namespace
 }  // namespace mkserve::server
