@@ -37,15 +37,21 @@ size_t CallStartAtEnd(const std::string& text) {
   return std::string::npos;
 }
 
-// Unusable text without the whitespace around it and the array's closing bracket.
+// Unusable text without the whitespace and separator around it. The array's closing bracket
+// goes too, unless the text is the whole block from its opening bracket on.
 std::string TrimBroken(std::string text) {
+  size_t first = text.find_first_not_of(kWhitespace);
+  if (first != std::string::npos && text[first] == ',') ++first;
+  first = first == std::string::npos ? text.size() : text.find_first_not_of(kWhitespace, first);
+  text.erase(0, first == std::string::npos ? text.size() : first);
   size_t last = text.find_last_not_of(kWhitespace);
   text.erase(last == std::string::npos ? 0 : last + 1);
-  if (!text.empty() && text.back() == ']') text.pop_back();
-  last = text.find_last_not_of(kWhitespace);
-  text.erase(last == std::string::npos ? 0 : last + 1);
-  size_t first = text.find_first_not_of(kWhitespace);
-  return first == std::string::npos ? "" : text.substr(first);
+  if (!text.empty() && text.front() != '[' && text.back() == ']') {
+    text.pop_back();
+    last = text.find_last_not_of(kWhitespace);
+    text.erase(last == std::string::npos ? 0 : last + 1);
+  }
+  return text;
 }
 
 }  // namespace
@@ -72,24 +78,30 @@ void Command4ActionParser::Push(char c, std::vector<Command4Event>& events) {
 }
 
 void Command4ActionParser::Read(char c, std::vector<Command4Event>& events) {
+  // A lone call object without the array around it is read as a one-call array.
+  if (validator_.depth() == 0 && !validator_.complete() && c == '{') validator_.Push('[');
+  bool after_array = validator_.complete();
   size_t depth = validator_.depth();
   Event event = validator_.Push(c);
   if (event == Event::kError) {
-    return Fail("invalid tool call JSON: " + validator_.error(),
-                in_call_ ? call_text_ + c : std::string(1, c));
+    std::string text = in_call_      ? call_text_ + c
+                       : after_array ? std::string(1, c)
+                                     : array_text_ + c;
+    return Fail("invalid tool call JSON: " + validator_.error(), std::move(text));
   }
-  if (in_call_) call_text_ += c;
+  (in_call_ ? call_text_ : array_text_) += c;
   if (event == Event::kWhitespace && !reading_arguments_) return;
   if (depth == 0) {
-    if (c != '[') Fail("tool calls must be a JSON array", std::string(1, c));
+    if (c != '[') Fail("tool calls must be a JSON array", array_text_);
     return;
   }
   if (depth == kArrayDepth) {
     if (event == Event::kOpen && c == '{') {
       in_call_ = true;
       call_text_ = "{";
+      array_text_.clear();
     } else if (StartsValue(event)) {
-      Fail("each tool call must be a JSON object", std::string(1, c));
+      Fail("each tool call must be a JSON object", array_text_);
     }
     return;
   }
@@ -108,6 +120,7 @@ void Command4ActionParser::Fail(std::string why, std::string text) {
   recovering_ = true;
   broken_why_ = std::move(why);
   broken_ = std::move(text);
+  array_text_.clear();
   ResetCall();
 }
 

@@ -1,5 +1,6 @@
 // Reads the body of one <|START_ACTION|>...<|END_ACTION|> block, a JSON array of
-// {"tool_call_id": "0", "tool_name": "f", "parameters": {...}}, into tool-call events.
+// {"tool_call_id": "0", "tool_name": "f", "parameters": {...}}, into tool-call events (a lone
+// call object without the array is accepted too).
 //
 // A call is released whole when its object closes, and only when it is usable: a tool_name
 // string the request offered and a JSON-object `parameters` (absent: {}). Its arguments are
@@ -62,6 +63,8 @@ class Command4ActionParser {
   bool recovering_ = false;
   std::string broken_;
   std::string broken_why_;
+
+  std::string array_text_;  // text between calls (brackets, separators), for error content
 
   // The call being read (an object at depth 2 of the array).
   bool in_call_ = false;
