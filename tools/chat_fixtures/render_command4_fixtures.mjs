@@ -95,6 +95,16 @@ const cases = [
   // The template loops over `tools` whenever documents exist, so documents come with tools.
   { name: "documents", tools: [timeTool], kwargs: { documents: [{ title: "Doc A", text: "Alpha." }, { data: { title: "Doc B", text: "Beta." } }] },
     messages: [{ role: "user", content: "Summarise the documents." }] },
+  { name: "documents_then_tool_call", tools: [weatherTool], kwargs: { documents: [{ text: "Alpha." }] }, messages: [
+    { role: "user", content: "Weather where Alpha is?" },
+    { role: "assistant", content: null, tool_calls: [call("w1", "get_weather", { city: "Alpha" })] },
+    { role: "tool", tool_call_id: "w1", content: "9 C" }] },
+  { name: "platform_instruction_override", kwargs: { platform_instruction_override: "You are a pirate." },
+    messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }] },
+  { name: "tool_result_for_an_unknown_call", tools: [timeTool], messages: [
+    { role: "user", content: "Time?" },
+    { role: "assistant", content: null, tool_calls: [call("t1", "get_time", {})] },
+    { role: "tool", tool_call_id: "nope", content: "12:00" }] },
   { name: "unicode_and_quotes", messages: [
     { role: "system", content: "Répondez en français. \"Quoted\" text." }, { role: "user", content: "Ça va? 😀\nLine two" }] },
 ];
