@@ -129,7 +129,7 @@ void Command4ActionParser::Recover(char c, std::vector<Command4Event>& events) {
   if (c != '"') return;
   size_t separator = CallStartAtEnd(broken_);
   if (separator == std::string::npos) return;
-  // A new call begins: what came before it is lost to content; read on with fresh JSON state.
+  // A new call begins: what came before it comes back as content; read on with fresh JSON state.
   Reject(broken_why_, TrimBroken(broken_.substr(0, separator)), events);
   std::string replay = broken_.substr(separator);
   recovering_ = false;
