@@ -103,8 +103,13 @@ test('a JSON nesting bomb is a 400 on every endpoint, 401 without the key; the s
   const depth = 100000;
   const objects = '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
   const arrays = '['.repeat(depth) + ']'.repeat(depth);
+  const messages = '[{"role": "user", "content": "x"}]';
+  const bodies = [objects, arrays,
+    // Deep values where a handler copies them: these killed the server (SIGSEGV).
+    `{"messages": ${messages}, "chat_template_kwargs": ${objects}}`,
+    `{"messages": ${messages}, "tools": [{"type": "function", "function": {"name": "f", "parameters": ${objects}}}]}`];
   for (const path of ['/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize']) {
-    for (const body of [objects, arrays, `{"messages": ${objects}}`]) {
+    for (const body of bodies) {
       const refused = await rawPost(server, path, body, auth);
       assert.equal(refused.status, 400, `${path}: ${refused.text.slice(0, 200)}`);
       assert.equal(refused.json.error.type, 'invalid_request_error');
