@@ -10,12 +10,12 @@ let model;
 before(() => { model = makeTinyModel(); });
 after(() => model?.cleanup());
 
-// Starts a streaming chat request; `text` resolves to the whole SSE body once the server ends it.
+// Starts a streaming completion (a plain prompt: its length does not depend on a chat template);
+// `text` resolves to the whole SSE body once the server ends it.
 async function startStream(server, maxTokens) {
-  const response = await fetch(`${server.url}/v1/chat/completions`, {
+  const response = await fetch(`${server.url}/v1/completions`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ messages: [{ role: 'user', content: 'go on' }], max_tokens: maxTokens,
-      ignore_eos: true, stream: true, chat_template_kwargs: { enable_thinking: false } }),
+    body: JSON.stringify({ prompt: 'go on', max_tokens: maxTokens, ignore_eos: true, stream: true }),
   });
   assert.equal(response.status, 200);
   return { text: response.text() };
