@@ -64,7 +64,6 @@ bool GenerationRun::ConnectionEnded() {
   if (connection_()) {
     aborted_ = true;
   } else if (connection_.stop_requested()) {
-    stopped_by_server_ = true;
     QueueAbortEvents();
   } else {
     return false;
@@ -73,11 +72,13 @@ bool GenerationRun::ConnectionEnded() {
   return true;
 }
 
-// Usage of an aborted choice: the tokens it received; its prompt's tokens once the engine
-// reported them (a sibling finished), else 0.
+// Only unfinished choices are aborted: a run whose choices all finished is not stopped. Usage of
+// an aborted choice: the tokens it received; its prompt's tokens once the engine reported them (a
+// sibling finished), else 0.
 void GenerationRun::QueueAbortEvents() {
   for (size_t choice = 0; choice < choice_finished_.size(); ++choice) {
     if (choice_finished_[choice]) continue;
+    stopped_by_server_ = true;
     FinishedEvent finished;
     finished.index = static_cast<int32_t>(choice) % n_;
     finished.reason = FinishReason::kAbort;

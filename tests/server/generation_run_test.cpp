@@ -98,5 +98,29 @@ TEST(GenerationRunTest, ServerStopEndsEachChoiceWithAbort) {
   EXPECT_EQ(run.TotalUsage().completion_tokens, tokens[0] + tokens[1]);
 }
 
+// A stop that comes after every choice finished ends nothing: the answer is whole.
+TEST(GenerationRunTest, ServerStopAfterTheLastFinishIsNoAbort) {
+  std::unique_ptr<Engine> engine = MakePacedEngine();
+  EngineRequest request;
+  request.prompt_token_ids = {5, 6, 7};
+  request.sampling.max_tokens = 3;
+  std::vector<RequestHandle> handles;
+  handles.push_back(engine->Submit(std::move(request)));
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  GenerationRun run(std::move(handles), 1, ConnectionWatch([] { return false; }, stop));
+
+  bool finished = false;
+  while (!finished) {
+    std::optional<ChoiceEvent> event = run.Next();
+    ASSERT_TRUE(event.has_value());
+    finished = std::holds_alternative<FinishedEvent>(event->event);
+  }
+  *stop = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the run's poll interval
+  EXPECT_FALSE(run.Next().has_value());
+  EXPECT_FALSE(run.stopped_by_server());
+  EXPECT_FALSE(run.aborted());
+}
+
 }  // namespace
 }  // namespace mkserve::server
