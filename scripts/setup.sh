@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libgtest-dev libgmock-dev googletest
-  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libicu-dev
+  nlohmann-json3-dev libcpp-httplib-dev libboost1.81-dev libpcre2-dev libicu-dev
   clang-format nodejs npm curl
 )
 missing=()

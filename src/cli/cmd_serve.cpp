@@ -1,6 +1,7 @@
 // `mkserve serve`: the OpenAI-compatible HTTP server. The socket is bound first, so /health
 // answers 503 while the weights load; then the model is published and the summary printed.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,7 +47,28 @@ struct ServeFlags {
   int64_t max_waiting = 0;
   std::string served_model_name;
   bool reasoning = true;
+  double drain_timeout_s = 30;  // SIGTERM: how long running requests may still take
 };
+
+std::chrono::milliseconds Milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// Raises the soft limit on open files to the hard one and returns it: every connection is a
+// socket, and every running request holds a second descriptor that watches for its hang-up.
+int64_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+    getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? int64_t{1} << 20 : static_cast<int64_t>(limit.rlim_cur);
+}
+
+// Descriptors kept free of connections: model files, the log, the engine's own.
+constexpr int64_t kReservedFiles = 256;
 
 ServeFlags ParseFlags(std::span<const std::string> argv) {
   Args args(argv);
@@ -58,7 +80,14 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.http.api_key = args.String("api-key", "");
   flags.http.max_body_bytes = args.Int("max-body-bytes", 16 << 20);
   flags.max_batch = args.Int("max-batch", 64);
-  flags.http.num_threads = static_cast<int>(args.Int("http-threads", 2 * flags.max_batch + 16));
+  // Every running or queued stream holds a connection; clients keep idle ones in their pools.
+  const int64_t open_files = RaiseOpenFileLimit();
+  const int64_t file_bound = (open_files - kReservedFiles) / 2;
+  const int64_t max_connections = args.Int(
+      "max-connections", std::min(std::max<int64_t>(1024, 16 * flags.max_batch), file_bound));
+  const double header_timeout_s = args.Double("header-timeout", 10);
+  const double body_timeout_s = args.Double("body-timeout", 60);
+  flags.drain_timeout_s = args.Double("drain-timeout", flags.drain_timeout_s);
   flags.kv_bytes = args.Int("kv-bytes", flags.kv_bytes);
   flags.max_model_len = args.Int("max-model-len", 0);
   flags.max_waiting = args.Int("max-waiting", 0);
@@ -77,6 +106,18 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (flags.http.port < 0 || flags.http.port > 65535) throw Error("--port must be 0..65535");
   if (flags.max_batch < 1) throw Error("--max-batch must be at least 1");
   if (flags.http.max_body_bytes < 1024) throw Error("--max-body-bytes must be at least 1024");
+  if (max_connections < 1 || max_connections > file_bound) {
+    throw Error("--max-connections must be 1.." + std::to_string(file_bound) +
+                " (two open files per connection under the limit of " + std::to_string(open_files) +
+                "; raise it with ulimit -n)");
+  }
+  flags.http.max_connections = static_cast<int>(max_connections);
+  if (!(header_timeout_s > 0) || !(body_timeout_s > 0)) {
+    throw Error("--header-timeout and --body-timeout must be positive (seconds)");
+  }
+  flags.http.header_timeout = Milliseconds(header_timeout_s);
+  flags.http.body_timeout = Milliseconds(body_timeout_s);
+  if (!(flags.drain_timeout_s >= 0)) throw Error("--drain-timeout must be at least 0 (seconds)");
   if (flags.max_step_tokens != 0 && flags.max_step_tokens < flags.max_batch) {
     throw Error("--max-step-tokens must be at least --max-batch (" +
                 std::to_string(flags.max_batch) + ")");
@@ -211,14 +252,14 @@ void PrintSummary(const ServeFlags& flags, const server::ServedModel& model,
                "mkserve serve\n  model        %s (%s)\n  backend      %s\n"
                "  KV capacity  %lld tokens\n  context      %lld tokens\n  max batch    %lld\n"
                "  reasoning    %s by default\n  chat format  %s\n  auth         %s\n"
-               "  listening    http://%s:%d\n",
+               "  connections  up to %d\n  listening    http://%s:%d\n",
                model_id.c_str(), flags.model_dir.string().c_str(), engine.backend_name().c_str(),
                static_cast<long long>(KvCapacityTokens(engine.kv_layout())),
                static_cast<long long>(engine.max_model_len()),
                static_cast<long long>(flags.max_batch), flags.reasoning ? "on" : "off",
                model.tokenizer->chat_template() ? "checkpoint chat template" : "built-in Command-4",
-               flags.http.api_key.empty() ? "none" : "Bearer API key", flags.http.host.c_str(),
-               port);
+               flags.http.api_key.empty() ? "none" : "Bearer API key", flags.http.max_connections,
+               flags.http.host.c_str(), port);
 }
 
 int RunServe(std::span<const std::string> argv) {
@@ -252,9 +293,13 @@ int RunServe(std::span<const std::string> argv) {
   PrintSummary(flags, state.RequireModel(), model_id, port);
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  std::fprintf(stderr, "mkserve serve: signal %d, shutting down\n", signal_number);
-  http.Stop();
+  std::fprintf(stderr,
+               "mkserve serve: signal %d, shutting down: no new connections, running requests "
+               "have %.0f s to finish\n",
+               signal_number, flags.drain_timeout_s);
+  http.Shutdown(Milliseconds(flags.drain_timeout_s));
   listener.join();
+  std::fprintf(stderr, "mkserve serve: stopped\n");
   return 0;
 }
 

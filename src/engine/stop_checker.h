@@ -23,7 +23,8 @@
 
 namespace mkserve {
 
-enum class FinishReason { kNone, kStop, kLength };
+// kAbort is never produced by the engine: the server ends a request with it when it shuts down.
+enum class FinishReason { kNone, kStop, kLength, kAbort };
 
 struct StopOutcome {
   std::string text;  // newly released text

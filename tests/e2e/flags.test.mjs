@@ -23,6 +23,10 @@ const CASES = [
   [['--max-step-tokens', '10'], /--max-step-tokens must be at least --max-batch \(64\)/],
   [['--backend', 'tpu'], /--backend must be cpu, cuda or scripted:FILE, got 'tpu'/],
   [['--reasoning', 'sometimes'], /--reasoning must be on or off/],
+  [['--header-timeout', '0'], /--header-timeout and --body-timeout must be positive/],
+  [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],
+  [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],
+  [['--max-connections', '0'], /--max-connections must be 1\.\.\d+/],
 ];
 
 for (const [args, message] of CASES) {

@@ -29,9 +29,14 @@ async function expectApiError(promise, status, param) {
   });
 }
 
-test('models and health are public; metrics is Prometheus text', async () => {
-  const models = await new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list();
+test('models needs the key; health and metrics are public; metrics is Prometheus text', async () => {
+  const models = await openai.models.list();
   assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
+  await expectApiError(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list(), 401);
+  const anonymous = await fetch(`${server.url}/v1/models`);
+  assert.equal(anonymous.status, 401);
+  assert.equal((await anonymous.json()).error.code, 'invalid_api_key');
+  assert.equal((await fetch(`${server.url}/v1/no-such-route`)).status, 401);
   assert.equal((await fetch(`${server.url}/health`)).status, 200);
   const text = await (await fetch(`${server.url}/metrics`)).text();
   for (const name of ['mkserve_requests_total', 'mkserve_time_to_first_token_seconds_bucket',
@@ -152,7 +157,7 @@ test('bad input: each with its clear error', async () => {
     JSON.stringify({ messages: user('x'.repeat(MAX_BODY * 2)) }), auth);
   assert.equal(big.status, 413);
   assert.match(big.json.error.message, /max-body-bytes/);
-  const route = await fetch(`${server.url}/v1/nothing`);
+  const route = await fetch(`${server.url}/v1/nothing`, { headers: auth });
   assert.equal(route.status, 404);
   assert.ok((await route.json()).error.message.includes('/v1/nothing'));
 });
