@@ -24,6 +24,7 @@
 
 #ifdef MKSERVE_HAS_CUDA
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/decode/decode_path_registry.h"
 #endif
 
 namespace mkserve::cli {
@@ -40,6 +41,7 @@ struct ServeFlags {
   int64_t max_step_tokens = 0;          // 0: the backend's default
   double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
   bool cuda_graphs = true;
+  std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
   bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
   uint64_t seed = 0;
   int64_t max_model_len = 0;
@@ -67,6 +69,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
   flags.cuda_graphs = graphs == "on";
+  flags.decode_path = args.String("decode", flags.decode_path);
   flags.random_weights = args.Switch("random-weights");
   flags.seed = static_cast<uint64_t>(args.Int("seed", 0));
   flags.served_model_name = args.String("served-model-name", "");
@@ -84,6 +87,12 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (!(flags.gpu_memory_fraction > 0.0 && flags.gpu_memory_fraction < 1.0)) {
     throw Error("--gpu-memory-fraction must be in (0, 1)");
   }
+  if (!flags.cuda_graphs) {
+    if (flags.decode_path != "layered" && flags.decode_path != "eager") {
+      throw Error("--cuda-graphs off contradicts --decode " + flags.decode_path);
+    }
+    flags.decode_path = "eager";
+  }
   if (flags.random_weights && flags.backend != "cuda") {
     throw Error("--random-weights needs --backend cuda");
   }
@@ -99,11 +108,12 @@ constexpr int64_t kCudaStepTokens = 8192;
 
 std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
 #ifdef MKSERVE_HAS_CUDA
+  cuda::CheckDecodePathChoice(flags.decode_path);  // before minutes of weight upload
   cuda::CudaBackendOptions options;
   options.gpu_memory_fraction = flags.gpu_memory_fraction;
   options.max_batch = flags.max_batch;
   options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
-  options.use_cuda_graphs = flags.cuda_graphs;
+  options.decode_path = flags.decode_path;
   options.random_weights = flags.random_weights;
   options.seed = flags.seed;
   ByteProgress progress("uploading weights");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <vector>
 
+#include "backends/cuda/cuda_check.h"
 #include "common/error.h"
 
 namespace mkserve::cuda {
@@ -117,13 +118,15 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) ms.push_back(TimeMs([&] { backend.Step(inputs); }));
   DecodePoint point;
-  point.path = backend.options_use_graphs() ? "layered+graphs" : "layered";
+  // The labels of docs/performance.md: the eager kernels were "layered", graphs "layered+graphs".
+  const std::string& path = backend.decode_path();
+  point.path = path == "eager" ? "layered" : path == "layered" ? "layered+graphs" : path;
   if (!sampling.is_greedy()) point.path += "+sampled";
   point.batch = batch;
   point.context_tokens = context_tokens;
   point.step_ms = MedianMs(ms);
   point.tokens_per_second = batch / (point.step_ms / 1e3);
-  point.distinct_experts = backend.CountDistinctExperts(batch);
+  point.distinct_experts = CountDistinctExperts(backend, batch);
   point.bytes_per_step = DecodeStepBytes(config, batch, context_tokens, point.distinct_experts);
   point.sol_tokens_per_second = batch / (point.bytes_per_step / read_bytes_per_second);
   point.percent_of_sol = 100.0 * point.tokens_per_second / point.sol_tokens_per_second;
@@ -158,6 +161,17 @@ PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed
   point.ms = MedianMs(ms);
   point.tokens_per_second = prompt_tokens / (point.ms / 1e3);
   return point;
+}
+
+int64_t CountDistinctExperts(const CudaBackend& backend, int64_t num_tokens) {
+  const ModelConfig& config = backend.config();
+  if (config.num_moe_layers() == 0 || num_tokens <= 0) return 0;
+  std::vector<int32_t> counts(config.num_experts);
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(counts.data(), backend.workspace().moe.counts,
+                                     counts.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                     backend.stream()));
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(backend.stream()));
+  return std::count_if(counts.begin(), counts.end(), [](int32_t c) { return c > 0; });
 }
 
 }  // namespace mkserve::cuda

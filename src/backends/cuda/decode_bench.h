@@ -13,7 +13,9 @@
 namespace mkserve::cuda {
 
 struct DecodePoint {
-  std::string path;  // "layered" (eager) or "layered+graphs", "+sampled" when not greedy
+  // "layered" (eager kernels), "layered+graphs" (graphs where possible) or the decode path's
+  // name; "+sampled" when not greedy.
+  std::string path;
   int64_t batch = 0;
   int64_t context_tokens = 0;
   double step_ms = 0.0;  // median wall time of Step(), host planning and sync included
@@ -55,5 +57,8 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
                         const SamplingParams& sampling = GreedyParams());
 
 PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed_runs);
+
+// Experts that received tokens in the last MoE layer the backend ran over `num_tokens` tokens.
+int64_t CountDistinctExperts(const CudaBackend& backend, int64_t num_tokens);
 
 }  // namespace mkserve::cuda

@@ -4,13 +4,13 @@
 
 namespace mkserve::cuda {
 
-PrefillProfile ProfilePrefill(CudaBackend& backend, int64_t prompt_tokens) {
+PrefillProfile ProfilePrefill(CudaBackend& backend, ToolHooks& hooks, int64_t prompt_tokens) {
   constexpr int kProfiledRuns = 2;
   BenchPrefill(backend, prompt_tokens, 1);  // warm-up (cuBLAS heuristics, first touch)
   StepProfiler profiler;
-  backend.set_profiler(&profiler);
+  hooks.set_profiler(&profiler);
   const PrefillPoint point = BenchPrefill(backend, prompt_tokens, kProfiledRuns - 1);  // + warm-up
-  backend.set_profiler(nullptr);
+  hooks.set_profiler(nullptr);
   PrefillProfile profile;
   profile.prompt_tokens = prompt_tokens;
   profile.chunk_tokens = backend.max_num_tokens();

@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/step_profile.h"
+#include "backends/cuda/tools/tool_hooks.h"
 
 namespace mkserve::cuda {
 
@@ -19,7 +20,8 @@ struct PrefillProfile {
   std::array<double, kNumStepOps> op_ms{};  // per prompt, summed over its chunks
 };
 
-// Two unprofiled prompts (warm-up), then two profiled ones; the figures are per prompt.
-PrefillProfile ProfilePrefill(CudaBackend& backend, int64_t prompt_tokens);
+// Two unprofiled prompts (warm-up), then two profiled ones; the figures are per prompt. `hooks`
+// are the backend's (CudaBackendOptions::hooks).
+PrefillProfile ProfilePrefill(CudaBackend& backend, ToolHooks& hooks, int64_t prompt_tokens);
 
 }  // namespace mkserve::cuda

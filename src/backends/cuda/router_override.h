@@ -3,8 +3,8 @@
 // the other one, and the flip then spreads through attention. To tell "kernel wrong" from
 // "near-tie flipped", a test can force the reference's expert ids into every MoE layer (weights
 // recomputed from OUR router logits, same sigmoid/softmax semantics as RouterTopK) and trace what
-// our router would have chosen freely, plus our router logits. CudaBackend applies it right after
-// RouterTopK when set (CudaBackend::set_routing_override).
+// our router would have chosen freely, plus our router logits. Attached to the backend's ToolHooks
+// (tools/tool_hooks.h), it runs right after RouterTopK in every MoE layer.
 #pragma once
 
 #include <cuda_runtime.h>

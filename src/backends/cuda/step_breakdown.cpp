@@ -48,23 +48,23 @@ std::array<double, kNumStepOps> DecodeOpBytes(const ModelConfig& config, int64_t
   return bytes;
 }
 
-StepBreakdown BenchBreakdown(CudaBackend& backend, int64_t batch, int64_t context_tokens,
-                             int warmup_steps, int steps) {
+StepBreakdown BenchBreakdown(CudaBackend& backend, ToolHooks& hooks, int64_t batch,
+                             int64_t context_tokens, int warmup_steps, int steps) {
   const auto decode_batch = MakeDecodeBatch(backend, batch, context_tokens);
   StepProfiler profiler;
-  backend.set_profiler(&profiler);
+  hooks.set_profiler(&profiler);
   for (int i = 0; i < warmup_steps; ++i) backend.Step(decode_batch->inputs);
   profiler.Clear();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) backend.Step(decode_batch->inputs);
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  backend.set_profiler(nullptr);
+  hooks.set_profiler(nullptr);
   StepBreakdown result;
   result.batch = batch;
   result.context_tokens = context_tokens;
   result.wall_ms = wall_ms / steps;
-  result.distinct_experts = backend.CountDistinctExperts(batch);
+  result.distinct_experts = CountDistinctExperts(backend, batch);
   const auto bytes =
       DecodeOpBytes(backend.config(), batch, context_tokens, result.distinct_experts);
   for (double ms : profiler.total_ms()) result.gpu_ms += ms / steps;

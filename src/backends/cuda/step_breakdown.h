@@ -7,6 +7,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/step_profile.h"
+#include "backends/cuda/tools/tool_hooks.h"
 
 namespace mkserve::cuda {
 
@@ -32,7 +33,8 @@ std::array<double, kNumStepOps> DecodeOpBytes(const ModelConfig& config, int64_t
                                               int64_t context_tokens, int64_t distinct_experts);
 
 // Eager steps (graphs skipped while profiling): `warmup_steps` untimed, then `steps` profiled.
-StepBreakdown BenchBreakdown(CudaBackend& backend, int64_t batch, int64_t context_tokens,
-                             int warmup_steps, int steps);
+// `hooks` are the backend's (CudaBackendOptions::hooks).
+StepBreakdown BenchBreakdown(CudaBackend& backend, ToolHooks& hooks, int64_t batch,
+                             int64_t context_tokens, int warmup_steps, int steps);
 
 }  // namespace mkserve::cuda

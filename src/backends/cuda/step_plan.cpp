@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backends/cuda/gpu_sampler.h"
 #include "common/error.h"
 
 namespace mkserve::cuda {
@@ -56,17 +57,31 @@ void ValidateTable(const KvGroup& group, std::span<const int32_t> table, int64_t
   }
 }
 
-void AddLogitRows(const SequenceStep& step, int32_t seq_index, int32_t first_token,
+RowNeeds NeedsOf(const SequenceStep& step, int32_t token_in_sequence, int64_t vocab) {
+  RowNeeds needs;
+  const bool last = token_in_sequence + 1 == static_cast<int32_t>(step.token_ids.size());
+  needs.sample = step.sample && last;
+  if (needs.sample && !IsPlainGreedy(step.sampling)) {
+    needs.gpu_sample = SampledOnGpu(step.sampling, vocab);
+    needs.host_sample = !needs.gpu_sample;
+  }
+  needs.prompt_logprob =
+      !step.next_token_ids.empty() && step.next_token_ids[token_in_sequence] >= 0;
+  needs.host_logits = step.return_logits || needs.prompt_logprob || needs.host_sample;
+  return needs;
+}
+
+void AddLogitRows(const SequenceStep& step, int32_t seq_index, int32_t first_token, int64_t vocab,
                   std::vector<LogitRow>* rows) {
   const int32_t count = static_cast<int32_t>(step.token_ids.size());
   for (int32_t i = 0; i < count; ++i) {
     const bool wanted = step.return_logits || (step.sample && i == count - 1) ||
                         (!step.next_token_ids.empty() && step.next_token_ids[i] >= 0);
-    if (wanted) rows->push_back({first_token + i, seq_index, i});
+    if (wanted) rows->push_back({first_token + i, seq_index, i, NeedsOf(step, i, vocab)});
   }
 }
 
-void AddSequence(const KvLayout& layout, const SequenceStep& step, int32_t seq_index,
+void AddSequence(const KvLayout& layout, const SequenceStep& step, int32_t seq_index, int64_t vocab,
                  StepPlan* plan) {
   const int32_t first_token = static_cast<int32_t>(plan->num_tokens);
   for (size_t i = 0; i < step.token_ids.size(); ++i) {
@@ -83,7 +98,7 @@ void AddSequence(const KvLayout& layout, const SequenceStep& step, int32_t seq_i
   plan->num_tokens += static_cast<int64_t>(step.token_ids.size());
   const int64_t end = step.start_position + static_cast<int64_t>(step.token_ids.size());
   plan->max_context_tokens = std::max(plan->max_context_tokens, end);
-  AddLogitRows(step, seq_index, first_token, &plan->logit_rows);
+  AddLogitRows(step, seq_index, first_token, vocab, &plan->logit_rows);
 }
 
 // Tables are cut to the pages the step can touch (the rest of an engine's table is unused
@@ -135,8 +150,10 @@ StepPlan BuildStepPlan(const ModelConfig& config, const KvLayout& layout, const 
     throw Error("CUDA backend: step has " + std::to_string(total) + " tokens, more than " +
                 "max_num_tokens " + std::to_string(max_num_tokens) + " (chunk the prefill)");
   }
+  plan.decode_only = !inputs.sequences.empty();
   for (size_t s = 0; s < inputs.sequences.size(); ++s) {
-    AddSequence(layout, inputs.sequences[s], static_cast<int32_t>(s), &plan);
+    AddSequence(layout, inputs.sequences[s], static_cast<int32_t>(s), config.vocab_size, &plan);
+    plan.decode_only = plan.decode_only && inputs.sequences[s].token_ids.size() == 1;
   }
   PadBlockTables(inputs, &plan);
   return plan;

@@ -13,16 +13,27 @@
 
 namespace mkserve::cuda {
 
+// What the step does with one logits row.
+struct RowNeeds {
+  bool sample = false;       // the next token is sampled from this row
+  bool gpu_sample = false;   // ... by the GpuSampler (neither flag: the GPU argmax)
+  bool host_sample = false;  // ... on the host from the copied row (SampleFromLogits)
+  bool prompt_logprob = false;
+  bool host_logits = false;  // the row is copied to the host
+};
+
 struct LogitRow {
   int32_t token_index = 0;     // row of the flattened step
   int32_t sequence_index = 0;  // StepInputs::sequences index
   int32_t token_in_sequence = 0;
+  RowNeeds needs;
 };
 
 struct StepPlan {
   int64_t num_tokens = 0;
   int64_t num_sequences = 0;
   int64_t max_context_tokens = 0;  // longest position + 1 of the step
+  bool decode_only = false;        // every sequence runs exactly one token
   std::vector<int32_t> token_ids;
   std::vector<int32_t> positions;
   std::vector<int32_t> seq_of_token;

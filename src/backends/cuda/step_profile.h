@@ -1,7 +1,7 @@
-// Per-operation GPU time of eager steps, for `mkserve bench --breakdown`: the backend records a
-// CUDA event on its stream each time it starts an operation of another class; the time between
-// consecutive events is charged to the class that ran in between. Launch gaps land in the op
-// that was waiting, which is what an eager step pays. Off (null) outside the benchmark.
+// Per-operation GPU time of eager steps, for `mkserve bench --breakdown`: through ToolHooks, a
+// CUDA event is recorded on the step's stream each time an operation of another class starts; the
+// time between consecutive events is charged to the class that ran in between. Launch gaps land
+// in the op that was waiting, which is what an eager step pays.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,25 +10,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cuda/core/step_op.h"
+
 namespace mkserve::cuda {
-
-enum class StepOp {
-  kEmbed,
-  kAddNorm,
-  kQkv,
-  kRopeKv,
-  kAttention,
-  kOProj,
-  kRouter,  // router logits + top-k
-  kFfn,     // MoE experts, shared experts and dense MLPs
-  kLmHead,  // row gather + LM head GEMV/GEMM
-  kSampling,
-  kCount,
-};
-
-inline constexpr int kNumStepOps = static_cast<int>(StepOp::kCount);
-
-const char* StepOpName(StepOp op);
 
 class StepProfiler {
  public:

@@ -9,6 +9,7 @@
 #include "backend_test_util.h"
 #include "backends/cpu/load_cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/decode/graph_decode_path.h"
 #include "gpu_test_util.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
@@ -18,6 +19,11 @@ namespace {
 
 constexpr double kMinCosine = 0.999;
 constexpr int kDecodeSteps = 6;
+
+int64_t NumGraphs(const CudaBackend& backend) {
+  const auto* graph = dynamic_cast<const GraphDecodePath*>(backend.FindDecodePath("graph"));
+  return graph != nullptr ? graph->num_graphs() : 0;
+}
 
 class CudaVsCpuTest : public ::testing::Test {
  protected:
@@ -149,7 +155,7 @@ TEST_F(CudaVsCpuTest, SeededSamplingDoesNotDependOnTheSlot) {
 }
 
 TEST_F(CudaVsCpuTest, GraphReplayedDecodeMatchesCpu) {
-  cuda_->set_use_cuda_graphs(true);
+  cuda_->set_decode_path("layered");
   const SamplingParams greedy = GreedyParams();
   const std::vector<int64_t> lengths = {60, 3, 126};  // contexts cross page buckets while decoding
   constexpr int kSteps = 8;
@@ -186,7 +192,7 @@ TEST_F(CudaVsCpuTest, GraphReplayedDecodeMatchesCpu) {
       last[s] = c.results[s].token_id;
     }
   }
-  EXPECT_GE(cuda_->num_cuda_graphs(), 2);  // context 127 -> 134 goes from 2 pages to 3 (bucket 4)
+  EXPECT_GE(NumGraphs(*cuda_), 2);  // context 127 -> 134 goes from 2 pages to 3 (bucket 4)
 }
 
 // Sampled (non-greedy) decode steps replay the graph too, then sample its logits on the GPU: the
@@ -221,11 +227,11 @@ TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
     decode.sequences.back().output_token_ids = last[s];
     decode.sequences.back().sample_index = 5;
   }
-  cuda_->set_use_cuda_graphs(false);
+  cuda_->set_decode_path("eager");
   const StepOutputs eager = cuda_->Step(decode);
-  cuda_->set_use_cuda_graphs(true);
+  cuda_->set_decode_path("layered");
   const StepOutputs replayed = cuda_->Step(decode);  // rewrites the same KV slots
-  EXPECT_EQ(cuda_->num_cuda_graphs(), 1);
+  EXPECT_EQ(NumGraphs(*cuda_), 1);
   for (size_t s = 0; s < lengths.size(); ++s) {
     EXPECT_EQ(replayed.results[s].token_id, eager.results[s].token_id) << "row " << s;
   }

@@ -71,7 +71,7 @@ TEST(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBloc
   CudaBackendOptions options;
   options.max_batch = kRequests;
   options.max_num_tokens = 8192;
-  options.use_cuda_graphs = true;
+  options.decode_path = "layered";
   KvLayout layout = PlanKvLayout(config, kKvBudgetBytes, 2 * config.kv_width() * 2, kRequests);
   for (KvGroup& group : layout.groups) {  // sliding pools as planned; the full one made small
     if (group.attention == AttentionKind::kFull) group.num_blocks = kFullGroupBlocks;

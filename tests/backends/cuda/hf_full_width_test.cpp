@@ -19,6 +19,7 @@
 
 #include "backend_test_util.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/tools/tool_hooks.h"
 #include "gpu_test_util.h"
 
 namespace mkserve::cuda::testing {
@@ -125,6 +126,7 @@ LogitScore Score(const Sequence& s, const std::vector<std::vector<float>>& got) 
 struct Reference {
   ModelConfig config;
   std::vector<Sequence> sequences;
+  std::shared_ptr<ToolHooks> hooks = std::make_shared<ToolHooks>();
   std::unique_ptr<CudaBackend> backend;
   std::unique_ptr<SimpleBlocks> blocks;
   int64_t next_sequence_id = 1;
@@ -154,6 +156,7 @@ Reference& LoadReference() {
   for (KvGroup& group : layout.groups) group.num_blocks = kKvBlocksPerGroup;
   options.kv_layout = layout;
   options.max_num_tokens = kChunkTokens;
+  options.hooks = ref->hooks;
   ref->backend = LoadCudaBackend(dir / "model", options);
   ref->blocks = std::make_unique<SimpleBlocks>(ref->backend->kv_layout());
   loaded = std::move(ref);
@@ -167,7 +170,7 @@ std::vector<std::vector<float>> TeacherForcedLogits(Reference& ref, const Sequen
   const auto tables = ref.blocks->Allocate(static_cast<int64_t>(s.ids.size()));
   const int64_t sequence_id = ref.next_sequence_id++;
   const int64_t first_wanted = s.positions.front();
-  ref.backend->set_routing_override(routing);
+  ref.hooks->set_routing_override(routing);
   std::vector<std::vector<float>> logits;
   for (int64_t start = 0; start < static_cast<int64_t>(s.ids.size());) {
     const bool last = start >= first_wanted;
@@ -181,7 +184,7 @@ std::vector<std::vector<float>> TeacherForcedLogits(Reference& ref, const Sequen
     if (last) logits = std::move(outputs.results.at(0).logits);
     start = end;
   }
-  ref.backend->set_routing_override(nullptr);
+  ref.hooks->set_routing_override(nullptr);
   return logits;
 }
 

@@ -169,6 +169,8 @@ void Run(const std::vector<int64_t>& chunks, const std::vector<int64_t>& prompts
     CudaBackendOptions options;
     options.random_weights = true;
     options.max_num_tokens = chunk;
+    auto hooks = std::make_shared<ToolHooks>();
+    options.hooks = hooks;
     auto backend = LoadCudaBackend("", options);
     backend->kv_pool().FillRandom(2, 0.01f);
     for (int64_t prompt : prompts) {
@@ -182,7 +184,7 @@ void Run(const std::vector<int64_t>& chunks, const std::vector<int64_t>& prompts
     }
     if (chunk == chunks.front()) {
       for (int64_t prompt : prompts) {
-        PrintProfile(ProfilePrefill(*backend, prompt));
+        PrintProfile(ProfilePrefill(*backend, *hooks, prompt));
       }
     }
   }
