@@ -19,9 +19,9 @@
 
 #ifdef MKSERVE_HAS_CUDA
 #include "backends/cuda/decode/decode_path_registry.h"
-#include "backends/cuda/decode_bench.h"
-#include "backends/cuda/read_bandwidth.h"
-#include "backends/cuda/step_breakdown.h"
+#include "backends/cuda/tools/decode_bench.h"
+#include "backends/cuda/tools/read_bandwidth.h"
+#include "backends/cuda/tools/step_breakdown.h"
 #include "backends/cuda/tools/tool_hooks.h"
 #include "model/presets.h"
 #endif

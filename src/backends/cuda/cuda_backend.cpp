@@ -1,9 +1,11 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <string>
 
+#include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/core/head_dim.h"
 #include "backends/cuda/core/step_metadata.h"
-#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/decode/decode_path_registry.h"
 #include "backends/cuda/decode/layered_forward.h"
 
@@ -19,9 +21,13 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
     : config_(std::move(config)),
       weights_(std::move(weights)),
       options_(options),
-      device_(DeviceInfo::Query()),
+      device_(CurrentDeviceInfo()),
       sampler_(config_.vocab_size) {
   CheckDecodePathChoice(options_.decode_path);
+  if (!IsSupportedHeadDim(config_.head_dim)) {
+    throw Error("CUDA backend: head_dim " + std::to_string(config_.head_dim) +
+                " is not supported (16, 32, 64 or 128); use the CPU backend for this model");
+  }
   MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MKSERVE_CUBLAS_CHECK(cublasCreate(&cublas_));
   cublas_workspace_ = DeviceBuffer<uint8_t>(kCublasWorkspaceBytes);

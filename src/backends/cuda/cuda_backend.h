@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "backends/cuda/core/device_info.h"
+#include "backends/cuda/core/device_weights.h"
+#include "backends/cuda/core/kv_pool.h"
+#include "backends/cuda/core/step_plan.h"
+#include "backends/cuda/core/step_workspace.h"
 #include "backends/cuda/cuda_backend_options.h"
 #include "backends/cuda/decode/decode_path.h"
-#include "backends/cuda/device_weights.h"
-#include "backends/cuda/kv_pool.h"
 #include "backends/cuda/sampling/step_sampler.h"
-#include "backends/cuda/step_plan.h"
-#include "backends/cuda/step_workspace.h"
 #include "engine/backend.h"
 
 namespace mkserve::cuda {

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "backends/cuda/core/device_weights.h"
 #include "backends/cuda/core/step_hooks.h"
-#include "backends/cuda/device_weights.h"
 #include "engine/kv_layout.h"
 
 namespace mkserve::cuda {

@@ -19,7 +19,7 @@
 
 #include "backend_test_util.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/router.h"
+#include "backends/cuda/decode/router.h"
 #include "backends/cuda/tools/tool_hooks.h"
 #include "common/error.h"
 #include "gpu_test_util.h"

@@ -15,7 +15,7 @@
 
 #include "backend_test_util.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/router_override.h"
+#include "backends/cuda/tools/router_override.h"
 #include "backends/cuda/tools/tool_hooks.h"
 #include "gpu_test_util.h"
 #include "model/presets.h"

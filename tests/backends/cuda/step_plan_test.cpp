@@ -1,6 +1,6 @@
 // StepPlan (host only, no GPU needed): flattening of prefill chunks and decode rows into per-token
 // arrays and KV slots, padded block tables, logits rows, and the validation errors.
-#include "backends/cuda/step_plan.h"
+#include "backends/cuda/core/step_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/core/cuda_check.h"
 
 namespace mkserve::cuda {
 

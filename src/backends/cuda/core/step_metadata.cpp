@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/core/cuda_check.h"
 #include "engine/kv_layout.h"
 
 namespace mkserve::cuda {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/cuda/device_buffer.h"
-#include "backends/cuda/step_plan.h"
+#include "backends/cuda/core/device_buffer.h"
+#include "backends/cuda/core/step_plan.h"
 
 namespace mkserve::cuda {
 

@@ -11,11 +11,11 @@
 #include <string_view>
 
 #include "backends/cuda/core/device_info.h"
+#include "backends/cuda/core/device_weights.h"
+#include "backends/cuda/core/kv_pool.h"
+#include "backends/cuda/core/step_plan.h"
+#include "backends/cuda/core/step_workspace.h"
 #include "backends/cuda/cuda_backend_options.h"
-#include "backends/cuda/device_weights.h"
-#include "backends/cuda/kv_pool.h"
-#include "backends/cuda/step_plan.h"
-#include "backends/cuda/step_workspace.h"
 #include "model/model_config.h"
 
 namespace mkserve::cuda {

@@ -1,8 +1,8 @@
 #include "backends/cuda/decode/graph_decode_path.h"
 
-#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/core/device_buffer.h"
 #include "backends/cuda/decode/layered_forward.h"
-#include "backends/cuda/device_buffer.h"
 
 namespace mkserve::cuda {
 namespace {

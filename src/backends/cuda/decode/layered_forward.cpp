@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "backends/cuda/argmax.h"
-#include "backends/cuda/attention.h"
-#include "backends/cuda/embedding.h"
-#include "backends/cuda/linear.h"
-#include "backends/cuda/moe_grouped.h"
-#include "backends/cuda/prefill_attention.h"
-#include "backends/cuda/rope_kv.h"
-#include "backends/cuda/router.h"
-#include "backends/cuda/router_prefill.h"
+#include "backends/cuda/decode/argmax.h"
+#include "backends/cuda/decode/attention.h"
+#include "backends/cuda/decode/embedding.h"
+#include "backends/cuda/decode/linear.h"
+#include "backends/cuda/decode/rope_kv.h"
+#include "backends/cuda/decode/router.h"
+#include "backends/cuda/prefill/moe_grouped.h"
+#include "backends/cuda/prefill/prefill_attention.h"
+#include "backends/cuda/prefill/router_prefill.h"
 
 namespace mkserve::cuda {
 

@@ -12,7 +12,7 @@
 
 #include "backends/cuda/core/step_metadata.h"
 #include "backends/cuda/decode/decode_path.h"
-#include "backends/cuda/norm.h"
+#include "backends/cuda/decode/norm.h"
 
 namespace mkserve::cuda {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/core/cuda_check.h"
 #include "engine/sampler.h"
 
 namespace mkserve::cuda {

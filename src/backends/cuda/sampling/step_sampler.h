@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "backends/cuda/gpu_sampler.h"
-#include "backends/cuda/step_plan.h"
+#include "backends/cuda/core/step_plan.h"
+#include "backends/cuda/sampling/gpu_sampler.h"
 #include "engine/backend.h"
 
 namespace mkserve::cuda {

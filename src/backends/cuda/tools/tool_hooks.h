@@ -4,8 +4,8 @@
 #pragma once
 
 #include "backends/cuda/core/step_hooks.h"
-#include "backends/cuda/router_override.h"
-#include "backends/cuda/step_profile.h"
+#include "backends/cuda/tools/router_override.h"
+#include "backends/cuda/tools/step_profile.h"
 
 namespace mkserve::cuda {
 
