@@ -1,7 +1,8 @@
 // CudaBackend against CpuBackend (the fp32 oracle) on one random tiny North-shaped checkpoint:
 // a ragged batch of prefills across several KV pages and the sliding window, then greedy decode
 // with every row of the batch; each row must also match the same sequence run alone, and seeded
-// sampling must not depend on the batch slot.
+// sampling must not depend on the batch slot. Every test runs once per registered decode path
+// (DecodePathNames()): a new path is tested by registering it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "backend_test_util.h"
 #include "backends/cpu/load_cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/decode/decode_path_registry.h"
 #include "backends/cuda/decode/graph_decode_path.h"
 #include "gpu_test_util.h"
 #include "model/presets.h"
@@ -25,7 +27,7 @@ int64_t NumGraphs(const CudaBackend& backend) {
   return graph != nullptr ? graph->num_graphs() : 0;
 }
 
-class CudaVsCpuTest : public ::testing::Test {
+class CudaVsCpuTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ =
@@ -46,7 +48,15 @@ class CudaVsCpuTest : public ::testing::Test {
     CudaBackendOptions options;
     options.kv_layout = cpu_->kv_layout();
     options.max_num_tokens = 1024;
+    options.decode_path = GetParam();
     cuda_ = LoadCudaBackend(*dir_, options);
+  }
+  // The decode path under test is the one that serves `inputs` (it is tried first).
+  void ExpectPathAccepts(const StepInputs& inputs) const {
+    const DecodePath* path = cuda_->FindDecodePath(GetParam());
+    ASSERT_NE(path, nullptr);
+    const StepPlan plan = BuildStepPlan(cuda_->config(), cuda_->kv_layout(), inputs, 1024);
+    EXPECT_TRUE(path->Accepts(plan)) << GetParam() << " refused a plain decode step";
   }
   std::vector<int32_t> Prompt(int64_t length, int seed) const {
     std::vector<int32_t> ids(length);
@@ -61,7 +71,7 @@ class CudaVsCpuTest : public ::testing::Test {
 };
 std::filesystem::path* CudaVsCpuTest::dir_ = nullptr;
 
-TEST_F(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) {
+TEST_P(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int64_t> lengths = {150, 1, 40, 64};
   SimpleBlocks blocks(cuda_->kv_layout());
@@ -106,7 +116,7 @@ TEST_F(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) {
   }
 }
 
-TEST_F(CudaVsCpuTest, BatchRowMatchesTheSameSequenceAlone) {
+TEST_P(CudaVsCpuTest, BatchRowMatchesTheSameSequenceAlone) {
   const std::vector<int64_t> lengths = {90, 7, 33};
   SimpleBlocks blocks(cuda_->kv_layout());
   std::vector<std::vector<int32_t>> prompts;
@@ -132,7 +142,7 @@ TEST_F(CudaVsCpuTest, BatchRowMatchesTheSameSequenceAlone) {
   }
 }
 
-TEST_F(CudaVsCpuTest, SeededSamplingDoesNotDependOnTheSlot) {
+TEST_P(CudaVsCpuTest, SeededSamplingDoesNotDependOnTheSlot) {
   SamplingParams seeded;
   seeded.temperature = 0.9f;
   seeded.top_p = 0.95f;
@@ -154,8 +164,8 @@ TEST_F(CudaVsCpuTest, SeededSamplingDoesNotDependOnTheSlot) {
   EXPECT_NEAR(a.logprobs.chosen.logprob, b.logprobs.chosen.logprob, 1e-4);
 }
 
-TEST_F(CudaVsCpuTest, GraphReplayedDecodeMatchesCpu) {
-  cuda_->set_decode_path("layered");
+// Decode steps as serving sends them (no host logits), through the path under test.
+TEST_P(CudaVsCpuTest, DecodeMatchesCpu) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int64_t> lengths = {60, 3, 126};  // contexts cross page buckets while decoding
   constexpr int kSteps = 8;
@@ -185,19 +195,22 @@ TEST_F(CudaVsCpuTest, GraphReplayedDecodeMatchesCpu) {
       cpu_in.sequences.push_back(MakeStep(static_cast<int64_t>(s), tokens[s], lengths[s] + step,
                                           tables[s], &greedy, true));
     }
+    ExpectPathAccepts(gpu_in);
     StepOutputs g = cuda_->Step(gpu_in), c = cpu_->Step(cpu_in);
     for (size_t s = 0; s < lengths.size(); ++s) {
       ExpectSameGreedy(g.results[s].token_id, c.results[s].token_id, c.results[s].logits[0],
-                       "graph decode " + std::to_string(step) + " row " + std::to_string(s));
+                       "decode " + std::to_string(step) + " row " + std::to_string(s));
       last[s] = c.results[s].token_id;
     }
   }
-  EXPECT_GE(NumGraphs(*cuda_), 2);  // context 127 -> 134 goes from 2 pages to 3 (bucket 4)
+  if (GetParam() == "graph") {
+    EXPECT_GE(NumGraphs(*cuda_), 2);  // context 127 -> 134 goes from 2 pages to 3 (bucket 4)
+  }
 }
 
-// Sampled (non-greedy) decode steps replay the graph too, then sample its logits on the GPU: the
-// same tokens and logprobs as the eager step on the same KV state.
-TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
+// Sampled (non-greedy) decode steps go through the path too (the GPU sampler reads the logits it
+// left): the same tokens and logprobs as the eager step on the same KV state.
+TEST_P(CudaVsCpuTest, SampledDecodeMatchesEager) {
   SamplingParams seeded;
   seeded.temperature = 0.8f;
   seeded.top_p = 0.9f;
@@ -229,9 +242,10 @@ TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
   }
   cuda_->set_decode_path("eager");
   const StepOutputs eager = cuda_->Step(decode);
-  cuda_->set_decode_path("layered");
+  cuda_->set_decode_path(GetParam());
+  ExpectPathAccepts(decode);
   const StepOutputs replayed = cuda_->Step(decode);  // rewrites the same KV slots
-  EXPECT_EQ(NumGraphs(*cuda_), 1);
+  if (GetParam() == "graph") EXPECT_EQ(NumGraphs(*cuda_), 1);
   for (size_t s = 0; s < lengths.size(); ++s) {
     EXPECT_EQ(replayed.results[s].token_id, eager.results[s].token_id) << "row " << s;
   }
@@ -244,7 +258,7 @@ TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(a.top[i].token_id, b.top[i].token_id) << i;
 }
 
-TEST_F(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
+TEST_P(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int32_t> prompt = Prompt(70, 5);
   std::vector<std::vector<int32_t>> tables(cuda_->kv_layout().num_groups(),
@@ -253,6 +267,11 @@ TEST_F(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
   inputs.sequences.push_back(MakeStep(1, prompt, 0, tables, &greedy, false));  // needs 2 pages
   EXPECT_THROW(cuda_->Step(inputs), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(DecodePaths, CudaVsCpuTest, ::testing::ValuesIn(DecodePathNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace mkserve::cuda::testing
