@@ -77,22 +77,47 @@ DecodePath* CudaBackend::PickDecodePath(const StepPlan& plan) const {
 }
 
 StepOutputs CudaBackend::Step(const StepInputs& inputs) {
-  const StepPlan plan = Plan(inputs);
+  const StepPlan plan = Plan(inputs);  // validates the whole step before any GPU work
   StepOutputs outputs;
   outputs.results.resize(inputs.sequences.size());
-  if (plan.num_tokens == 0) return outputs;
-  if (DecodePath* path = PickDecodePath(plan)) {
-    path->Run(plan, stream_);
-    const int64_t rows = static_cast<int64_t>(plan.logit_rows.size());
-    if (rows > 0) {
-      sampler_.SampleRows(inputs, plan, 0, rows, workspace_->logits.data(),
-                          workspace_->sampled.data(), stream_, &outputs);
-    }
+  std::vector<size_t> decode_rows, prompt_chunks;
+  for (size_t s = 0; s < inputs.sequences.size(); ++s) {
+    (inputs.sequences[s].token_ids.size() == 1 ? decode_rows : prompt_chunks).push_back(s);
+  }
+  if (decode_rows.empty() || prompt_chunks.empty()) {
+    RunPlanned(inputs, plan, &outputs);
   } else {
-    RunLayered(inputs, plan, &outputs);
+    // Mixed: the decode rows through the decode path, the prompt chunks through the layered
+    // prefill, as two sub-steps; each sequence's results are those of running it in either.
+    RunPart(inputs, decode_rows, &outputs);
+    RunPart(inputs, prompt_chunks, &outputs);
   }
   if (options_.hooks) options_.hooks->Finish(stream_);
   return outputs;
+}
+
+void CudaBackend::RunPart(const StepInputs& inputs, const std::vector<size_t>& sequences,
+                          StepOutputs* outputs) {
+  StepInputs part;
+  for (size_t s : sequences) part.sequences.push_back(inputs.sequences[s]);
+  StepOutputs part_outputs;
+  part_outputs.results.resize(sequences.size());
+  RunPlanned(part, Plan(part), &part_outputs);
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    outputs->results[sequences[i]] = std::move(part_outputs.results[i]);
+  }
+}
+
+void CudaBackend::RunPlanned(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs) {
+  if (plan.num_tokens == 0) return;
+  DecodePath* path = PickDecodePath(plan);
+  if (path == nullptr) return RunLayered(inputs, plan, outputs);
+  path->Run(plan, stream_);
+  const int64_t rows = static_cast<int64_t>(plan.logit_rows.size());
+  if (rows > 0) {
+    sampler_.SampleRows(inputs, plan, 0, rows, workspace_->logits.data(),
+                        workspace_->sampled.data(), stream_, outputs);
+  }
 }
 
 void CudaBackend::RunLayered(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs) {

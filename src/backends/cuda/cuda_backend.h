@@ -1,7 +1,8 @@
-// CudaBackend: the CUDA implementation of Backend. A step is planned on the host (StepPlan), its
-// decode rows run through the first decode path that accepts the plan (decode/decode_path.h:
-// captured graphs, eager layered kernels, later the megakernel), any other step through the
-// layered kernels, and the logits rows are sampled on the GPU (sampling/step_sampler.h).
+// CudaBackend: the CUDA implementation of Backend. A step is planned on the host (StepPlan); its
+// decode rows (one token per sequence) run through the first decode path that accepts them
+// (decode/decode_path.h: captured graphs, eager layered kernels, later the megakernel), its
+// prompt chunks through the layered kernels; a step holding both runs them as two sub-steps. The
+// logits rows are sampled on the GPU (sampling/step_sampler.h).
 #pragma once
 
 #include <cublas_v2.h>
@@ -55,6 +56,12 @@ class CudaBackend : public Backend {
  private:
   StepPlan Plan(const StepInputs& inputs) const;
   DecodePath* PickDecodePath(const StepPlan& plan) const;
+  // The sequences `sequences` of `inputs` as a step of their own; their results go to the same
+  // indices of `outputs`.
+  void RunPart(const StepInputs& inputs, const std::vector<size_t>& sequences,
+               StepOutputs* outputs);
+  // A planned step: its decode path when one accepts the plan, else the layered kernels.
+  void RunPlanned(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);
   // Every token through the layered kernels, then the logits rows in chunks of
   // kLogitRowsPerChunk, each sampled before the next is computed.
   void RunLayered(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);

@@ -258,6 +258,67 @@ TEST_P(CudaVsCpuTest, SampledDecodeMatchesEager) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(a.top[i].token_id, b.top[i].token_id) << i;
 }
 
+// A step holding a prompt chunk and decode rows gives every sequence exactly what a decode-only
+// step and a prefill-only step give it: the decode rows run through the decode path under test,
+// the chunk through the prefill kernels, as two sub-steps of the one Step.
+TEST_P(CudaVsCpuTest, MixedStepEqualsDecodeStepPlusPrefillStep) {
+  SamplingParams seeded;
+  seeded.temperature = 0.8f;
+  seeded.seed = 5;
+  seeded.num_logprobs = 2;
+  const SamplingParams greedy = GreedyParams();
+  const std::vector<int64_t> contexts = {40, 97};
+  const std::vector<int32_t> chunk = Prompt(70, 60);
+  const std::vector<std::vector<int32_t>> next = {{101}, {202}};
+  SimpleBlocks blocks(cuda_->kv_layout());
+  // The decode sequences' KV twice, once for each run, filled by the same prefill.
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<std::vector<int32_t>>> mixed_tables, split_tables;
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    prompts.push_back(Prompt(contexts[s], 50 + static_cast<int>(s)));
+    mixed_tables.push_back(blocks.Allocate(contexts[s] + 1));
+    split_tables.push_back(blocks.Allocate(contexts[s] + 1));
+  }
+  for (const auto* tables : {&mixed_tables, &split_tables}) {
+    StepInputs prefill;
+    for (size_t s = 0; s < contexts.size(); ++s) {
+      prefill.sequences.push_back(
+          MakeStep(static_cast<int64_t>(s), prompts[s], 0, (*tables)[s], &greedy, false));
+    }
+    cuda_->Step(prefill);
+  }
+  const auto mixed_chunk_table = blocks.Allocate(70), split_chunk_table = blocks.Allocate(70);
+  auto decode_row = [&](const std::vector<std::vector<std::vector<int32_t>>>& tables, size_t s) {
+    SequenceStep step = MakeStep(static_cast<int64_t>(s), next[s], contexts[s], tables[s],
+                                 s == 0 ? &seeded : &greedy, false);
+    step.sample_index = 3;
+    return step;
+  };
+  StepInputs mixed, decode_only, prefill_only;
+  mixed.sequences.push_back(MakeStep(9, chunk, 0, mixed_chunk_table, &greedy, true));
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    mixed.sequences.push_back(decode_row(mixed_tables, s));
+    decode_only.sequences.push_back(decode_row(split_tables, s));
+  }
+  prefill_only.sequences.push_back(MakeStep(9, chunk, 0, split_chunk_table, &greedy, true));
+  ExpectPathAccepts(decode_only);
+  const StepOutputs m = cuda_->Step(mixed);
+  const StepOutputs d = cuda_->Step(decode_only);
+  const StepOutputs p = cuda_->Step(prefill_only);
+  EXPECT_EQ(m.results[0].token_id, p.results[0].token_id);
+  EXPECT_EQ(m.results[0].logits, p.results[0].logits);  // bitwise: the same kernels ran
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    const SequenceResult& a = m.results[1 + s];
+    const SequenceResult& b = d.results[s];
+    EXPECT_EQ(a.token_id, b.token_id) << "decode row " << s;
+    EXPECT_EQ(a.logprobs.chosen.logprob, b.logprobs.chosen.logprob) << "decode row " << s;
+    ASSERT_EQ(a.logprobs.top.size(), b.logprobs.top.size());
+    for (size_t i = 0; i < a.logprobs.top.size(); ++i) {
+      EXPECT_EQ(a.logprobs.top[i].token_id, b.logprobs.top[i].token_id) << s << " top " << i;
+    }
+  }
+}
+
 TEST_P(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int32_t> prompt = Prompt(70, 5);
