@@ -19,7 +19,7 @@
 set -u
 TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test
        cuda_prefill_test cuda_gpu_sampler_test cuda_ragged_full_width_test cuda_engine_test
-       cuda_hf_full_width_test)
+       cuda_fatal_fault_test cuda_hf_full_width_test)
 if [[ "${1:-}" == --pack ]]; then
   from=${2:-build-cuda}
   to=${3:-build-cuda-pack}
