@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "backends/cuda/core/cuda_check.h"
@@ -47,6 +48,34 @@ CudaBackend::~CudaBackend() {
   decode_paths_.clear();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+WarmUpReport CudaBackend::WarmUp(const std::function<void(int64_t, int64_t)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  DecodeWarmUp request;
+  request.max_batch = options_.max_batch;
+  request.max_context_tokens = options_.warmup_context_tokens;
+  request.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(options_.warmup_seconds));
+  request.progress = progress;
+  size_t free_before = 0, free_after = 0, total = 0;
+  MKSERVE_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  WarmUpReport report;
+  try {
+    for (const auto& path : decode_paths_) report.prepared += path->WarmUp(request, stream_);
+  } catch (const BackendFatalError&) {
+    throw;
+  } catch (const Error& e) {
+    report.error =
+        e.what();  // e.g. out of memory: the rest is captured on first use, or runs eager
+  }
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  MKSERVE_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  const auto end = std::chrono::steady_clock::now();
+  report.seconds = std::chrono::duration<double>(end - start).count();
+  report.device_bytes = static_cast<int64_t>(free_before) - static_cast<int64_t>(free_after);
+  report.stopped_early = !report.error.empty() || end >= request.deadline;
+  return report;
 }
 
 void CudaBackend::set_decode_path(const std::string& choice) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,6 +28,14 @@
 
 namespace mkserve::cuda {
 
+struct WarmUpReport {
+  int64_t prepared = 0;  // graphs captured (or what the decode paths prepare)
+  double seconds = 0.0;
+  int64_t device_bytes = 0;    // GPU memory it took
+  bool stopped_early = false;  // at the time limit or on `error`
+  std::string error;           // a transient failure that stopped it (serving goes on without)
+};
+
 class CudaBackend : public Backend {
  public:
   CudaBackend(ModelConfig config, DeviceWeights weights, const CudaBackendOptions& options);
@@ -38,6 +47,12 @@ class CudaBackend : public Backend {
   const ModelConfig& config() const override { return config_; }
   const KvLayout& kv_layout() const override { return kv_pool_->layout(); }
   StepOutputs Step(const StepInputs& inputs) override;
+
+  // Prepares the decode paths for decode steps of 1..max_batch rows at contexts of up to
+  // options.warmup_context_tokens (graph captures), within options.warmup_seconds, so the first
+  // live requests do not pay for it. The server calls it after loading; steps work without it.
+  // `progress` (may be empty) gets (done, total).
+  WarmUpReport WarmUp(const std::function<void(int64_t done, int64_t total)>& progress);
 
   // Selects the decode paths of the next steps (CudaBackendOptions::decode_path; throws
   // mkserve::Error on an unknown name). The previous paths and what they held (graphs) go.

@@ -21,6 +21,10 @@ struct CudaBackendOptions {
   // else eager kernels) or a registered path's name ("eager", "graph", ...), tried first with
   // "eager" behind it (decode/decode_path_registry.h).
   std::string decode_path = "eager";
+  // WarmUp: prepare the decode paths (capture graphs) for batch 1..max_batch at contexts up to
+  // this many tokens, for at most warmup_seconds.
+  int64_t warmup_context_tokens = 8192;
+  double warmup_seconds = 120.0;
   bool random_weights = false;  // LoadCudaBackend: weights from the seed, not the checkpoint
   uint64_t seed = 0;
   UploadProgress progress;  // LoadCudaBackend: upload progress

@@ -319,6 +319,68 @@ TEST_P(CudaVsCpuTest, MixedStepEqualsDecodeStepPlusPrefillStep) {
   }
 }
 
+// WarmUp prepares the path before any step (graphs for batch 1..4 and page buckets 1, 2, 4 of a
+// context up to 130 tokens); the live decode steps then capture nothing and still match the CPU.
+TEST_P(CudaVsCpuTest, WarmUpPreparesTheDecodeStepsAhead) {
+  CudaBackendOptions options;
+  options.kv_layout = cpu_->kv_layout();
+  options.max_num_tokens = 1024;
+  options.max_batch = 4;
+  options.warmup_context_tokens = 130;
+  options.decode_path = GetParam();
+  auto cuda = LoadCudaBackend(*dir_, options);
+  int64_t last_done = 0, last_total = 0;
+  const WarmUpReport report = cuda->WarmUp([&](int64_t done, int64_t total) {
+    EXPECT_EQ(done, last_done + 1);
+    last_done = done;
+    last_total = total;
+  });
+  EXPECT_TRUE(report.error.empty()) << report.error;
+  EXPECT_FALSE(report.stopped_early);
+  if (GetParam() == "graph") {
+    EXPECT_EQ(report.prepared, 12);
+    EXPECT_EQ(NumGraphs(*cuda), 12);
+    EXPECT_EQ(last_done, 12);
+    EXPECT_EQ(last_total, 12);
+  }
+  const int64_t prepared = NumGraphs(*cuda);
+  const SamplingParams greedy = GreedyParams();
+  const std::vector<int64_t> lengths = {60, 3, 126};
+  SimpleBlocks blocks(cuda->kv_layout());
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  StepInputs prefill;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    prompts.push_back(Prompt(lengths[s], 70 + static_cast<int>(s)));
+    tables.push_back(blocks.Allocate(lengths[s] + 2));
+  }
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    prefill.sequences.push_back(
+        MakeStep(static_cast<int64_t>(s), prompts[s], 0, tables[s], &greedy, false));
+  }
+  cuda->Step(prefill);
+  std::vector<int32_t> last;
+  for (const auto& r : cpu_->Step(prefill).results) last.push_back(r.token_id);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::vector<int32_t>> tokens;
+    for (int32_t t : last) tokens.push_back({t});
+    StepInputs gpu_in, cpu_in;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      gpu_in.sequences.push_back(MakeStep(static_cast<int64_t>(s), tokens[s], lengths[s] + step,
+                                          tables[s], &greedy, false));
+      cpu_in.sequences.push_back(MakeStep(static_cast<int64_t>(s), tokens[s], lengths[s] + step,
+                                          tables[s], &greedy, true));
+    }
+    StepOutputs g = cuda->Step(gpu_in), c = cpu_->Step(cpu_in);
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      ExpectSameGreedy(g.results[s].token_id, c.results[s].token_id, c.results[s].logits[0],
+                       "warmed decode " + std::to_string(step) + " row " + std::to_string(s));
+      last[s] = c.results[s].token_id;
+    }
+  }
+  EXPECT_EQ(NumGraphs(*cuda), prepared) << "a live step captured a graph after the warm-up";
+}
+
 TEST_P(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int32_t> prompt = Prompt(70, 5);

@@ -8,6 +8,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "backends/cuda/core/device_info.h"
@@ -31,6 +34,15 @@ struct DecodePathContext {
   const CudaBackendOptions& options;
 };
 
+// What DecodePath::WarmUp prepares: decode steps of 1..max_batch rows at contexts of up to
+// max_context_tokens, until `deadline`.
+struct DecodeWarmUp {
+  int64_t max_batch = 0;
+  int64_t max_context_tokens = 0;
+  std::chrono::steady_clock::time_point deadline;
+  std::function<void(int64_t done, int64_t total)> progress;  // may be empty
+};
+
 class DecodePath {
  public:
   virtual ~DecodePath() = default;
@@ -44,6 +56,14 @@ class DecodePath {
   // leaves logits row r of plan.logit_rows in workspace.logits[r * vocab ...] and its argmax in
   // workspace.sampled[r]. May return before the GPU is done; the sampler reads on `stream`.
   virtual void Run(const StepPlan& plan, cudaStream_t stream) = 0;
+  // Prepares ahead what Run would otherwise prepare on first use (graph captures), so live
+  // requests do not wait for it; stops at the deadline. Returns how many items it prepared.
+  // Serving never depends on it having run. Default: nothing to prepare.
+  virtual int64_t WarmUp(const DecodeWarmUp& request, cudaStream_t stream) {
+    (void)request;
+    (void)stream;
+    return 0;
+  }
 };
 
 }  // namespace mkserve::cuda

@@ -1,5 +1,7 @@
 #include "backends/cuda/decode/graph_decode_path.h"
 
+#include <algorithm>
+
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/device_buffer.h"
 #include "backends/cuda/decode/layered_forward.h"
@@ -11,6 +13,27 @@ std::vector<int64_t> KeyOf(const StepPlan& bucketed) {
   std::vector<int64_t> key = {bucketed.num_sequences};
   key.insert(key.end(), bucketed.max_pages.begin(), bucketed.max_pages.end());
   return key;
+}
+
+// A plain greedy decode step of `batch` rows whose block tables span `pages` pages in every KV
+// group: the shape a graph is captured for (the values are the replaying step's).
+StepPlan WarmUpPlan(int64_t batch, int64_t pages, int64_t num_groups) {
+  StepPlan plan;
+  plan.num_tokens = batch;
+  plan.num_sequences = batch;
+  plan.decode_only = true;
+  plan.max_context_tokens = pages * kBlockTokens;
+  plan.token_ids.assign(batch, 0);
+  plan.positions.assign(batch, static_cast<int32_t>(pages * kBlockTokens - 1));
+  for (int64_t s = 0; s < batch; ++s) {
+    plan.seq_of_token.push_back(static_cast<int32_t>(s));
+    plan.logit_rows.push_back({static_cast<int32_t>(s), static_cast<int32_t>(s), 0, {}});
+    plan.logit_rows.back().needs.sample = true;
+  }
+  plan.slots.assign(num_groups, std::vector<int32_t>(batch, 0));
+  plan.max_pages.assign(num_groups, pages);
+  plan.block_tables.assign(num_groups, std::vector<int32_t>(batch * pages, 0));
+  return plan;
 }
 
 }  // namespace
@@ -73,12 +96,54 @@ GraphDecodePath::Graph& GraphDecodePath::Capture(const StepPlan& bucketed,
 void GraphDecodePath::Run(const StepPlan& plan, cudaStream_t stream) {
   const StepPlan bucketed = BucketPlan(plan);
   const PackedMetadata packed = PackMetadata(bucketed);
-  auto found = graphs_.find(KeyOf(bucketed));
-  Graph& graph = found != graphs_.end() ? *found->second : Capture(bucketed, packed, stream);
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(graph.metadata.data(), packed.values.data(),
+  const std::vector<int64_t> key = KeyOf(bucketed);
+  Graph* graph = nullptr;
+  if (auto found = graphs_.find(key); found != graphs_.end()) {
+    graph = found->second.get();
+  } else if (!uncapturable_.contains(key)) {
+    try {
+      graph = &Capture(bucketed, packed, stream);
+    } catch (const BackendFatalError&) {
+      throw;
+    } catch (const Error&) {
+      uncapturable_.insert(key);  // e.g. no memory left for the graph: the step still runs
+    }
+  }
+  if (graph == nullptr) return RunEager(plan, stream);
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(graph->metadata.data(), packed.values.data(),
                                      packed.values.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
                                      stream));
-  MKSERVE_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream));
+  MKSERVE_CUDA_CHECK(cudaGraphLaunch(graph->exec, stream));
+}
+
+void GraphDecodePath::RunEager(const StepPlan& plan, cudaStream_t stream) {
+  const DeviceMetadata meta = UploadMetadata(plan, c_.workspace.metadata, stream);
+  const LayeredForward forward(c_, stream);
+  forward.Run(plan, meta);
+  forward.ComputeLogits(meta.logit_tokens, 0, plan.num_sequences);
+}
+
+int64_t GraphDecodePath::WarmUp(const DecodeWarmUp& request, cudaStream_t stream) {
+  // +1: the decoded token's own slot.
+  const int64_t pages = (request.max_context_tokens + 1 + kBlockTokens - 1) / kBlockTokens;
+  std::vector<int64_t> buckets;
+  for (int64_t bucket = 1; bucket <= PagesBucket(pages); bucket *= 2) buckets.push_back(bucket);
+  const int64_t max_batch = std::min(request.max_batch, kLogitRowsPerChunk);
+  const int64_t total = static_cast<int64_t>(buckets.size()) * max_batch;
+  const int64_t num_groups = c_.kv_pool.layout().num_groups();
+  int64_t done = 0, captured = 0;
+  for (int64_t bucket : buckets) {
+    for (int64_t batch = 1; batch <= max_batch; ++batch) {
+      if (std::chrono::steady_clock::now() >= request.deadline) return captured;
+      const StepPlan plan = WarmUpPlan(batch, bucket, num_groups);
+      if (!graphs_.contains(KeyOf(plan))) {
+        Capture(plan, PackMetadata(plan), stream);
+        ++captured;
+      }
+      if (request.progress) request.progress(++done, total);
+    }
+  }
+  return captured;
 }
 
 std::unique_ptr<DecodePath> MakeGraphDecodePath(const DecodePathContext& context) {
