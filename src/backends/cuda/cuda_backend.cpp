@@ -66,8 +66,8 @@ WarmUpReport CudaBackend::WarmUp(const std::function<void(int64_t, int64_t)>& pr
   } catch (const BackendFatalError&) {
     throw;
   } catch (const Error& e) {
-    report.error =
-        e.what();  // e.g. out of memory: the rest is captured on first use, or runs eager
+    // E.g. out of memory: what is left is captured on first use, or runs eager.
+    report.error = e.what();
   }
   MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   MKSERVE_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
