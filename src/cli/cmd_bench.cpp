@@ -31,7 +31,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: mkserve bench --random-weights [--model DIR] [--layers N] [--batch 1,8,64]\n"
-    "                     [--context 1024,8192] [--decode layered] [--prefill 1024,8192]\n"
+    "                     [--context 1024,8192] [--decode layered|NAME] [--prefill 1024,8192]\n"
     "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
     "                     [--breakdown] [--sampling greedy|sampled]\n"
     "\n"
