@@ -65,7 +65,6 @@ class CudaBackend : public Backend {
   const StepWorkspace& workspace() const { return *workspace_; }
   int64_t max_num_tokens() const { return workspace_->max_num_tokens; }
   const DeviceWeights& weights() const { return weights_; }
-  const DeviceInfo& device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
  private:
