@@ -10,16 +10,18 @@
 # BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over);
 # E2E=1 also runs the OpenAI SDK suite through `serve --backend cuda` (scripts/gpu_e2e.sh: needs
 # node on PATH and tests/e2e/node_modules).
-# HF_REFERENCE=1 first writes the full-width HF reference (tools/oracle/full_width_reference.py,
-# ~6 GB in /tmp/hf_reference, a few minutes) and runs cuda_hf_full_width_test against it (HF's
-# routing forced, then free; its figures are printed after the table).
+# HF_REFERENCE=1 first writes the full-width HF references (tools/oracle/full_width_reference.py:
+# the routed model and, in no_choice/, one with as many experts as top-k; ~8 GB in
+# /tmp/hf_reference, a few minutes) and runs cuda_hf_full_width_test against them (HF's routing
+# forced, free against HF bf16's own scores, no-choice; figures printed after the table).
+# docs/gpu-testing.md has the build-and-carry recipe and what each test must show.
 # Packing (on the build machine): scripts/gpu_check.sh --pack [BUILD_DIR] [PACK_DIR] copies the
 # binaries this script runs, stripped of debug info, into PACK_DIR (default build-cuda-pack, a
 # few MB instead of ~100), to carry to the GPU machine and pass as BUILD_DIR there.
 set -u
 TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test
        cuda_prefill_test cuda_gpu_sampler_test cuda_ragged_full_width_test cuda_engine_test
-       cuda_hf_full_width_test)
+       cuda_fatal_fault_test cuda_hf_full_width_test)
 if [[ "${1:-}" == --pack ]]; then
   from=${2:-build-cuda}
   to=${3:-build-cuda-pack}
@@ -131,7 +133,8 @@ fi
 for t in "${TESTS[@]}"; do grep -h -m5 -E '^\[  FAILED  \] [A-Za-z]' "$OUT/$t.log" 2>/dev/null; done
 if [[ "${HF_REFERENCE:-0}" == 1 ]]; then
   echo
-  grep -h -E '^HF bf16|^(forced|free) ' "$OUT/hf_reference.log" "$OUT/cuda_hf_full_width_test.log" \
+  grep -h -E '^HF bf16|^(forced|free|no-choice) ' "$OUT/hf_reference.log" \
+    "$OUT/cuda_hf_full_width_test.log" \
     2>/dev/null
 fi
 [[ "$SANITIZER" == FAILED* || "$SANITIZER" == MEMORY* ]] && exit 1

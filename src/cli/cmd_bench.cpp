@@ -1,12 +1,13 @@
 // `mkserve bench --random-weights [--model DIR] [--layers N] --batch 1,8,64 --context 1024,8192
-// --decode layered [--prefill 1024,8192] [--json FILE]`: the decode benchmark of
+// --decode NAME [--prefill 1024,8192] [--json FILE]`: the decode benchmark of
 // design/performance.md on the CUDA backend. Measures the streaming-read bandwidth first, then
-// the layered decode step per (batch, context) over a randomly filled KV cache, then prefill
+// the decode step per (batch, context) over a randomly filled KV cache, then prefill
 // tokens/s, and prints a markdown table last. --breakdown adds, per (batch, context), the eager
 // step's GPU time per op class with the bytes each must read and its achieved GB/s.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,11 @@
 #include "common/error.h"
 
 #ifdef MKSERVE_HAS_CUDA
-#include "backends/cuda/decode_bench.h"
-#include "backends/cuda/read_bandwidth.h"
-#include "backends/cuda/step_breakdown.h"
+#include "backends/cuda/decode/decode_path_registry.h"
+#include "backends/cuda/tools/decode_bench.h"
+#include "backends/cuda/tools/read_bandwidth.h"
+#include "backends/cuda/tools/step_breakdown.h"
+#include "backends/cuda/tools/tool_hooks.h"
 #include "model/presets.h"
 #endif
 
@@ -28,13 +31,15 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: mkserve bench --random-weights [--model DIR] [--layers N] [--batch 1,8,64]\n"
-    "                     [--context 1024,8192] [--decode layered] [--prefill 1024,8192]\n"
+    "                     [--context 1024,8192] [--decode layered|NAME] [--prefill 1024,8192]\n"
     "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
     "                     [--breakdown] [--sampling greedy|sampled]\n"
     "\n"
     "Random weights at North Mini Code geometry (or --model DIR's config.json geometry;\n"
     "--layers keeps the layer pattern with fewer layers, preset geometry only). Prints\n"
     "step ms, tok/s, bytes/step, distinct experts per layer, SoL tok/s and % SoL.\n"
+    "--decode: layered (default: eager kernels, then graphs where they apply) or one decode\n"
+    "path by name (eager, graph, ...).\n"
     "--breakdown: per-op GPU time of eager decode steps (CUDA events), bytes and GB/s.\n"
     "--sampling sampled: decode with temperature 0.7, top-p 0.95, seeded (the GPU sampler)\n"
     "instead of greedy argmax.\n";
@@ -58,6 +63,7 @@ struct BenchOptions {
   std::string json_path;
   bool breakdown = false;
   bool sampled = false;  // decode with BenchSampledParams() through the GPU sampler
+  std::vector<std::string> decode_paths;  // CudaBackendOptions::decode_path values, in turn
 };
 
 BenchOptions ParseOptions(Args& args) {
@@ -82,7 +88,10 @@ BenchOptions ParseOptions(Args& args) {
     throw Error("--sampling must be greedy or sampled, got " + sampling);
   }
   o.sampled = sampling == "sampled";
-  if (decode != "layered") throw Error("--decode: only \"layered\" exists so far, got " + decode);
+  cuda::CheckDecodePathChoice(decode);
+  // "layered" measures the eager kernels and the graphs where they apply, as before the paths.
+  o.decode_paths = decode == cuda::kLayeredDecode ? std::vector<std::string>{"eager", "layered"}
+                                                  : std::vector<std::string>{decode};
   if (o.steps < 1) throw Error("--steps must be at least 1");
   for (int64_t b : o.batches) {
     if (b < 1 || b > 64) throw Error("--batch values must be in 1..64, got " + std::to_string(b));
@@ -90,8 +99,10 @@ BenchOptions ParseOptions(Args& args) {
   return o;
 }
 
-std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_batch) {
+std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_batch,
+                                             std::shared_ptr<cuda::ToolHooks> hooks) {
   cuda::CudaBackendOptions options;
+  options.hooks = std::move(hooks);
   options.random_weights = true;
   options.seed = o.seed;
   options.gpu_memory_fraction = o.gpu_memory_fraction;
@@ -160,13 +171,14 @@ nlohmann::json BreakdownJson(const std::vector<cuda::StepBreakdown>& breakdowns)
   return j;
 }
 
-std::vector<cuda::StepBreakdown> RunBreakdowns(cuda::CudaBackend& backend, const BenchOptions& o) {
+std::vector<cuda::StepBreakdown> RunBreakdowns(cuda::CudaBackend& backend, cuda::ToolHooks& hooks,
+                                               const BenchOptions& o) {
   std::vector<cuda::StepBreakdown> breakdowns;
   if (!o.breakdown) return breakdowns;
   for (int64_t context : o.contexts) {
     for (int64_t batch : o.batches) {
       breakdowns.push_back(
-          cuda::BenchBreakdown(backend, batch, context, kWarmupSteps, kBreakdownSteps));
+          cuda::BenchBreakdown(backend, hooks, batch, context, kWarmupSteps, kBreakdownSteps));
     }
   }
   return breakdowns;
@@ -205,11 +217,12 @@ int RunBench(std::span<const std::string> argv) {
   const double read_bw = cuda::MeasureReadBandwidth(kReadBufferBytes, kReadRuns).bytes_per_second;
   std::fprintf(stderr, "streaming read bandwidth: %.2f TB/s\n", read_bw / 1e12);
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
-  auto backend = LoadBench(o, max_batch);
+  auto hooks = std::make_shared<cuda::ToolHooks>();
+  auto backend = LoadBench(o, max_batch, hooks);
   backend->kv_pool().FillRandom(o.seed + 1, kKvStd);
   std::vector<cuda::DecodePoint> decode;
-  for (bool graphs : {false, true}) {
-    backend->set_use_cuda_graphs(graphs);
+  for (const std::string& path : o.decode_paths) {
+    backend->set_decode_path(path);
     for (int64_t context : o.contexts) {
       for (int64_t batch : o.batches) {
         decode.push_back(
@@ -221,8 +234,8 @@ int RunBench(std::span<const std::string> argv) {
       }
     }
   }
-  backend->set_use_cuda_graphs(false);
-  const std::vector<cuda::StepBreakdown> breakdowns = RunBreakdowns(*backend, o);
+  backend->set_decode_path("eager");
+  const std::vector<cuda::StepBreakdown> breakdowns = RunBreakdowns(*backend, *hooks, o);
   std::vector<cuda::PrefillPoint> prefill;
   for (int64_t tokens : o.prefills)
     prefill.push_back(cuda::BenchPrefill(*backend, tokens, kPrefillRuns));

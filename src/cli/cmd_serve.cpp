@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +26,7 @@
 
 #ifdef MKSERVE_HAS_CUDA
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/decode/decode_path_registry.h"
 #endif
 
 namespace mkserve::cli {
@@ -41,6 +43,8 @@ struct ServeFlags {
   int64_t max_step_tokens = 0;          // 0: the backend's default
   double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
   bool cuda_graphs = true;
+  std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
+  int64_t warmup_context = 8192;        // cuda: graphs captured at start-up up to this context
   bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
   uint64_t seed = 0;
   int64_t max_model_len = 0;
@@ -96,6 +100,8 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
   flags.cuda_graphs = graphs == "on";
+  flags.decode_path = args.String("decode", flags.decode_path);
+  flags.warmup_context = args.Int("warmup-context", flags.warmup_context);
   flags.random_weights = args.Switch("random-weights");
   flags.seed = static_cast<uint64_t>(args.Int("seed", 0));
   flags.served_model_name = args.String("served-model-name", "");
@@ -125,6 +131,13 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (!(flags.gpu_memory_fraction > 0.0 && flags.gpu_memory_fraction < 1.0)) {
     throw Error("--gpu-memory-fraction must be in (0, 1)");
   }
+  if (!flags.cuda_graphs) {
+    if (flags.decode_path != "layered" && flags.decode_path != "eager") {
+      throw Error("--cuda-graphs off contradicts --decode " + flags.decode_path);
+    }
+    flags.decode_path = "eager";
+  }
+  if (flags.warmup_context < 0) throw Error("--warmup-context must be >= 0 (0: no warm-up)");
   if (flags.random_weights && flags.backend != "cuda") {
     throw Error("--random-weights needs --backend cuda");
   }
@@ -138,18 +151,46 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
 // engine's smaller default so decode rows are not starved behind long prefill chunks.
 constexpr int64_t kCudaStepTokens = 8192;
 
+#ifdef MKSERVE_HAS_CUDA
+// Captures the decode graphs before the first request, with progress and the cost on stderr.
+void WarmUpCuda(cuda::CudaBackend& backend) {
+  int last_tenth = -1;
+  const cuda::WarmUpReport report = backend.WarmUp([&last_tenth](int64_t done, int64_t total) {
+    const int tenth = static_cast<int>(10 * done / std::max<int64_t>(total, 1));
+    if (tenth == last_tenth) return;
+    last_tenth = tenth;
+    std::fprintf(stderr, "decode warm-up: %lld/%lld\n", static_cast<long long>(done),
+                 static_cast<long long>(total));
+  });
+  std::fprintf(stderr, "decode warm-up: %lld graphs captured in %.1f s, %lld MiB of GPU memory%s\n",
+               static_cast<long long>(report.prepared), report.seconds,
+               static_cast<long long>(report.device_bytes >> 20),
+               report.stopped_early ? " (stopped early: the rest is captured on first use)" : "");
+  if (!report.error.empty()) std::fprintf(stderr, "decode warm-up: %s\n", report.error.c_str());
+}
+#endif
+
 std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
 #ifdef MKSERVE_HAS_CUDA
+  cuda::CheckDecodePathChoice(flags.decode_path);  // before minutes of weight upload
   cuda::CudaBackendOptions options;
   options.gpu_memory_fraction = flags.gpu_memory_fraction;
   options.max_batch = flags.max_batch;
   options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
-  options.use_cuda_graphs = flags.cuda_graphs;
+  options.decode_path = flags.decode_path;
   options.random_weights = flags.random_weights;
   options.seed = flags.seed;
-  ByteProgress progress("uploading weights");
-  options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
-  return cuda::LoadCudaBackend(flags.model_dir, options);
+  options.warmup_context_tokens = flags.max_model_len > 0
+                                      ? std::min(flags.warmup_context, flags.max_model_len)
+                                      : flags.warmup_context;
+  std::unique_ptr<cuda::CudaBackend> backend;
+  {
+    ByteProgress progress("uploading weights");
+    options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
+    backend = cuda::LoadCudaBackend(flags.model_dir, options);
+  }
+  if (flags.warmup_context > 0) WarmUpCuda(*backend);
+  return backend;
 #else
   (void)flags;
   throw Error(

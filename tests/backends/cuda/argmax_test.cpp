@@ -2,7 +2,7 @@
 // sampler's rule), at full vocabulary size.
 #include <gtest/gtest.h>
 
-#include "backends/cuda/argmax.h"
+#include "backends/cuda/decode/argmax.h"
 #include "gpu_test_util.h"
 
 namespace mkserve::cuda::testing {

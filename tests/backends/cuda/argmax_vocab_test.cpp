@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "backends/cuda/argmax.h"
+#include "backends/cuda/decode/argmax.h"
 #include "gpu_test_util.h"
 
 namespace mkserve::cuda::testing {

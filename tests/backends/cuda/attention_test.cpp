@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "backends/cuda/attention.h"
+#include "backends/cuda/decode/attention.h"
 #include "engine/kv_layout.h"
 #include "gpu_test_util.h"
 #include "model/model_config.h"

@@ -19,7 +19,8 @@
 
 #include "backend_test_util.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/router.h"
+#include "backends/cuda/decode/router.h"
+#include "backends/cuda/tools/tool_hooks.h"
 #include "common/error.h"
 #include "gpu_test_util.h"
 
@@ -72,9 +73,11 @@ Golden ReadGolden(const std::filesystem::path& dir) {
           ReadRouting(dir, ModelConfig::Load(dir / "config.json"))};
 }
 
-std::unique_ptr<CudaBackend> LoadForTest(const std::filesystem::path& dir) {
+std::unique_ptr<CudaBackend> LoadForTest(const std::filesystem::path& dir,
+                                         std::shared_ptr<ToolHooks> hooks) {
   const ModelConfig config = ModelConfig::Load(dir / "config.json");
   CudaBackendOptions options;
+  options.hooks = std::move(hooks);
   options.kv_layout = PlanKvLayout(config, 8 << 20, 2 * config.kv_width() * 2, 4);
   options.max_num_tokens = 256;
   return LoadCudaBackend(dir, options);
@@ -101,8 +104,9 @@ struct TeacherForcedRun {
 
 TeacherForcedRun RunTeacherForced(const Golden& golden, const std::filesystem::path& dir,
                                   RoutingOverride* routing) {
-  auto backend = LoadForTest(dir);
-  backend->set_routing_override(routing);
+  auto hooks = std::make_shared<ToolHooks>();
+  hooks->set_routing_override(routing);
+  auto backend = LoadForTest(dir, hooks);
   SimpleBlocks blocks(backend->kv_layout());
   const int64_t prompt = static_cast<int64_t>(golden.prompt_ids.size());
   const auto tables = blocks.Allocate(prompt + static_cast<int64_t>(golden.greedy_ids.size()));
@@ -203,9 +207,10 @@ TEST_P(GoldenTest, FreeRoutingDiffersOnlyAtNearTies) {
 
 TEST_P(GoldenTest, ChunkedPrefillMatchesHf) {
   const Golden golden = ReadGolden(Dir());
-  auto backend = LoadForTest(Dir());
   RoutingOverride routing(Config(), golden.routing.num_rows, golden.routing.expert_ids);
-  backend->set_routing_override(&routing);
+  auto hooks = std::make_shared<ToolHooks>();
+  hooks->set_routing_override(&routing);
+  auto backend = LoadForTest(Dir(), hooks);
   SimpleBlocks blocks(backend->kv_layout());
   const auto tables = blocks.Allocate(static_cast<int64_t>(golden.prompt_ids.size()));
   const int64_t split = 17;

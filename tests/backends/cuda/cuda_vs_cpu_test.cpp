@@ -1,7 +1,8 @@
 // CudaBackend against CpuBackend (the fp32 oracle) on one random tiny North-shaped checkpoint:
 // a ragged batch of prefills across several KV pages and the sliding window, then greedy decode
 // with every row of the batch; each row must also match the same sequence run alone, and seeded
-// sampling must not depend on the batch slot.
+// sampling must not depend on the batch slot. Every test runs once per registered decode path
+// (DecodePathNames()): a new path is tested by registering it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,8 @@
 #include "backend_test_util.h"
 #include "backends/cpu/load_cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/decode/decode_path_registry.h"
+#include "backends/cuda/decode/graph_decode_path.h"
 #include "gpu_test_util.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
@@ -19,7 +22,12 @@ namespace {
 constexpr double kMinCosine = 0.999;
 constexpr int kDecodeSteps = 6;
 
-class CudaVsCpuTest : public ::testing::Test {
+int64_t NumGraphs(const CudaBackend& backend) {
+  const auto* graph = dynamic_cast<const GraphDecodePath*>(backend.FindDecodePath("graph"));
+  return graph != nullptr ? graph->num_graphs() : 0;
+}
+
+class CudaVsCpuTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ =
@@ -40,7 +48,15 @@ class CudaVsCpuTest : public ::testing::Test {
     CudaBackendOptions options;
     options.kv_layout = cpu_->kv_layout();
     options.max_num_tokens = 1024;
+    options.decode_path = GetParam();
     cuda_ = LoadCudaBackend(*dir_, options);
+  }
+  // The decode path under test is the one that serves `inputs` (it is tried first).
+  void ExpectPathAccepts(const StepInputs& inputs) const {
+    const DecodePath* path = cuda_->FindDecodePath(GetParam());
+    ASSERT_NE(path, nullptr);
+    const StepPlan plan = BuildStepPlan(cuda_->config(), cuda_->kv_layout(), inputs, 1024);
+    EXPECT_TRUE(path->Accepts(plan)) << GetParam() << " refused a plain decode step";
   }
   std::vector<int32_t> Prompt(int64_t length, int seed) const {
     std::vector<int32_t> ids(length);
@@ -55,7 +71,7 @@ class CudaVsCpuTest : public ::testing::Test {
 };
 std::filesystem::path* CudaVsCpuTest::dir_ = nullptr;
 
-TEST_F(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) {
+TEST_P(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int64_t> lengths = {150, 1, 40, 64};
   SimpleBlocks blocks(cuda_->kv_layout());
@@ -100,7 +116,7 @@ TEST_F(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) {
   }
 }
 
-TEST_F(CudaVsCpuTest, BatchRowMatchesTheSameSequenceAlone) {
+TEST_P(CudaVsCpuTest, BatchRowMatchesTheSameSequenceAlone) {
   const std::vector<int64_t> lengths = {90, 7, 33};
   SimpleBlocks blocks(cuda_->kv_layout());
   std::vector<std::vector<int32_t>> prompts;
@@ -126,7 +142,7 @@ TEST_F(CudaVsCpuTest, BatchRowMatchesTheSameSequenceAlone) {
   }
 }
 
-TEST_F(CudaVsCpuTest, SeededSamplingDoesNotDependOnTheSlot) {
+TEST_P(CudaVsCpuTest, SeededSamplingDoesNotDependOnTheSlot) {
   SamplingParams seeded;
   seeded.temperature = 0.9f;
   seeded.top_p = 0.95f;
@@ -148,8 +164,8 @@ TEST_F(CudaVsCpuTest, SeededSamplingDoesNotDependOnTheSlot) {
   EXPECT_NEAR(a.logprobs.chosen.logprob, b.logprobs.chosen.logprob, 1e-4);
 }
 
-TEST_F(CudaVsCpuTest, GraphReplayedDecodeMatchesCpu) {
-  cuda_->set_use_cuda_graphs(true);
+// Decode steps as serving sends them (no host logits), through the path under test.
+TEST_P(CudaVsCpuTest, DecodeMatchesCpu) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int64_t> lengths = {60, 3, 126};  // contexts cross page buckets while decoding
   constexpr int kSteps = 8;
@@ -179,19 +195,22 @@ TEST_F(CudaVsCpuTest, GraphReplayedDecodeMatchesCpu) {
       cpu_in.sequences.push_back(MakeStep(static_cast<int64_t>(s), tokens[s], lengths[s] + step,
                                           tables[s], &greedy, true));
     }
+    ExpectPathAccepts(gpu_in);
     StepOutputs g = cuda_->Step(gpu_in), c = cpu_->Step(cpu_in);
     for (size_t s = 0; s < lengths.size(); ++s) {
       ExpectSameGreedy(g.results[s].token_id, c.results[s].token_id, c.results[s].logits[0],
-                       "graph decode " + std::to_string(step) + " row " + std::to_string(s));
+                       "decode " + std::to_string(step) + " row " + std::to_string(s));
       last[s] = c.results[s].token_id;
     }
   }
-  EXPECT_GE(cuda_->num_cuda_graphs(), 2);  // context 127 -> 134 goes from 2 pages to 3 (bucket 4)
+  if (GetParam() == "graph") {
+    EXPECT_GE(NumGraphs(*cuda_), 2);  // context 127 -> 134 goes from 2 pages to 3 (bucket 4)
+  }
 }
 
-// Sampled (non-greedy) decode steps replay the graph too, then sample its logits on the GPU: the
-// same tokens and logprobs as the eager step on the same KV state.
-TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
+// Sampled (non-greedy) decode steps go through the path too (the GPU sampler reads the logits it
+// left): the same tokens and logprobs as the eager step on the same KV state.
+TEST_P(CudaVsCpuTest, SampledDecodeMatchesEager) {
   SamplingParams seeded;
   seeded.temperature = 0.8f;
   seeded.top_p = 0.9f;
@@ -221,11 +240,12 @@ TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
     decode.sequences.back().output_token_ids = last[s];
     decode.sequences.back().sample_index = 5;
   }
-  cuda_->set_use_cuda_graphs(false);
+  cuda_->set_decode_path("eager");
   const StepOutputs eager = cuda_->Step(decode);
-  cuda_->set_use_cuda_graphs(true);
+  cuda_->set_decode_path(GetParam());
+  ExpectPathAccepts(decode);
   const StepOutputs replayed = cuda_->Step(decode);  // rewrites the same KV slots
-  EXPECT_EQ(cuda_->num_cuda_graphs(), 1);
+  if (GetParam() == "graph") EXPECT_EQ(NumGraphs(*cuda_), 1);
   for (size_t s = 0; s < lengths.size(); ++s) {
     EXPECT_EQ(replayed.results[s].token_id, eager.results[s].token_id) << "row " << s;
   }
@@ -238,7 +258,130 @@ TEST_F(CudaVsCpuTest, GraphReplayedSampledDecodeMatchesEager) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(a.top[i].token_id, b.top[i].token_id) << i;
 }
 
-TEST_F(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
+// A step holding a prompt chunk and decode rows gives every sequence exactly what a decode-only
+// step and a prefill-only step give it: the decode rows run through the decode path under test,
+// the chunk through the prefill kernels, as two sub-steps of the one Step.
+TEST_P(CudaVsCpuTest, MixedStepEqualsDecodeStepPlusPrefillStep) {
+  SamplingParams seeded;
+  seeded.temperature = 0.8f;
+  seeded.seed = 5;
+  seeded.num_logprobs = 2;
+  const SamplingParams greedy = GreedyParams();
+  const std::vector<int64_t> contexts = {40, 97};
+  const std::vector<int32_t> chunk = Prompt(70, 60);
+  const std::vector<std::vector<int32_t>> next = {{101}, {202}};
+  SimpleBlocks blocks(cuda_->kv_layout());
+  // The decode sequences' KV twice, once for each run, filled by the same prefill.
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<std::vector<int32_t>>> mixed_tables, split_tables;
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    prompts.push_back(Prompt(contexts[s], 50 + static_cast<int>(s)));
+    mixed_tables.push_back(blocks.Allocate(contexts[s] + 1));
+    split_tables.push_back(blocks.Allocate(contexts[s] + 1));
+  }
+  for (const auto* tables : {&mixed_tables, &split_tables}) {
+    StepInputs prefill;
+    for (size_t s = 0; s < contexts.size(); ++s) {
+      prefill.sequences.push_back(
+          MakeStep(static_cast<int64_t>(s), prompts[s], 0, (*tables)[s], &greedy, false));
+    }
+    cuda_->Step(prefill);
+  }
+  const auto mixed_chunk_table = blocks.Allocate(70), split_chunk_table = blocks.Allocate(70);
+  auto decode_row = [&](const std::vector<std::vector<std::vector<int32_t>>>& tables, size_t s) {
+    SequenceStep step = MakeStep(static_cast<int64_t>(s), next[s], contexts[s], tables[s],
+                                 s == 0 ? &seeded : &greedy, false);
+    step.sample_index = 3;
+    return step;
+  };
+  StepInputs mixed, decode_only, prefill_only;
+  mixed.sequences.push_back(MakeStep(9, chunk, 0, mixed_chunk_table, &greedy, true));
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    mixed.sequences.push_back(decode_row(mixed_tables, s));
+    decode_only.sequences.push_back(decode_row(split_tables, s));
+  }
+  prefill_only.sequences.push_back(MakeStep(9, chunk, 0, split_chunk_table, &greedy, true));
+  ExpectPathAccepts(decode_only);
+  const StepOutputs m = cuda_->Step(mixed);
+  const StepOutputs d = cuda_->Step(decode_only);
+  const StepOutputs p = cuda_->Step(prefill_only);
+  EXPECT_EQ(m.results[0].token_id, p.results[0].token_id);
+  EXPECT_EQ(m.results[0].logits, p.results[0].logits);  // bitwise: the same kernels ran
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    const SequenceResult& a = m.results[1 + s];
+    const SequenceResult& b = d.results[s];
+    EXPECT_EQ(a.token_id, b.token_id) << "decode row " << s;
+    EXPECT_EQ(a.logprobs.chosen.logprob, b.logprobs.chosen.logprob) << "decode row " << s;
+    ASSERT_EQ(a.logprobs.top.size(), b.logprobs.top.size());
+    for (size_t i = 0; i < a.logprobs.top.size(); ++i) {
+      EXPECT_EQ(a.logprobs.top[i].token_id, b.logprobs.top[i].token_id) << s << " top " << i;
+    }
+  }
+}
+
+// WarmUp prepares the path before any step (graphs for batch 1..4 and page buckets 1, 2, 4 of a
+// context up to 130 tokens); the live decode steps then capture nothing and still match the CPU.
+TEST_P(CudaVsCpuTest, WarmUpPreparesTheDecodeStepsAhead) {
+  CudaBackendOptions options;
+  options.kv_layout = cpu_->kv_layout();
+  options.max_num_tokens = 1024;
+  options.max_batch = 4;
+  options.warmup_context_tokens = 130;
+  options.decode_path = GetParam();
+  auto cuda = LoadCudaBackend(*dir_, options);
+  int64_t last_done = 0, last_total = 0;
+  const WarmUpReport report = cuda->WarmUp([&](int64_t done, int64_t total) {
+    EXPECT_EQ(done, last_done + 1);
+    last_done = done;
+    last_total = total;
+  });
+  EXPECT_TRUE(report.error.empty()) << report.error;
+  EXPECT_FALSE(report.stopped_early);
+  if (GetParam() == "graph") {
+    EXPECT_EQ(report.prepared, 12);
+    EXPECT_EQ(NumGraphs(*cuda), 12);
+    EXPECT_EQ(last_done, 12);
+    EXPECT_EQ(last_total, 12);
+  }
+  const int64_t prepared = NumGraphs(*cuda);
+  const SamplingParams greedy = GreedyParams();
+  const std::vector<int64_t> lengths = {60, 3, 126};
+  SimpleBlocks blocks(cuda->kv_layout());
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  StepInputs prefill;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    prompts.push_back(Prompt(lengths[s], 70 + static_cast<int>(s)));
+    tables.push_back(blocks.Allocate(lengths[s] + 2));
+  }
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    prefill.sequences.push_back(
+        MakeStep(static_cast<int64_t>(s), prompts[s], 0, tables[s], &greedy, false));
+  }
+  cuda->Step(prefill);
+  std::vector<int32_t> last;
+  for (const auto& r : cpu_->Step(prefill).results) last.push_back(r.token_id);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::vector<int32_t>> tokens;
+    for (int32_t t : last) tokens.push_back({t});
+    StepInputs gpu_in, cpu_in;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      gpu_in.sequences.push_back(MakeStep(static_cast<int64_t>(s), tokens[s], lengths[s] + step,
+                                          tables[s], &greedy, false));
+      cpu_in.sequences.push_back(MakeStep(static_cast<int64_t>(s), tokens[s], lengths[s] + step,
+                                          tables[s], &greedy, true));
+    }
+    StepOutputs g = cuda->Step(gpu_in), c = cpu_->Step(cpu_in);
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      ExpectSameGreedy(g.results[s].token_id, c.results[s].token_id, c.results[s].logits[0],
+                       "warmed decode " + std::to_string(step) + " row " + std::to_string(s));
+      last[s] = c.results[s].token_id;
+    }
+  }
+  EXPECT_EQ(NumGraphs(*cuda), prepared) << "a live step captured a graph after the warm-up";
+}
+
+TEST_P(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int32_t> prompt = Prompt(70, 5);
   std::vector<std::vector<int32_t>> tables(cuda_->kv_layout().num_groups(),
@@ -247,6 +390,11 @@ TEST_F(CudaVsCpuTest, BadBlockTableIsAnErrorNotAFault) {
   inputs.sequences.push_back(MakeStep(1, prompt, 0, tables, &greedy, false));  // needs 2 pages
   EXPECT_THROW(cuda_->Step(inputs), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(DecodePaths, CudaVsCpuTest, ::testing::ValuesIn(DecodePathNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace mkserve::cuda::testing

@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "backends/cuda/device_weights.h"
-#include "backends/cuda/kv_pool.h"
-#include "backends/cuda/random_fill.h"
+#include "backends/cuda/core/device_weights.h"
+#include "backends/cuda/core/kv_pool.h"
+#include "backends/cuda/core/random_fill.h"
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
 #include "model/presets.h"

@@ -1,8 +1,8 @@
 // The engine over the CUDA backend at full North width (5 layers, random bf16 weights) with a KV
 // pool far smaller than the load: 64 concurrent requests of different lengths, greedy and
-// seeded-sampled, must all finish with their full length through chunked prefill, CUDA-graph
-// decode, the GPU sampler and preemption by recompute; the KV pool must be empty afterwards, and
-// a prompt larger than the whole pool must get a clear error instead of a hang.
+// seeded-sampled, must all finish with their full length through chunked prefill, the decode path
+// under test, the GPU sampler and preemption by recompute; the KV pool must be empty afterwards,
+// and a prompt larger than the whole pool must get a clear error instead of a hang.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/decode/decode_path_registry.h"
 #include "engine/engine.h"
 #include "engine/kv_layout.h"
 #include "gpu_test_util.h"
@@ -54,7 +55,7 @@ EngineRequest Request(int64_t index, int64_t prompt_tokens) {
   }
   request.sampling.max_tokens = kMaxTokens;
   request.sampling.ignore_eos = true;
-  if (index % 3 == 0) {  // a third sample (GPU sampler after the graph replay)
+  if (index % 3 == 0) {  // a third sample (GPU sampler after the decode path)
     request.sampling.temperature = 0.8f;
     request.sampling.top_p = 0.9f;
     request.sampling.seed = index;
@@ -64,14 +65,17 @@ EngineRequest Request(int64_t index, int64_t prompt_tokens) {
   return request;
 }
 
-TEST(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBlocks) {
+// Once per registered decode path (the path serves every decode step it accepts).
+class EngineOnCudaTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBlocks) {
   RequireGpu();
   ModelConfig config = NmcPreset(5);
   DeviceWeights weights = DeviceWeights::Random(config, /*seed=*/11);
   CudaBackendOptions options;
   options.max_batch = kRequests;
   options.max_num_tokens = 8192;
-  options.use_cuda_graphs = true;
+  options.decode_path = GetParam();
   KvLayout layout = PlanKvLayout(config, kKvBudgetBytes, 2 * config.kv_width() * 2, kRequests);
   for (KvGroup& group : layout.groups) {  // sliding pools as planned; the full one made small
     if (group.attention == AttentionKind::kFull) group.num_blocks = kFullGroupBlocks;
@@ -111,6 +115,11 @@ TEST(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBloc
               static_cast<long long>(capacity), static_cast<long long>(demand),
               static_cast<long long>(snapshot.preemptions_total));
 }
+
+INSTANTIATE_TEST_SUITE_P(DecodePaths, EngineOnCudaTest, ::testing::ValuesIn(DecodePathNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace mkserve::cuda::testing

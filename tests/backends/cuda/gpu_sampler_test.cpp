@@ -18,7 +18,7 @@
 
 #include "backend_test_util.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/gpu_sampler.h"
+#include "backends/cuda/sampling/gpu_sampler.h"
 #include "engine/kv_layout.h"
 #include "engine/sampler.h"
 #include "gpu_test_util.h"

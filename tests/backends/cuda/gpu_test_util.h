@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/core/device_buffer.h"
 #include "common/float_convert.h"
 
 namespace mkserve::cuda::testing {

@@ -1,7 +1,7 @@
 // The tensor-core grouped GEMM against a double-precision CPU loop (empty groups, groups of one
 // row, partial row and column tiles, gathered rows, the SiLU*up epilogue), and the MoE prefill
 // path built on it against the decode-sized MoeForward.
-#include "backends/cuda/grouped_gemm.h"
+#include "backends/cuda/prefill/grouped_gemm.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <numeric>
 #include <random>
 
-#include "backends/cuda/moe.h"
-#include "backends/cuda/moe_grouped.h"
+#include "backends/cuda/decode/moe.h"
+#include "backends/cuda/prefill/moe_grouped.h"
 #include "common/error.h"
 #include "gpu_test_util.h"
 

@@ -3,7 +3,7 @@
 
 #include <tuple>
 
-#include "backends/cuda/linear.h"
+#include "backends/cuda/decode/linear.h"
 #include "gpu_test_util.h"
 
 namespace mkserve::cuda::testing {

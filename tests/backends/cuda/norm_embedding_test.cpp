@@ -2,9 +2,9 @@
 // embedding gather and the row gather against plain CPU loops.
 #include <gtest/gtest.h>
 
-#include "backends/cuda/embedding.h"
-#include "backends/cuda/moe.h"
-#include "backends/cuda/norm.h"
+#include "backends/cuda/decode/embedding.h"
+#include "backends/cuda/decode/moe.h"
+#include "backends/cuda/decode/norm.h"
 #include "common/error.h"
 #include "gpu_test_util.h"
 

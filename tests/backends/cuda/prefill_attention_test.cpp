@@ -1,7 +1,7 @@
 // The tensor-core prefill attention against a double-precision CPU loop and against PagedAttention:
 // ragged chunks of several sequences whose 32-token tiles straddle sequences, windows that cross
 // page boundaries, decode rows mixed in, GQA 8:1 at head_dim 128 and the small head dims.
-#include "backends/cuda/prefill_attention.h"
+#include "backends/cuda/prefill/prefill_attention.h"
 
 #include <gtest/gtest.h>
 

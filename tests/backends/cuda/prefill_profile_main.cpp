@@ -12,17 +12,17 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/attention.h"
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/decode_bench.h"
-#include "backends/cuda/device_buffer.h"
-#include "backends/cuda/grouped_gemm.h"
-#include "backends/cuda/linear.h"
-#include "backends/cuda/prefill_attention.h"
-#include "backends/cuda/prefill_profile.h"
-#include "backends/cuda/random_fill.h"
-#include "backends/cuda/router.h"
-#include "backends/cuda/router_prefill.h"
+#include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/core/device_buffer.h"
+#include "backends/cuda/core/random_fill.h"
+#include "backends/cuda/decode/attention.h"
+#include "backends/cuda/decode/linear.h"
+#include "backends/cuda/decode/router.h"
+#include "backends/cuda/prefill/grouped_gemm.h"
+#include "backends/cuda/prefill/prefill_attention.h"
+#include "backends/cuda/prefill/router_prefill.h"
+#include "backends/cuda/tools/decode_bench.h"
+#include "backends/cuda/tools/prefill_profile.h"
 #include "engine/kv_layout.h"
 
 namespace mkserve::cuda {
@@ -169,6 +169,8 @@ void Run(const std::vector<int64_t>& chunks, const std::vector<int64_t>& prompts
     CudaBackendOptions options;
     options.random_weights = true;
     options.max_num_tokens = chunk;
+    auto hooks = std::make_shared<ToolHooks>();
+    options.hooks = hooks;
     auto backend = LoadCudaBackend("", options);
     backend->kv_pool().FillRandom(2, 0.01f);
     for (int64_t prompt : prompts) {
@@ -182,7 +184,7 @@ void Run(const std::vector<int64_t>& chunks, const std::vector<int64_t>& prompts
     }
     if (chunk == chunks.front()) {
       for (int64_t prompt : prompts) {
-        PrintProfile(ProfilePrefill(*backend, prompt));
+        PrintProfile(ProfilePrefill(*backend, *hooks, prompt));
       }
     }
   }

@@ -15,7 +15,8 @@
 
 #include "backend_test_util.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/router_override.h"
+#include "backends/cuda/tools/router_override.h"
+#include "backends/cuda/tools/tool_hooks.h"
 #include "gpu_test_util.h"
 #include "model/presets.h"
 
@@ -52,6 +53,7 @@ class RaggedFullWidthTest : public ::testing::Test {
     options.max_batch = kBatch;
     options.max_num_tokens = kStepTokens;
     options.gpu_memory_fraction = 0.5;
+    options.hooks = hooks_;
     backend_ = std::make_unique<CudaBackend>(std::move(config), std::move(weights), options);
   }
 
@@ -74,6 +76,7 @@ class RaggedFullWidthTest : public ::testing::Test {
     if (!step.sequences.empty()) backend_->Step(step);
   }
 
+  std::shared_ptr<ToolHooks> hooks_ = std::make_shared<ToolHooks>();
   std::unique_ptr<CudaBackend> backend_;
 };
 
@@ -114,14 +117,14 @@ TEST_F(RaggedFullWidthTest, EveryRowOfABatchOf64MatchesItsSequenceAlone) {
         MakeStep(row, next[row], ContextOf(row), tables[row], &greedy, /*return_logits=*/true));
   }
   RoutingOverride batch_routing(backend_->config(), kBatch, {});  // trace only
-  backend_->set_routing_override(&batch_routing);
+  hooks_->set_routing_override(&batch_routing);
   const StepOutputs together = backend_->Step(batch);
   ASSERT_EQ(together.results.size(), static_cast<size_t>(kBatch));
   int64_t rows_routed_differently = 0;
   for (int64_t row = 0; row < kBatch; ++row) {
     const ReferenceRouting ref = RowRouting(backend_->config(), batch_routing, row);
     RoutingOverride forced(backend_->config(), 1, ref.expert_ids);
-    backend_->set_routing_override(&forced);
+    hooks_->set_routing_override(&forced);
     StepInputs alone;
     alone.sequences.push_back(MakeStep(row, next[row], ContextOf(row), tables[row], &greedy, true));
     const StepOutputs single = backend_->Step(alone);
@@ -136,7 +139,7 @@ TEST_F(RaggedFullWidthTest, EveryRowOfABatchOf64MatchesItsSequenceAlone) {
     for (const std::string& problem : c.problems) ADD_FAILURE() << where << ": " << problem;
     rows_routed_differently += c.num_different > 0 ? 1 : 0;
   }
-  backend_->set_routing_override(nullptr);
+  hooks_->set_routing_override(nullptr);
   std::printf("rows whose free routing alone differs from the batch (near-ties): %lld of %lld\n",
               static_cast<long long>(rows_routed_differently), static_cast<long long>(kBatch));
 }

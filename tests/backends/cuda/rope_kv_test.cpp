@@ -2,8 +2,8 @@
 // rotation in double precision; NoPE layers copy through unrotated.
 #include <gtest/gtest.h>
 
-#include "backends/cuda/linear.h"
-#include "backends/cuda/rope_kv.h"
+#include "backends/cuda/decode/linear.h"
+#include "backends/cuda/decode/rope_kv.h"
 #include "common/error.h"
 #include "engine/kv_layout.h"
 #include "gpu_test_util.h"

@@ -6,9 +6,9 @@
 #include <numeric>
 #include <random>
 
-#include "backends/cuda/moe.h"
-#include "backends/cuda/moe_grouped.h"
-#include "backends/cuda/router.h"
+#include "backends/cuda/decode/moe.h"
+#include "backends/cuda/decode/router.h"
+#include "backends/cuda/prefill/moe_grouped.h"
 #include "common/error.h"
 #include "gpu_test_util.h"
 

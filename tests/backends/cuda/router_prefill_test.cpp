@@ -1,13 +1,13 @@
 // The tensor-core router logits (fp32 x split into three bf16 terms) against a double-precision
 // CPU loop and against RouterLogits, within fp32 accumulation error: a single bf16 term would
 // be off by ~2^-9 relative and fail.
-#include "backends/cuda/router_prefill.h"
+#include "backends/cuda/prefill/router_prefill.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "backends/cuda/router.h"
+#include "backends/cuda/decode/router.h"
 #include "common/error.h"
 #include "gpu_test_util.h"
 

@@ -1,10 +1,10 @@
 // DecodeOpBytes (host only): the per-op byte model of `mkserve bench --breakdown` against numbers
 // worked out by hand from the North Mini Code geometry, and against the whole-step model.
-#include "backends/cuda/step_breakdown.h"
+#include "backends/cuda/tools/step_breakdown.h"
 
 #include <gtest/gtest.h>
 
-#include "backends/cuda/decode_bench.h"
+#include "backends/cuda/tools/decode_bench.h"
 #include "model/presets.h"
 
 namespace mkserve::cuda {

@@ -1,6 +1,6 @@
 // StepPlan (host only, no GPU needed): flattening of prefill chunks and decode rows into per-token
 // arrays and KV slots, padded block tables, logits rows, and the validation errors.
-#include "backends/cuda/step_plan.h"
+#include "backends/cuda/core/step_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -62,6 +62,38 @@ TEST_F(StepPlanTest, LogitRowsForReturnLogitsAndPromptLogprobs) {
   EXPECT_EQ(plan.logit_rows[1].token_in_sequence, 1);
   inputs.sequences[0].return_logits = true;
   EXPECT_EQ(BuildStepPlan(config_, layout_, inputs, 64).logit_rows.size(), 3u);
+}
+
+// What decode paths decide on: one token per sequence, and what each logits row needs.
+TEST_F(StepPlanTest, MarksDecodeOnlyStepsAndWhatEachRowNeeds) {
+  const std::vector<int32_t> one = {9}, two = {5, 6}, next = {7}, table = {0, 1, 2};
+  SamplingParams seeded;
+  seeded.temperature = 0.8f;
+  seeded.seed = 3;
+  SamplingParams many_logprobs = seeded;
+  many_logprobs.num_logprobs = 1000;  // more than the GPU sampler returns: host
+  StepInputs inputs;
+  for (const SamplingParams* params : {&greedy_, &seeded, &many_logprobs}) {
+    inputs.sequences.push_back(MakeStep(one, 70, table));
+    inputs.sequences.back().sample = true;
+    inputs.sequences.back().sampling = params;
+  }
+  inputs.sequences.push_back(MakeStep(one, 70, table));
+  inputs.sequences.back().next_token_ids = next;  // a prompt logprob, no sample
+  StepPlan plan = BuildStepPlan(config_, layout_, inputs, 64);
+  EXPECT_TRUE(plan.decode_only);
+  ASSERT_EQ(plan.logit_rows.size(), 4u);
+  const RowNeeds& argmax = plan.logit_rows[0].needs;
+  EXPECT_TRUE(argmax.sample && !argmax.gpu_sample && !argmax.host_sample && !argmax.host_logits);
+  const RowNeeds& gpu = plan.logit_rows[1].needs;
+  EXPECT_TRUE(gpu.sample && gpu.gpu_sample && !gpu.host_sample && !gpu.host_logits);
+  const RowNeeds& host = plan.logit_rows[2].needs;
+  EXPECT_TRUE(host.sample && !host.gpu_sample && host.host_sample && host.host_logits);
+  const RowNeeds& prompt = plan.logit_rows[3].needs;
+  EXPECT_TRUE(!prompt.sample && prompt.prompt_logprob && prompt.host_logits);
+  inputs.sequences.push_back(MakeStep(two, 0, table));  // a prefill chunk joins
+  EXPECT_FALSE(BuildStepPlan(config_, layout_, inputs, 64).decode_only);
+  EXPECT_FALSE(BuildStepPlan(config_, layout_, StepInputs{}, 64).decode_only);
 }
 
 TEST_F(StepPlanTest, RejectsBadInputsWithClearErrors) {

@@ -1,0 +1,69 @@
+// GpuSampler: the engine sampler's semantics (engine/sampler.h: penalties -> logit_bias ->
+// min_tokens masking -> greedy, or temperature -> top-k -> top-p -> min-p -> draw with
+// SampleUniform(seed, sample_index); logprobs of the unchanged row) for a batch of logits rows
+// on the GPU, so only the sampled ids and the requested logprobs come back to the host.
+// Deterministic and batch-independent: a row's result depends only on its logits, parameters,
+// seed and sample_index. Tested token for token against SampleFromLogits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backends/cuda/core/device_buffer.h"
+#include "backends/cuda/sampling/sample_rows.h"
+#include "engine/backend.h"
+
+namespace mkserve::cuda {
+
+// Greedy with nothing to apply or report: the step's argmax serves the row.
+bool IsPlainGreedy(const SamplingParams* params);
+
+// The row's sample comes from the GPU (argmax or GpuSampler) without copying its logits to the
+// host.
+bool SampledOnGpu(const SamplingParams* params, int64_t vocab);
+
+struct GpuSampleRequest {
+  int64_t logits_row = 0;              // row of the logits buffer
+  const SequenceStep* step = nullptr;  // sampling params (null: defaults), token ids, index
+};
+
+class GpuSampler {
+ public:
+  explicit GpuSampler(int64_t vocab);
+
+  // False where the host path must serve the request: more top logprobs than the GPU returns.
+  static bool CanSample(const SamplingParams* params);
+
+  // Samples each request's row of `logits` ([num_logit_rows][vocab], device) and returns one
+  // result (token_id, logprobs) per request. The rows are changed in place (penalties, bias).
+  // Throws mkserve::Error for a row outside the buffer, a row with edits shared by requests, a
+  // request CanSample refuses, or bad parameters (non-finite, repetition_penalty <= 0).
+  std::vector<SequenceResult> Sample(float* logits, int64_t num_logit_rows,
+                                     std::span<const GpuSampleRequest> requests,
+                                     cudaStream_t stream);
+
+ private:
+  void AddRow(const GpuSampleRequest& request, int64_t num_logit_rows);
+  void AddEdits(const SequenceStep& step, const SamplingParams& params);
+  void Upload(cudaStream_t stream);
+
+  int64_t vocab_ = 0;
+  // Host staging, rebuilt per call.
+  std::vector<SampleRowParams> rows_;
+  std::vector<LogitEdit> edits_;
+  std::vector<float> bias_values_;
+  std::vector<std::vector<float>> edit_biases_;  // per edit while building
+  std::vector<int32_t> edit_of_token_;           // [vocab], -1 between rows
+  std::vector<SampleRowOutput> outputs_;
+  // Device copies, grown on demand.
+  DeviceBuffer<SampleRowParams> device_rows_;
+  DeviceBuffer<LogitEdit> device_edits_;
+  DeviceBuffer<float> device_bias_values_;
+  DeviceBuffer<float> device_originals_;
+  DeviceBuffer<SampleRowOutput> device_outputs_;
+};
+
+}  // namespace mkserve::cuda

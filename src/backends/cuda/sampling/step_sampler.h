@@ -1,0 +1,36 @@
+// StepSampler: a step's last phase, over logits rows already on the GPU with their argmax. Plain
+// greedy rows take the argmax; every other sampled row goes to the GpuSampler (the engine
+// sampler's semantics on the GPU: penalties, bias, min_tokens, temperature, top-k/p, min-p,
+// seeded draws, logprobs), so only ids and logprobs come back. Rows that need the whole logits
+// row on the host (return_logits, prompt logprobs, more top logprobs than the GPU returns) copy it
+// and use the engine's own SampleFromLogits / ComputeLogprobs.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backends/cuda/core/step_plan.h"
+#include "backends/cuda/sampling/gpu_sampler.h"
+#include "engine/backend.h"
+
+namespace mkserve::cuda {
+
+class StepSampler {
+ public:
+  explicit StepSampler(int64_t vocab) : vocab_(vocab) {}
+
+  // Logits rows [first, first + count) of plan.logit_rows are `logits` rows 0..count-1 (the
+  // GpuSampler edits them) and their argmax is `argmax`, on `stream`. Fills the results of their
+  // sequences; waits for the stream.
+  void SampleRows(const StepInputs& inputs, const StepPlan& plan, size_t first, int64_t count,
+                  float* logits, const int32_t* argmax, cudaStream_t stream, StepOutputs* outputs);
+
+ private:
+  int64_t vocab_ = 0;
+  std::unique_ptr<GpuSampler> gpu_sampler_;  // made on first use
+};
+
+}  // namespace mkserve::cuda

@@ -1,0 +1,64 @@
+// The decode and prefill measurements of `mkserve bench` (design/performance.md): step time of
+// the layered path per (batch, context) with the KV cache filled with random values, the bytes a
+// step must stream, and the speed-of-light those bytes allow at the measured read bandwidth.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+
+namespace mkserve::cuda {
+
+struct DecodePoint {
+  // "layered" (eager kernels), "layered+graphs" (graphs where possible) or the decode path's
+  // name; "+sampled" when not greedy.
+  std::string path;
+  int64_t batch = 0;
+  int64_t context_tokens = 0;
+  double step_ms = 0.0;  // median wall time of Step(), host planning and sync included
+  double tokens_per_second = 0.0;
+  double bytes_per_step = 0.0;
+  int64_t distinct_experts = 0;  // of the last MoE layer, used for every MoE layer
+  double sol_tokens_per_second = 0.0;
+  double percent_of_sol = 0.0;
+};
+
+struct PrefillPoint {
+  int64_t prompt_tokens = 0;
+  double ms = 0.0;  // median, whole prompt (chunked by max_num_tokens)
+  double tokens_per_second = 0.0;
+};
+
+// One decode token for each of `batch` sequences at position `context_tokens`, every one sampled
+// with `sampling`. StepInputs views the other members, so the struct stays put (unique_ptr).
+struct DecodeBatch {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<std::vector<int32_t>>> tables;  // [seq][group][page]
+  SamplingParams sampling;
+  StepInputs inputs;
+};
+
+std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t batch,
+                                             int64_t context_tokens,
+                                             const SamplingParams& sampling = GreedyParams());
+
+// What `mkserve bench --sampling sampled` decodes with: a typical chat setting on the GPU sampler.
+SamplingParams BenchSampledParams();
+
+// bytes(step) of design/performance.md.
+double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context_tokens,
+                       int64_t distinct_experts);
+
+DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
+                        int warmup_steps, int timed_steps, double read_bytes_per_second,
+                        const SamplingParams& sampling = GreedyParams());
+
+PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed_runs);
+
+// Experts that received tokens in the last MoE layer the backend ran over `num_tokens` tokens.
+int64_t CountDistinctExperts(const CudaBackend& backend, int64_t num_tokens);
+
+}  // namespace mkserve::cuda
