@@ -77,7 +77,10 @@ class RoutingForcer:
 
 
 def kth_gaps(logits, k):
-    """Per (layer, position): k-th minus (k+1)-th router logit, the margin of the top-k set."""
+    """Per (layer, position): k-th minus (k+1)-th router logit, the margin of the top-k set.
+    Infinite where every expert is chosen (k equals the expert count): no choice, no margin."""
+    if k >= logits.shape[-1]:
+        return torch.full(logits.shape[:-1], torch.inf)
     top = logits.topk(k + 1, dim=-1).values
     return top[..., k - 1] - top[..., k]
 

@@ -135,27 +135,40 @@ inline void LogitStats(const ReferenceRouting& ref, const std::vector<float>& ou
   c->logit_rms_error = std::sqrt(err_sq / count);  // NaN when a row was never traced
 }
 
+struct RowError {
+  double rms = 0;
+  double max = 0;
+};
+
 // Our router logits' error on one row: RMS and largest |ours - reference| over the experts.
-inline std::string RowErrorDetail(const ReferenceRouting& ref, const std::vector<float>& ours,
-                                  int64_t layer, int64_t row) {
+inline RowError RouterRowError(const ReferenceRouting& ref, const std::vector<float>& ours,
+                               int64_t layer, int64_t row) {
   const float* want = ref.logits(layer, row);
   const float* got = ours.data() + (layer * ref.num_rows + row) * ref.num_experts;
-  double sum_sq = 0, largest = 0;
+  double sum_sq = 0;
+  RowError error;
   for (int64_t e = 0; e < ref.num_experts; ++e) {
     const double diff = std::fabs(static_cast<double>(got[e]) - want[e]);
     sum_sq += diff * diff;
-    largest = std::max(largest, diff);
+    error.max = std::max(error.max, diff);
   }
-  return "our logit error there: RMS " +
-         std::to_string(std::sqrt(sum_sq / static_cast<double>(ref.num_experts))) + ", max " +
-         std::to_string(largest);
+  error.rms = std::sqrt(sum_sq / static_cast<double>(ref.num_experts));
+  return error;
+}
+
+inline std::string RowErrorDetail(const RowError& error) {
+  return "our logit error there: RMS " + std::to_string(error.rms) + ", max " +
+         std::to_string(error.max);
 }
 
 // Compares our traced routing (RoutingOverride::TracedIds / TracedLogits layout) with the
 // reference over rows [0, num_rows). With roots_only, a difference is judged only when no earlier
 // MoE layer differs at the same or an earlier row (free running: later ones may be consequences
 // of that flip); otherwise every difference is judged (forced routing keeps the inputs equal).
-// Judged differences must invert a reference gap below kNearTieEpsilons * kBf16Epsilon * RMS.
+// Judged differences must invert a reference gap below kNearTieEpsilons * kBf16Epsilon * RMS, or
+// one our measured error on that row explains: two logits each off by at most the row's largest
+// error can swap a gap below twice that error, as long as the error itself is within the bf16
+// noise budget (a wrong kernel's error is of the order of the RMS and is never excused).
 inline RoutingComparison CompareRouting(const ReferenceRouting& ref,
                                         const std::vector<int32_t>& ours,
                                         const std::vector<float>& our_logits, int64_t num_rows,
@@ -180,13 +193,16 @@ inline RoutingComparison CompareRouting(const ReferenceRouting& ref,
       if (roots_only && r >= root_limit) continue;
       ++c.num_checked;
       const double gap = InvertedGap(ref, l, r, got);
+      const RowError error = RouterRowError(ref, our_logits, l, r);
       if (gap >= c.largest_gap) {
         c.largest_gap = gap;
-        c.largest_detail = where + ", " + RowErrorDetail(ref, our_logits, l, r);
+        c.largest_detail = where + ", " + RowErrorDetail(error);
       }
-      if (!(gap < bound)) {
+      const bool explained_by_error = error.max <= bound && gap < 2 * error.max;
+      if (!(gap < bound) && !explained_by_error) {
         c.problems.push_back(where + ": inverted reference gap " + std::to_string(gap) +
-                             " >= near-tie bound " + std::to_string(bound));
+                             " >= near-tie bound " + std::to_string(bound) + " and >= twice " +
+                             RowErrorDetail(error));
       }
     }
     root_limit = std::min(root_limit, layer_first);

@@ -1,0 +1,140 @@
+#!/bin/bash
+# Serving benchmark on the GPU machine: `mkserve serve --backend cuda --random-weights` on North
+# Mini Code's geometry, driven by `mkserve bench-serve`, next to `mkserve bench` at the same batch.
+#   scripts/gpu_serving_bench.sh MKSERVE_BIN [DECODE_PATH...]     (default path: layered)
+# Per decode path: start-up time, concurrency 1 / 8 / 64 with distinct ~550-token chat prompts
+# (256 output tokens, ignore_eos), then ITL with 8 streams decoding while three distinct
+# 32K-token prompts arrive, against the same 8 streams alone, and a 32K prompt prefilled alone.
+# The weights are random, the tokenizer is the tiny model's (prompt lengths are counted with the
+# server's own /tokenize). JSON per run and the server logs go to $OUT; a table is printed last.
+set -u
+bin=$(readlink -f "${1:?usage: scripts/gpu_serving_bench.sh MKSERVE_BIN [DECODE_PATH...]}")
+shift
+paths=("${@:-layered}")
+OUT=${OUT:-/tmp/out}
+work=${WORK:-/tmp/serving-bench}
+port=8100
+url=http://127.0.0.1:$port/v1
+mkdir -p "$OUT" "$work"
+cd "$(dirname "$0")/.."
+
+# North's config.json (all 49 layers) beside the tiny tokenizer: weights come from --random-weights.
+if [[ ! -f $work/nmc/config.json ]]; then
+  "$bin" make-model --preset tiny --out "$work/tiny" > /dev/null
+  "$bin" make-model --preset nmc --layers 1 --out "$work/nmc1" > /dev/null
+  mkdir -p "$work/nmc"
+  python3 - "$work" <<'EOF'
+import json, shutil, sys
+work = sys.argv[1]
+config = json.load(open(f"{work}/nmc1/config.json"))
+config["num_hidden_layers"] = 49
+json.dump(config, open(f"{work}/nmc/config.json", "w"), indent=1)
+for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+    try:
+        shutil.copy(f"{work}/tiny/{name}", f"{work}/nmc/{name}")
+    except FileNotFoundError:
+        pass
+EOF
+  rm -rf "$work/nmc1"
+fi
+
+wait_healthy() {  # pid -> 0 when /health answers 200
+  for _ in $(seq 1 600); do
+    kill -0 "$1" 2> /dev/null || return 1
+    [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health") == 200 ]] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+# Prompt files: distinct prompts (a unique first line defeats the prefix cache) of a target length
+# measured by the running server's /tokenize.
+make_prompts() {  # out_file count target_tokens
+  python3 - "$1" "$2" "$3" "$url" <<'EOF'
+import json, sys, urllib.request
+out, count, target, url = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+base = open("data/bench/coding_prompts.jsonl").read()
+def tokens(text):
+    body = json.dumps({"prompt": text}).encode()
+    request = urllib.request.Request(url.replace("/v1", "") + "/tokenize", body,
+                                     {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(request))["count"]
+text = base
+while tokens(text) < target:
+    text += base
+chars = int(len(text) * target / tokens(text))
+with open(out, "w") as f:
+    for i in range(count):
+        f.write(json.dumps({"prompt": f"Request {i}: review this.\n" + text[:chars]}) + "\n")
+EOF
+}
+
+declare -A ROW
+for path in "${paths[@]}"; do
+  start=$(date +%s.%N)
+  "$bin" serve --model "$work/nmc" --backend cuda --random-weights --decode "$path" --port $port \
+    --max-batch 64 > "$OUT/serve-$path.log" 2>&1 &
+  pid=$!
+  if ! wait_healthy $pid; then
+    echo "serve --decode $path did not become healthy" >&2
+    tail -20 "$OUT/serve-$path.log" >&2
+    kill $pid 2> /dev/null
+    continue
+  fi
+  ready=$(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')")
+  make_prompts "$work/chat550.jsonl" 400 550
+  make_prompts "$work/long32k.jsonl" 4 32768
+  head -3 "$work/long32k.jsonl" > "$work/long32k-3.jsonl"
+  tail -1 "$work/long32k.jsonl" > "$work/long32k-1.jsonl"
+  bench() {  # name args...
+    local name=$1
+    shift
+    "$bin" bench-serve --url "$url" --ignore-eos --json "$OUT/$path-$name.json" "$@" \
+      > "$OUT/$path-$name.txt" 2>&1
+  }
+  bench c1 --prompts "$work/chat550.jsonl" --concurrency 1 --requests 6 --max-tokens 256
+  bench c8 --prompts "$work/chat550.jsonl" --concurrency 8 --requests 24 --max-tokens 256
+  bench c64 --prompts "$work/chat550.jsonl" --concurrency 64 --requests 192 --max-tokens 256
+  bench steady8 --prompts "$work/chat550.jsonl" --concurrency 8 --requests 8 --max-tokens 768
+  bench alone32k --prompts "$work/long32k-1.jsonl" --concurrency 1 --requests 1 --max-tokens 1
+  bench loaded8 --prompts "$work/chat550.jsonl" --concurrency 8 --requests 8 --max-tokens 768 &
+  loaded=$!
+  sleep 3
+  bench arrive32k --prompts "$work/long32k-3.jsonl" --concurrency 3 --requests 3 --max-tokens 1
+  wait $loaded
+  kill -TERM $pid
+  wait $pid
+  ROW[$path]=$(python3 - "$OUT" "$path" "$ready" <<'EOF'
+import json, sys
+out, path, ready = sys.argv[1:4]
+def load(name):
+    try:
+        return json.load(open(f"{out}/{path}-{name}.json"))
+    except Exception:
+        return None
+cells = [path, ready]
+for c in ("c1", "c8", "c64"):
+    r = load(c)
+    cells.append("-" if r is None else
+                 f"{r['output_tok_s']:.0f} (ITL p50 {r['itl_ms']['p50']:.1f}, fail {r['requests_failed']})")
+r = load("c1")
+cells.append("-" if r is None else f"{r['ttft_ms']['p50']:.0f}")
+steady, loaded, alone, arrive = load("steady8"), load("loaded8"), load("alone32k"), load("arrive32k")
+if None in (steady, loaded, alone, arrive):
+    cells += ["-", "-"]
+else:
+    cells.append(f"{steady['itl_ms']['p99']:.1f} -> {loaded['itl_ms']['p99']:.1f} "
+                 f"({loaded['itl_ms']['p99'] / steady['itl_ms']['p99']:.2f}x)")
+    # Three 32K prompts arrived together: their prefill speed is 3 prompts over the run's
+    # duration, against one prompt alone over its TTFT.
+    alone_s = alone["ttft_ms"]["p50"] / 1000
+    cells.append(f"{3 * alone_s / arrive['duration_s'] * 100:.0f} %")
+print("| " + " | ".join(cells) + " |")
+EOF
+)
+done
+
+echo
+echo "| decode | start-up s | c=1 tok/s | c=8 tok/s | c=64 tok/s | TTFT c=1 p50 ms | ITL p99 steady -> 32K arrivals | 32K prefill vs alone |"
+echo "|---|---|---|---|---|---|---|---|"
+for path in "${paths[@]}"; do echo "${ROW[$path]:-| $path | failed |}"; done
