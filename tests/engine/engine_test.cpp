@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "engine/engine_test_util.h"
+#include "model/presets.h"
 
 namespace mkserve::testing {
 namespace {
@@ -193,6 +194,56 @@ TEST(EngineTest, SlidingWindowFlowKeepsBlockInvariants) {
   EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
     return s.kv_groups[0].used_blocks == 0 && s.kv_groups[1].used_blocks == 0;
   }));
+}
+
+// North's layer pattern (sliding layers with one full layer in every four) with a 128-token window,
+// as PlanKvLayout sizes it for `max_batch` sequences.
+EngineSetup NorthPatternSetup(Script script, int64_t max_batch) {
+  ModelConfig north = TinyPreset(8);
+  for (LayerSpec& layer : north.layers) {
+    if (layer.attention == AttentionKind::kSliding) layer.window_tokens = 128;
+  }
+  EngineSetup setup = ScriptSetup(std::move(script));
+  setup.layout = PlanKvLayout(north, /*kv_bytes_budget=*/4096 * north.num_layers,
+                              /*bytes_per_token_per_layer=*/1, max_batch);
+  setup.options.max_batch = max_batch;
+  setup.options.max_step_tokens = 256;
+  return setup;
+}
+
+// Turn 2 of a chat is turn 1's prompt, the answer as the chat template renders it back (here not
+// the sampled tokens) and a new message. Turn 1's prompt blocks come from the cache, though the
+// sliding group released the ones the resumed position needs while turn 1 was decoding.
+TEST(EngineTest, NextChatTurnReusesThePreviousPromptWithSlidingLayers) {
+  std::vector<int32_t> answer(100, 12);
+  Harness h = MakeEngine(NorthPatternSetup(AnyPrompt(answer), 4));
+  ASSERT_EQ(h.engine->kv_layout().num_groups(), 2);
+  std::vector<int32_t> turn = Prompt(600);
+  RequestHandle first = h.engine->Submit(MakeRequest(turn, 100));
+  EXPECT_EQ(Drain(first).token_ids[0], answer);
+  std::vector<int32_t> rendered_answer(100, 13), message = Prompt(30, 39);
+  turn.insert(turn.end(), rendered_answer.begin(), rendered_answer.end());
+  turn.insert(turn.end(), message.begin(), message.end());
+  RequestHandle second = h.engine->Submit(MakeRequest(turn, 100));
+  Collected out = Drain(second);
+  ASSERT_FALSE(out.error) << out.error->message;
+  EXPECT_EQ(out.token_ids[0], answer);
+  EXPECT_EQ(out.finished[0].usage.cached_tokens, 576);  // every full block of the 600 tokens
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+}
+
+// The answer moves the window past the blocks that the replay's last full block needs.
+TEST(EngineTest, ExactReplayOfAPromptLongerThanTheWindowHitsTheCache) {
+  std::vector<int32_t> answer(100, 12);
+  Harness h = MakeEngine(NorthPatternSetup(AnyPrompt(answer), 4));
+  std::vector<int32_t> prompt = Prompt(700);
+  RequestHandle first = h.engine->Submit(MakeRequest(prompt, 100));
+  EXPECT_EQ(Drain(first).finished[0].usage.cached_tokens, 0);
+  RequestHandle replay = h.engine->Submit(MakeRequest(prompt, 100));
+  Collected out = Drain(replay);
+  EXPECT_EQ(out.finished[0].usage.cached_tokens, 640);  // all full blocks but the last token's
+  EXPECT_EQ(out.token_ids[0], answer);
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
 }
 
 TEST(EngineTest, CancellingFreesTheKvCache) {
