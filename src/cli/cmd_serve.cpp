@@ -38,7 +38,8 @@ struct ServeFlags {
   int64_t max_batch = 64;
   int64_t kv_bytes = int64_t{1} << 30;  // cpu and scripted backends
   int64_t max_step_tokens = 0;          // 0: the backend's default
-  double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
+  int64_t max_prefill_while_decoding = EngineOptions{}.max_prefill_tokens_while_decoding;
+  double gpu_memory_fraction = 0.9;  // cuda: weights + scratch + KV cache
   bool cuda_graphs = true;
   bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
   uint64_t seed = 0;
@@ -63,6 +64,8 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.max_model_len = args.Int("max-model-len", 0);
   flags.max_waiting = args.Int("max-waiting", 0);
   flags.max_step_tokens = args.Int("max-step-tokens", 0);
+  flags.max_prefill_while_decoding =
+      args.Int("max-prefill-tokens-while-decoding", flags.max_prefill_while_decoding);
   flags.gpu_memory_fraction = args.Double("gpu-memory-fraction", flags.gpu_memory_fraction);
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
@@ -80,6 +83,11 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (flags.max_step_tokens != 0 && flags.max_step_tokens < flags.max_batch) {
     throw Error("--max-step-tokens must be at least --max-batch (" +
                 std::to_string(flags.max_batch) + ")");
+  }
+  if (flags.max_prefill_while_decoding < 1) {
+    throw Error(
+        "--max-prefill-tokens-while-decoding must be at least 1 (set it to "
+        "--max-step-tokens to let prompts take whole steps)");
   }
   if (!(flags.gpu_memory_fraction > 0.0 && flags.gpu_memory_fraction < 1.0)) {
     throw Error("--gpu-memory-fraction must be in (0, 1)");
@@ -197,6 +205,7 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   options.max_step_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens
                             : flags.backend == "cuda" ? kCudaStepTokens
                                                       : options.max_step_tokens;
+  options.max_prefill_tokens_while_decoding = flags.max_prefill_while_decoding;
   options.max_model_len = flags.max_model_len;
   options.max_waiting_requests = flags.max_waiting;
   options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);

@@ -39,7 +39,11 @@ SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options) {
     throw Error("max_step_tokens (" + std::to_string(options.max_step_tokens) +
                 ") must be at least max_batch (" + std::to_string(options.max_batch) + ")");
   }
-  return {options.max_batch, options.max_step_tokens};
+  if (options.max_prefill_tokens_while_decoding < 1) {
+    throw Error("max_prefill_tokens_while_decoding must be >= 1, got " +
+                std::to_string(options.max_prefill_tokens_while_decoding));
+  }
+  return {options.max_batch, options.max_step_tokens, options.max_prefill_tokens_while_decoding};
 }
 
 }  // namespace

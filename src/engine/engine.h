@@ -48,8 +48,10 @@
 namespace mkserve {
 
 struct EngineOptions {
-  int64_t max_batch = 64;            // --max-batch: running sequences
-  int64_t max_step_tokens = 2048;    // tokens per step (prefill chunk budget); >= max_batch
+  int64_t max_batch = 64;          // --max-batch: running sequences
+  int64_t max_step_tokens = 2048;  // tokens per step (prefill chunk budget); >= max_batch
+  // Prompt tokens in a step that also decodes (keeps inter-token latency smooth); >= 1.
+  int64_t max_prefill_tokens_while_decoding = 1024;
   int64_t max_model_len = 0;         // context limit; 0 = the model's max_position_embeddings
   int64_t max_waiting_requests = 0;  // beyond this Submit fails with kQueueFull; 0 = unlimited
   // Detokenizer for text deltas and stop strings; null = no text (stop strings are rejected).

@@ -344,6 +344,9 @@ TEST(EngineTest, RejectsInconsistentOptions) {
   setup.options.max_step_tokens = 8;
   setup.options.max_batch = 64;
   EXPECT_THROW(MakeEngine(setup), Error);
+  setup.options.max_step_tokens = 2048;
+  setup.options.max_prefill_tokens_while_decoding = 0;
+  EXPECT_THROW(MakeEngine(setup), Error);
 }
 
 }  // namespace
