@@ -280,6 +280,73 @@ TEST(EngineTest, BackendFailureFailsTheBatchAndTheEngineKeepsServing) {
   }));
 }
 
+// A running and a queued request are failed with the fatal one; new requests are refused at once.
+TEST(EngineTest, FatalBackendErrorFailsEveryRequestAndRefusesNewOnes) {
+  Script script{
+      {ScriptRule{{2}, {}, ScriptFault::kFatal}, ScriptRule{{}, std::vector<int32_t>(1000, 12)}}};
+  auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  EngineSetup setup = ScriptSetup(script);
+  setup.options.max_batch = 2;
+  Harness h = MakeEngine(setup, pace);
+  RequestHandle running = h.engine->Submit(MakeRequest(Prompt(10), 1000));
+  while (!running.Next(std::chrono::milliseconds(1000))) {
+  }
+  RequestHandle fatal = h.engine->Submit(MakeRequest({3, 2}));
+  RequestHandle queued = h.engine->Submit(MakeRequest(Prompt(10, 41), 1000));
+  for (RequestHandle* handle : {&running, &fatal, &queued}) {
+    Collected out = Drain(*handle);
+    ASSERT_TRUE(out.error.has_value());
+    EXPECT_EQ(out.error->kind, EngineErrorKind::kBackend);
+    EXPECT_NE(out.error->message.find("scripted fatal backend error"), std::string::npos)
+        << out.error->message;
+  }
+  ASSERT_TRUE(h.engine->fatal_error().has_value());
+  EXPECT_NE(h.engine->fatal_error()->find("cannot continue"), std::string::npos);
+  RequestHandle late = h.engine->Submit(MakeRequest({3, 4}));
+  Collected refused = Drain(late);
+  ASSERT_TRUE(refused.error.has_value());
+  EXPECT_EQ(refused.error->kind, EngineErrorKind::kShutdown);
+  EXPECT_NE(refused.error->message.find("fatal backend error"), std::string::npos);
+}
+
+TEST(EngineTest, TransientBackendErrorFailsOnlyItsStep) {
+  Script script{{ScriptRule{{2}, {}, ScriptFault::kError}, ScriptRule{{}, Letters("abc")}}};
+  Harness h = MakeEngine(ScriptSetup(script));
+  RequestHandle failing = h.engine->Submit(MakeRequest({3, 2}));
+  Collected out = Drain(failing);
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kBackend);
+  RequestHandle next = h.engine->Submit(MakeRequest({3, 4}));
+  EXPECT_EQ(Drain(next).token_ids[0], Letters("abc"));
+  EXPECT_FALSE(h.engine->fatal_error().has_value());
+}
+
+// The first step may take longer than the others; a later one that hangs past the timeout fails
+// the requests while the backend is still stuck.
+TEST(EngineTest, AStepPastTheTimeoutIsFatalWhileTheBackendStillHangs) {
+  using std::chrono::milliseconds;
+  Script script{{ScriptRule{{2}, {}, ScriptFault::kHang, milliseconds(2000)},
+                 ScriptRule{{3}, {}, ScriptFault::kHang, milliseconds(300)},
+                 ScriptRule{{}, Letters("abc")}}};
+  EngineSetup setup = ScriptSetup(script);
+  setup.options.first_step_timeout = milliseconds(1500);
+  setup.options.step_timeout = milliseconds(100);
+  Harness h = MakeEngine(setup);
+  RequestHandle slow_first = h.engine->Submit(MakeRequest({3, 4}));
+  EXPECT_FALSE(Drain(slow_first).error.has_value());
+  EXPECT_FALSE(h.engine->fatal_error().has_value());
+  auto start = std::chrono::steady_clock::now();
+  RequestHandle wedged = h.engine->Submit(MakeRequest({5, 2}));
+  Collected out = Drain(wedged);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1500));
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kBackend);
+  EXPECT_NE(out.error->message.find("did not return within 0.1 s"), std::string::npos)
+      << out.error->message;
+  RequestHandle late = h.engine->Submit(MakeRequest({5, 4}));
+  EXPECT_EQ(Drain(late).error->kind, EngineErrorKind::kShutdown);
+}  // the destructor waits for the hanging step to return
+
 TEST(EngineTest, InvalidRequestsGetClearErrors) {
   EngineSetup setup = ScriptSetup(AnyPrompt({}));
   setup.full_blocks = 4;
