@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of mkserve on a fresh Debian 12 machine, as root.
 # Idempotent: packages already present are skipped, npm installs only when package-lock changed.
+# --serve-only skips the npm test clients (scripts/run.sh: building and serving need none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+serve_only=false
+[[ ${1:-} == --serve-only ]] && serve_only=true
 
 packages=(
   build-essential cmake ninja-build ccache git pkg-config
@@ -33,6 +36,7 @@ if ((${#missing[@]})); then
 fi
 
 # Test clients from npm (official openai SDK, reference tokenizers and jinja), one folder each.
+$serve_only && exit 0
 for dir in tests/e2e tests/tokenizer/compare tests/chat/compare; do
   [[ -f $dir/package.json ]] || continue
   stamp=$dir/node_modules/.mkserve-stamp
