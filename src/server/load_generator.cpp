@@ -33,6 +33,7 @@ struct RequestTiming {
   std::vector<double> itl_s;
   int64_t output_tokens = 0;  // the usage chunk's count
   int64_t num_deltas = 0;     // deltas with output: the count when there is no usage chunk
+  bool done = false;          // the stream ended with [DONE]
 };
 
 // The stream ends with an error event when the server failed after the headers went out.
@@ -52,7 +53,8 @@ void ConsumeEvents(std::string& buffer, Clock::time_point start, Clock::time_poi
   while ((end = buffer.find("\n\n")) != std::string::npos) {
     std::string event = buffer.substr(0, end);
     buffer.erase(0, end + 2);
-    if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") continue;
+    if (event == "data: [DONE]") timing.done = true;
+    if (event.rfind("data: ", 0) != 0 || timing.done) continue;
     Json chunk = Json::parse(event.substr(6), nullptr, false);
     if (chunk.is_discarded()) continue;
     if (std::string error = StreamError(chunk); !error.empty()) {
@@ -97,7 +99,9 @@ RequestTiming RunOne(httplib::Client& client, const LoadOptions& options,
   request.body = body.dump();
   request.set_header("Content-Type", "application/json");
   if (!options.api_key.empty()) request.set_header("Authorization", "Bearer " + options.api_key);
+  size_t received_bytes = 0;
   request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    received_bytes += size;
     buffer.append(data, size);
     ConsumeEvents(buffer, start, last, timing);
     return true;
@@ -106,13 +110,15 @@ RequestTiming RunOne(httplib::Client& client, const LoadOptions& options,
   httplib::Error error = httplib::Error::Success;
   bool sent = client.send(request, response, error);
   if (timing.output_tokens == 0) timing.output_tokens = timing.num_deltas;
-  timing.ok = sent && response.status == 200 && timing.ttft_s >= 0 && timing.error.empty();
+  // A finished stream may hold no visible text (random weights: tokens the output parser keeps).
+  timing.ok = sent && response.status == 200 && timing.done && timing.error.empty();
   if (!sent) {
     timing.error = "connection failed: " + httplib::to_string(error);
   } else if (response.status != 200) {
     timing.error = "HTTP " + std::to_string(response.status) + ": " + buffer;
   } else if (!timing.ok && timing.error.empty()) {
-    timing.error = "the stream ended without any output";
+    timing.error = "HTTP 200, but the stream broke off after " + std::to_string(received_bytes) +
+                   " bytes, before [DONE]" + (buffer.empty() ? "" : ": " + buffer);
   }
   if (timing.error.size() > kMaxErrorChars) timing.error.resize(kMaxErrorChars);
   return timing;
@@ -128,6 +134,7 @@ void Record(const RequestTiming& timing, LoadReport& report) {
   }
   ++report.num_succeeded;
   report.output_tokens += timing.output_tokens;
+  if (timing.ttft_s < 0) return;  // no visible output: no latency to report
   report.ttft_s.push_back(timing.ttft_s);
   report.itl_s.insert(report.itl_s.end(), timing.itl_s.begin(), timing.itl_s.end());
   double decode_s = timing.last_token_s - timing.ttft_s;
