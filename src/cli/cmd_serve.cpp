@@ -1,6 +1,7 @@
 // `mkserve serve`: the OpenAI-compatible HTTP server. The socket is bound first, so /health
 // answers 503 while the weights load; then the model is published and the summary printed.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,7 +51,28 @@ struct ServeFlags {
   double first_step_timeout_s = 600;  // the first step also captures graphs, initialises
   std::string served_model_name;
   bool reasoning = true;
+  double drain_timeout_s = 30;  // SIGTERM: how long running requests may still take
 };
+
+std::chrono::milliseconds Milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// Raises the soft limit on open files to the hard one and returns it: every connection is a
+// socket, and every running request holds a second descriptor that watches for its hang-up.
+int64_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+    getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? int64_t{1} << 20 : static_cast<int64_t>(limit.rlim_cur);
+}
+
+// Descriptors kept free of connections: model files, the log, the engine's own.
+constexpr int64_t kReservedFiles = 256;
 
 ServeFlags ParseFlags(std::span<const std::string> argv) {
   Args args(argv);
@@ -62,7 +84,14 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.http.api_key = args.String("api-key", "");
   flags.http.max_body_bytes = args.Int("max-body-bytes", 16 << 20);
   flags.max_batch = args.Int("max-batch", 64);
-  flags.http.num_threads = static_cast<int>(args.Int("http-threads", 2 * flags.max_batch + 16));
+  // Every running or queued stream holds a connection; clients keep idle ones in their pools.
+  const int64_t open_files = RaiseOpenFileLimit();
+  const int64_t file_bound = (open_files - kReservedFiles) / 2;
+  const int64_t max_connections = args.Int(
+      "max-connections", std::min(std::max<int64_t>(1024, 16 * flags.max_batch), file_bound));
+  const double header_timeout_s = args.Double("header-timeout", 10);
+  const double body_timeout_s = args.Double("body-timeout", 60);
+  flags.drain_timeout_s = args.Double("drain-timeout", flags.drain_timeout_s);
   flags.kv_bytes = args.Int("kv-bytes", flags.kv_bytes);
   flags.max_model_len = args.Int("max-model-len", 0);
   flags.max_waiting = args.Int("max-waiting", 0);
@@ -85,6 +114,18 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (flags.http.port < 0 || flags.http.port > 65535) throw Error("--port must be 0..65535");
   if (flags.max_batch < 1) throw Error("--max-batch must be at least 1");
   if (flags.http.max_body_bytes < 1024) throw Error("--max-body-bytes must be at least 1024");
+  if (max_connections < 1 || max_connections > file_bound) {
+    throw Error("--max-connections must be 1.." + std::to_string(file_bound) +
+                " (two open files per connection under the limit of " + std::to_string(open_files) +
+                "; raise it with ulimit -n)");
+  }
+  flags.http.max_connections = static_cast<int>(max_connections);
+  if (!(header_timeout_s > 0) || !(body_timeout_s > 0)) {
+    throw Error("--header-timeout and --body-timeout must be positive (seconds)");
+  }
+  flags.http.header_timeout = Milliseconds(header_timeout_s);
+  flags.http.body_timeout = Milliseconds(body_timeout_s);
+  if (!(flags.drain_timeout_s >= 0)) throw Error("--drain-timeout must be at least 0 (seconds)");
   if (flags.max_step_tokens != 0 && flags.max_step_tokens < flags.max_batch) {
     throw Error("--max-step-tokens must be at least --max-batch (" +
                 std::to_string(flags.max_batch) + ")");
@@ -109,8 +150,8 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   return flags;
 }
 
-// How long /health and new requests answer 503 after a fatal backend error before the process
-// exits; the same again is the most the HTTP shutdown may take.
+// How long /health and new requests answer 503 after a fatal backend error before the HTTP
+// shutdown, and how long that shutdown drains (it gets twice that before the process exits).
 constexpr std::chrono::seconds kFatalDrain(2);
 constexpr int kExitBackendFatal = 3;
 
@@ -193,10 +234,6 @@ auto WithProgress(const std::string& label, Work work) {
   return work();
 }
 
-std::chrono::milliseconds Milliseconds(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
-}
-
 int64_t KvCapacityTokens(const KvLayout& layout) {
   int64_t tokens = 0;
   for (const KvGroup& group : layout.groups) {
@@ -239,14 +276,14 @@ void PrintSummary(const ServeFlags& flags, const server::ServedModel& model,
                "mkserve serve\n  model        %s (%s)\n  backend      %s\n"
                "  KV capacity  %lld tokens\n  context      %lld tokens\n  max batch    %lld\n"
                "  reasoning    %s by default\n  chat format  %s\n  auth         %s\n"
-               "  listening    http://%s:%d\n",
+               "  connections  up to %d\n  listening    http://%s:%d\n",
                model_id.c_str(), flags.model_dir.string().c_str(), engine.backend_name().c_str(),
                static_cast<long long>(KvCapacityTokens(engine.kv_layout())),
                static_cast<long long>(engine.max_model_len()),
                static_cast<long long>(flags.max_batch), flags.reasoning ? "on" : "off",
                model.tokenizer->chat_template() ? "checkpoint chat template" : "built-in Command-4",
-               flags.http.api_key.empty() ? "none" : "Bearer API key", flags.http.host.c_str(),
-               port);
+               flags.http.api_key.empty() ? "none" : "Bearer API key", flags.http.max_connections,
+               flags.http.host.c_str(), port);
 }
 
 // The stop signal that arrived, or 0 once the engine has failed fatally.
@@ -260,17 +297,17 @@ int WaitForSignalOrFatal(const sigset_t& stop_signals, const Engine& engine) {
 }
 
 // After a fatal backend error the engine has failed every request in flight and refuses new ones
-// (503, /health too). Give those responses a moment to go out, then exit non-zero so a supervisor
-// restarts the server. The engine thread may be stuck inside the backend, so nothing here waits
-// for it: the process ends with _Exit; the HTTP shutdown (open handlers finishing) gets a bounded
-// wait too.
+// (503, /health too). Keep answering so for a moment, shut the HTTP server down so those responses
+// go out, then exit non-zero so a supervisor restarts the server. The engine thread may be stuck
+// inside the backend, so nothing here waits for it: the process ends with _Exit, and the HTTP
+// shutdown runs on a thread of its own with a bounded wait.
 [[noreturn]] void ExitAfterFatal(const std::string& message, server::HttpServer& http,
                                  const std::atomic<bool>& listener_done) {
   std::fprintf(stderr, "mkserve serve: fatal backend error: %s\nmkserve serve: exiting\n",
                message.c_str());
   std::this_thread::sleep_for(kFatalDrain);
-  http.Stop();
-  auto deadline = std::chrono::steady_clock::now() + kFatalDrain;
+  std::thread([&http] { http.Shutdown(kFatalDrain); }).detach();
+  auto deadline = std::chrono::steady_clock::now() + 2 * kFatalDrain;
   while (!listener_done && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -315,9 +352,13 @@ int RunServe(std::span<const std::string> argv) {
   if (signal_number == 0) {
     ExitAfterFatal(*state.RequireModel().engine->fatal_error(), http, listener_done);
   }
-  std::fprintf(stderr, "mkserve serve: signal %d, shutting down\n", signal_number);
-  http.Stop();
+  std::fprintf(stderr,
+               "mkserve serve: signal %d, shutting down: no new connections, running requests "
+               "have %.0f s to finish\n",
+               signal_number, flags.drain_timeout_s);
+  http.Shutdown(Milliseconds(flags.drain_timeout_s));
   listener.join();
+  std::fprintf(stderr, "mkserve serve: stopped\n");
   return 0;
 }
 

@@ -44,7 +44,7 @@ struct TokensEvent {
 // One sibling is done; the request is done when all n are.
 struct FinishedEvent {
   int32_t index = 0;
-  FinishReason reason = FinishReason::kStop;  // "stop" or "length"
+  FinishReason reason = FinishReason::kStop;  // "stop", "length" or (server) "abort"
   std::string stop_string;                    // the stop string that matched, if any
   Usage usage;
 };
@@ -65,7 +65,14 @@ struct ErrorEvent {
 using EngineEvent = std::variant<TokensEvent, FinishedEvent, ErrorEvent>;
 
 inline const char* FinishReasonName(FinishReason reason) {
-  return reason == FinishReason::kLength ? "length" : "stop";
+  switch (reason) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    default:
+      return "stop";
+  }
 }
 
 }  // namespace mkserve

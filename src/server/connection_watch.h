@@ -1,22 +1,45 @@
-// Notices a client hang-up while a handler waits on the engine. cpp-httplib 0.11 does not expose
-// the connection's socket, so we find it once by its address pair and then poll it for RDHUP.
+// What a handler can learn about its connection while it waits on the engine: whether the client
+// has hung up, and whether the server wants the request ended now (a shutdown whose drain timeout
+// has passed). The HTTP layer builds one per request from the connection's socket; calling it is
+// cheap (one poll), and it is safe to copy into a stream generator.
 #pragma once
 
-#include <string>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <type_traits>
 
 namespace mkserve::server {
 
-struct ConnectionAddress {
-  std::string local_addr;
-  int local_port = -1;
-  std::string remote_addr;
-  int remote_port = -1;
+class ConnectionWatch {
+ public:
+  // A connection that never closes and a server that never stops (requests made in tests).
+  ConnectionWatch() = default;
+  // `is_peer_closed` polls the socket; `stop_requested` is the server's shutdown flag (may be
+  // null: never).
+  ConnectionWatch(std::function<bool()> is_peer_closed,
+                  std::shared_ptr<const std::atomic<bool>> stop_requested = nullptr)
+      : is_peer_closed_(std::move(is_peer_closed)), stop_requested_(std::move(stop_requested)) {}
+  // A plain hang-up check, without a server behind it.
+  template <typename Check>
+  requires std::is_invocable_r_v<bool, Check> ConnectionWatch(Check check)
+      : is_peer_closed_(std::move(check)) {}
+
+  // True once the client has closed or reset the connection. Never blocks.
+  bool operator()() const { return is_peer_closed_ && is_peer_closed_(); }
+  // True once the server is shutting down and its drain timeout has passed.
+  bool stop_requested() const {
+    return stop_requested_ && stop_requested_->load(std::memory_order_acquire);
+  }
+
+ private:
+  std::function<bool()> is_peer_closed_;
+  std::shared_ptr<const std::atomic<bool>> stop_requested_;
 };
 
-// The socket of this process connected from `address`, or -1 when none matches.
-int FindConnectionSocket(const ConnectionAddress& address);
-
-// True when the peer of `socket_fd` has closed or reset the connection. Never blocks.
-bool IsPeerClosed(int socket_fd);
+// Watches a duplicate of `socket_fd` (closed with the last copy of the watch), so that the I/O
+// thread may close or reuse the original while a handler still polls. Without a duplicate (out
+// of file descriptors) hang-ups are found by failed writes only.
+ConnectionWatch WatchSocket(int socket_fd, std::shared_ptr<const std::atomic<bool>> stop_requested);
 
 }  // namespace mkserve::server

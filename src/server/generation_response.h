@@ -2,7 +2,8 @@
 // ChatChoices or CompletionChoices). Streaming waits for the first event before committing to
 // SSE, so an engine refusal still goes out as a JSON error with its status; after that the body
 // is a pull generator that owns the run, so a hang-up (a failed write, or the run's own poll)
-// drops the run and cancels the request.
+// drops the run and cancels the request. A server stop ends a stream with finish reason "abort"
+// and [DONE].
 #pragma once
 
 #include <memory>
@@ -55,11 +56,17 @@ HttpResponse StreamResponse(std::unique_ptr<GenerationRun> run, std::unique_ptr<
 }
 
 // Non-streaming: collects every event, then one JSON body. Returns a 499-style empty response
-// when the client went away (nobody reads it; the run has already been cancelled).
+// when the client went away (nobody reads it; the run has already been cancelled), and a 503
+// when the server stopped the run (shutdown): a partial answer is not passed off as a whole one.
 template <typename Choices>
 HttpResponse CompleteResponse(GenerationRun& run, Choices& choices) {
   while (std::optional<ChoiceEvent> event = run.Next()) choices.Accumulate(*event);
   if (run.aborted()) return JsonResponse("{}", 499);
+  if (run.stopped_by_server()) {
+    throw ApiError(ErrorKind::kUnavailable,
+                   "the server is shutting down and ended this request unfinished when its "
+                   "--drain-timeout passed; retry it");
+  }
   return JsonResponse(DumpJson(choices.FinalResponse(run.TotalUsage())));
 }
 

@@ -25,16 +25,18 @@ ErrorKind KindOf(EngineErrorKind kind) {
 }  // namespace
 
 GenerationRun::GenerationRun(std::vector<RequestHandle> handles, int32_t n,
-                             std::function<bool()> is_connection_closed)
+                             ConnectionWatch connection)
     : handles_(std::move(handles)),
       n_(n),
-      is_connection_closed_(std::move(is_connection_closed)),
-      prompt_usage_(handles_.size()) {}
+      connection_(std::move(connection)),
+      prompt_usage_(handles_.size()),
+      choice_tokens_(handles_.size() * n),
+      choice_finished_(handles_.size() * n) {}
 
 std::optional<ChoiceEvent> GenerationRun::Next() {
   // With several prompts a short per-handle wait keeps the round robin fair.
   auto wait = handles_.size() == 1 ? kPollInterval : std::chrono::milliseconds(2);
-  while (!aborted_ && !ClientLeft()) {
+  while (!aborted_ && !stopped_by_server_ && !ConnectionEnded()) {
     bool all_done = true;
     for (size_t tried = 0; tried < handles_.size(); ++tried) {
       size_t index = (next_handle_ + tried) % handles_.size();
@@ -47,19 +49,45 @@ std::optional<ChoiceEvent> GenerationRun::Next() {
     }
     if (all_done) return std::nullopt;
   }
-  return std::nullopt;
+  if (abort_events_.empty()) return std::nullopt;
+  ChoiceEvent event = std::move(abort_events_.front());
+  abort_events_.pop_front();
+  return event;
 }
 
 // Checked on a clock, not only when the engine is quiet: a steady stream of tokens (the whole
 // life of a non-streaming request) must not hide a client that has gone.
-bool GenerationRun::ClientLeft() {
+bool GenerationRun::ConnectionEnded() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_connection_check_ < kPollInterval) return false;
   last_connection_check_ = now;
-  if (!is_connection_closed_()) return false;
-  aborted_ = true;
+  if (connection_()) {
+    aborted_ = true;
+  } else if (connection_.stop_requested()) {
+    QueueAbortEvents();
+  } else {
+    return false;
+  }
   for (RequestHandle& handle : handles_) handle.Cancel();
   return true;
+}
+
+// Only unfinished choices are aborted: a run whose choices all finished is not stopped. Usage of
+// an aborted choice: the tokens it received; its prompt's tokens once the engine reported them (a
+// sibling finished), else 0.
+void GenerationRun::QueueAbortEvents() {
+  for (size_t choice = 0; choice < choice_finished_.size(); ++choice) {
+    if (choice_finished_[choice]) continue;
+    stopped_by_server_ = true;
+    FinishedEvent finished;
+    finished.index = static_cast<int32_t>(choice) % n_;
+    finished.reason = FinishReason::kAbort;
+    finished.usage = prompt_usage_[choice / n_];
+    finished.usage.completion_tokens = choice_tokens_[choice];
+    completion_tokens_ += choice_tokens_[choice];
+    choice_finished_[choice] = true;
+    abort_events_.push_back({static_cast<int32_t>(choice), std::move(finished)});
+  }
 }
 
 std::optional<ChoiceEvent> GenerationRun::Translate(size_t handle_index, EngineEvent event) {
@@ -69,9 +97,11 @@ std::optional<ChoiceEvent> GenerationRun::Translate(size_t handle_index, EngineE
     throw ApiError(KindOf(error->kind), error->message);
   }
   if (auto* tokens = std::get_if<TokensEvent>(&event)) {
+    choice_tokens_[base + tokens->index] += static_cast<int64_t>(tokens->token_ids.size());
     return ChoiceEvent{base + tokens->index, std::move(*tokens)};
   }
   auto& finished = std::get<FinishedEvent>(event);
+  choice_finished_[base + finished.index] = true;
   Usage& usage = prompt_usage_[handle_index];
   usage.prompt_tokens = std::max(usage.prompt_tokens, finished.usage.prompt_tokens);
   usage.cached_tokens = std::max(usage.cached_tokens, finished.usage.cached_tokens);

@@ -1,16 +1,18 @@
 // GenerationRun: the engine side of one HTTP request. It owns the RequestHandles of its prompts
 // (one per prompt; each with n siblings), pulls their events in arrival order, and numbers the
 // choices as OpenAI does (prompt_index * n + sibling). Dropping the run cancels every handle, so
-// a disconnect, an error or an early return all free the KV blocks.
+// a disconnect, an error or an early return all free the KV blocks. When the server shuts down
+// past its drain timeout, every unfinished choice ends with finish reason "abort".
 #pragma once
 
 #include <chrono>
-#include <functional>
+#include <deque>
 #include <optional>
 #include <variant>
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/connection_watch.h"
 
 namespace mkserve::server {
 
@@ -21,16 +23,17 @@ struct ChoiceEvent {
 
 class GenerationRun {
  public:
-  // `is_connection_closed` is polled every few ms, events flowing or not; a hang-up cancels the
-  // run.
-  GenerationRun(std::vector<RequestHandle> handles, int32_t n,
-                std::function<bool()> is_connection_closed);
+  // `connection` is polled every few ms, events flowing or not: a hang-up cancels the run; a
+  // server stop cancels it and ends each unfinished choice with FinishReason::kAbort.
+  GenerationRun(std::vector<RequestHandle> handles, int32_t n, ConnectionWatch connection);
 
   // The next event of any choice; nullopt once every choice is finished or the client went away
   // (then aborted() is true). Throws ApiError for an engine ErrorEvent.
   std::optional<ChoiceEvent> Next();
 
   bool aborted() const { return aborted_; }
+  // True once the server stopped the run (its unfinished choices got kAbort events).
+  bool stopped_by_server() const { return stopped_by_server_; }
   int32_t num_choices() const { return static_cast<int32_t>(handles_.size()) * n_; }
   // Prompt tokens counted once per prompt; completion tokens summed over choices.
   Usage TotalUsage() const;
@@ -39,15 +42,21 @@ class GenerationRun {
 
  private:
   std::optional<ChoiceEvent> Translate(size_t handle_index, EngineEvent event);
-  bool ClientLeft();  // cancels every handle once the connection is closed
+  // Cancels every handle once the client hung up or the server stops; true then.
+  bool ConnectionEnded();
+  void QueueAbortEvents();
 
   std::vector<RequestHandle> handles_;
   int32_t n_ = 1;
-  std::function<bool()> is_connection_closed_;
-  std::vector<Usage> prompt_usage_;  // per prompt: prompt and cached tokens
+  ConnectionWatch connection_;
+  std::vector<Usage> prompt_usage_;     // per prompt: prompt and cached tokens
+  std::vector<int64_t> choice_tokens_;  // per choice: tokens received so far
+  std::vector<bool> choice_finished_;   // per choice
+  std::deque<ChoiceEvent> abort_events_;
   int64_t completion_tokens_ = 0;
   size_t next_handle_ = 0;
   bool aborted_ = false;
+  bool stopped_by_server_ = false;
   std::chrono::steady_clock::time_point last_connection_check_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "server/connection_watch.h"
+
 namespace mkserve::server {
 
 struct HttpRequest {
@@ -14,8 +16,9 @@ struct HttpRequest {
   std::string path;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
-  // True once the client has hung up. Cheap (one poll); safe to copy into a stream generator.
-  std::function<bool()> is_connection_closed = [] { return false; };
+  // Called, true once the client has hung up; stop_requested() once the server wants the request
+  // ended (shutdown). Cheap (one poll); safe to copy into a stream generator.
+  ConnectionWatch is_connection_closed;
 
   std::string Header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);

@@ -7,18 +7,48 @@
 
 namespace mkserve::server {
 
+namespace {
+
+// Request bodies nest at most this deep. Copying, printing or rendering a value recurses once per
+// level, so a small body nested 100,000 deep would exhaust the stack; the bound is checked while
+// parsing, before anything deep is built. Real requests (tool schemas included) stay far below.
+constexpr int kMaxJsonDepth = 128;
+
+struct TooDeep {};
+
+// Throws TooDeep as soon as a container would open beyond kMaxJsonDepth.
+Json ParseBounded(const std::string& body, bool allow_exceptions) {
+  auto bound_depth = [](int depth, Json::parse_event_t event, Json&) {
+    // `depth` counts the containers around the one opening: the top-level object is at 0.
+    bool opens =
+        event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+    if (opens && depth >= kMaxJsonDepth) throw TooDeep{};
+    return true;
+  };
+  return Json::parse(body, bound_depth, allow_exceptions);
+}
+
+}  // namespace
+
 Json ParseJsonBody(const std::string& body) {
-  Json value = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) {
-    // Re-parse with exceptions only to get nlohmann's position-bearing message.
-    std::string detail = "could not parse the request body";
-    try {
-      Json unused = Json::parse(body);
-      (void)unused;
-    } catch (const Json::parse_error& error) {
-      detail = error.what();
+  Json value;
+  try {
+    value = ParseBounded(body, /*allow_exceptions=*/false);
+    if (value.is_discarded()) {
+      // Re-parse with exceptions only to get nlohmann's position-bearing message.
+      std::string detail = "could not parse the request body";
+      try {
+        Json unused = ParseBounded(body, /*allow_exceptions=*/true);
+        (void)unused;
+      } catch (const Json::parse_error& error) {
+        detail = error.what();
+      }
+      throw ApiError(ErrorKind::kInvalidRequest, "malformed JSON in the request body: " + detail);
     }
-    throw ApiError(ErrorKind::kInvalidRequest, "malformed JSON in the request body: " + detail);
+  } catch (const TooDeep&) {
+    throw ApiError(ErrorKind::kInvalidRequest,
+                   "the request body nests JSON objects and arrays more than " +
+                       std::to_string(kMaxJsonDepth) + " levels deep; flatten it");
   }
   if (!value.is_object()) {
     throw ApiError(ErrorKind::kInvalidRequest,

@@ -49,7 +49,7 @@ void RegisterRoutes(HttpServer& http, const ServerState& state, HttpCounters& co
   // clang-format off
   http.Route("POST", "/v1/chat/completions", kAuth,   Guard(bind(HandleChatCompletions), counters));
   http.Route("POST", "/v1/completions",      kAuth,   Guard(bind(HandleCompletions), counters));
-  http.Route("GET",  "/v1/models",           kPublic, Guard(bind(HandleModels), counters));
+  http.Route("GET",  "/v1/models",           kAuth,   Guard(bind(HandleModels), counters));
   http.Route("POST", "/tokenize",            kAuth,   Guard(bind(HandleTokenize), counters));
   http.Route("POST", "/detokenize",          kAuth,   Guard(bind(HandleDetokenize), counters));
   http.Route("GET",  "/health",              kPublic, Guard(bind(HandleHealth), counters));

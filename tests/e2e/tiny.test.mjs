@@ -29,9 +29,14 @@ async function expectApiError(promise, status, param) {
   });
 }
 
-test('models and health are public; metrics is Prometheus text', async () => {
-  const models = await new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list();
+test('models needs the key; health and metrics are public; metrics is Prometheus text', async () => {
+  const models = await openai.models.list();
   assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
+  await expectApiError(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list(), 401);
+  const anonymous = await fetch(`${server.url}/v1/models`);
+  assert.equal(anonymous.status, 401);
+  assert.equal((await anonymous.json()).error.code, 'invalid_api_key');
+  assert.equal((await fetch(`${server.url}/v1/no-such-route`)).status, 401);
   assert.equal((await fetch(`${server.url}/health`)).status, 200);
   const text = await (await fetch(`${server.url}/metrics`)).text();
   for (const name of ['mkserve_requests_total', 'mkserve_time_to_first_token_seconds_bucket',
@@ -110,6 +115,22 @@ test('completions: n, streaming with usage, logprobs and echo', async () => {
   assert.equal(Object.keys(scored.choices[0].logprobs.top_logprobs[0]).length <= 2, true);
 });
 
+// The tiny model writes byte tokens that do not form UTF-8; the detokenizer holds them back and
+// releases them as U+FFFD when generation ends. That last release is checked for stop strings too.
+test('a stop string in text released at the length limit is not emitted', async () => {
+  const body = { prompt: 'a b c', max_tokens: 30, temperature: 0, stop: ['\ufffd\ufffd'] };
+  const plain = await openai.completions.create({ ...body, stop: undefined });
+  const response = await openai.completions.create(body);
+  assert.ok(!response.choices[0].text.includes('\ufffd\ufffd'), JSON.stringify(response.choices[0].text));
+  let streamed = '';
+  for await (const chunk of await openai.completions.create({ ...body, stream: true })) streamed += chunk.choices[0]?.text ?? '';
+  assert.equal(streamed, response.choices[0].text);
+  if (plain.choices[0].text.includes('\ufffd\ufffd')) {
+    assert.equal(response.choices[0].finish_reason, 'stop');
+    assert.equal(response.choices[0].text, plain.choices[0].text.slice(0, plain.choices[0].text.indexOf('\ufffd\ufffd')));
+  }
+});
+
 test('tokenize and detokenize round trip', async () => {
   const tokens = await rawPost(server, '/tokenize', JSON.stringify({ prompt: 'round trip', add_special_tokens: false }), auth);
   assert.equal(tokens.status, 200);
@@ -156,7 +177,7 @@ test('bad input: each with its clear error', async () => {
     JSON.stringify({ messages: user('x'.repeat(MAX_BODY * 2)) }), auth);
   assert.equal(big.status, 413);
   assert.match(big.json.error.message, /max-body-bytes/);
-  const route = await fetch(`${server.url}/v1/nothing`);
+  const route = await fetch(`${server.url}/v1/nothing`, { headers: auth });
   assert.equal(route.status, 404);
   assert.ok((await route.json()).error.message.includes('/v1/nothing'));
 });

@@ -1,6 +1,6 @@
-// GenerationRun against a real engine on the scripted backend: a client that hangs up is noticed
-// while tokens are still flowing (a non-streaming request never sees a quiet engine), and the
-// run's requests are cancelled before they finish.
+// GenerationRun against a real engine on the scripted backend: a client that hangs up (or a server
+// that stops) is noticed while tokens are still flowing (a non-streaming request never sees a
+// quiet engine), and the run's requests are cancelled before they finish.
 #include "server/generation_run.h"
 
 #include <gtest/gtest.h>
@@ -34,19 +34,28 @@ class PacedBackend : public Backend {
   std::unique_ptr<ScriptedBackend> inner_;
 };
 
-TEST(GenerationRunTest, HangUpIsSeenWhileTokensKeepFlowing) {
+std::unique_ptr<Engine> MakePacedEngine() {
   ModelConfig config = TinyPreset();
   config.max_position_embeddings = 2 * kScriptTokens;
   Script script{{ScriptRule{{}, std::vector<int32_t>(kScriptTokens, 42)}}};
-  EngineOptions options;
-  Engine engine(std::make_unique<PacedBackend>(
-                    MakeScriptedBackend(config, std::move(script), 4 * kScriptTokens, 4)),
-                options);
+  return std::make_unique<Engine>(std::make_unique<PacedBackend>(MakeScriptedBackend(
+                                      config, std::move(script), 4 * kScriptTokens, 4)),
+                                  EngineOptions{});
+}
+
+std::vector<RequestHandle> SubmitLong(Engine& engine, int32_t n) {
   EngineRequest request;
   request.prompt_token_ids = {5, 6, 7};
   request.sampling.max_tokens = kScriptTokens;
+  request.n = n;
   std::vector<RequestHandle> handles;
   handles.push_back(engine.Submit(std::move(request)));
+  return handles;
+}
+
+TEST(GenerationRunTest, HangUpIsSeenWhileTokensKeepFlowing) {
+  std::unique_ptr<Engine> engine = MakePacedEngine();
+  std::vector<RequestHandle> handles = SubmitLong(*engine, 1);
   std::atomic<bool> closed{false};
   GenerationRun run(std::move(handles), 1, [&closed] { return closed.load(); });
 
@@ -57,6 +66,60 @@ TEST(GenerationRunTest, HangUpIsSeenWhileTokensKeepFlowing) {
   }
   EXPECT_TRUE(run.aborted());
   EXPECT_LT(tokens, kScriptTokens / 2) << "the hang-up was noticed only near the end";
+}
+
+// A server stop ends every unfinished choice with an "abort" finish carrying the tokens it got,
+// so a stream can still send its final chunks and [DONE].
+TEST(GenerationRunTest, ServerStopEndsEachChoiceWithAbort) {
+  std::unique_ptr<Engine> engine = MakePacedEngine();
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  GenerationRun run(SubmitLong(*engine, 2), 2, ConnectionWatch([] { return false; }, stop));
+
+  std::vector<int64_t> tokens(2, 0);
+  std::vector<FinishedEvent> finished;
+  while (std::optional<ChoiceEvent> event = run.Next()) {
+    if (auto* t = std::get_if<TokensEvent>(&event->event)) {
+      tokens[event->choice_index] += t->token_ids.size();
+    } else {
+      finished.push_back(std::get<FinishedEvent>(event->event));
+      EXPECT_EQ(finished.back().index, event->choice_index);
+    }
+    if (tokens[0] + tokens[1] >= 50) *stop = true;
+  }
+  EXPECT_FALSE(run.aborted());
+  EXPECT_TRUE(run.stopped_by_server());
+  ASSERT_EQ(finished.size(), 2u);
+  for (const FinishedEvent& event : finished) {
+    EXPECT_EQ(event.reason, FinishReason::kAbort);
+    EXPECT_STREQ(FinishReasonName(event.reason), "abort");
+    EXPECT_EQ(event.usage.completion_tokens, tokens[event.index]);
+  }
+  EXPECT_LT(tokens[0], kScriptTokens / 2) << "the stop was noticed only near the end";
+  EXPECT_EQ(run.TotalUsage().completion_tokens, tokens[0] + tokens[1]);
+}
+
+// A stop that comes after every choice finished ends nothing: the answer is whole.
+TEST(GenerationRunTest, ServerStopAfterTheLastFinishIsNoAbort) {
+  std::unique_ptr<Engine> engine = MakePacedEngine();
+  EngineRequest request;
+  request.prompt_token_ids = {5, 6, 7};
+  request.sampling.max_tokens = 3;
+  std::vector<RequestHandle> handles;
+  handles.push_back(engine->Submit(std::move(request)));
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  GenerationRun run(std::move(handles), 1, ConnectionWatch([] { return false; }, stop));
+
+  bool finished = false;
+  while (!finished) {
+    std::optional<ChoiceEvent> event = run.Next();
+    ASSERT_TRUE(event.has_value());
+    finished = std::holds_alternative<FinishedEvent>(event->event);
+  }
+  *stop = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the run's poll interval
+  EXPECT_FALSE(run.Next().has_value());
+  EXPECT_FALSE(run.stopped_by_server());
+  EXPECT_FALSE(run.aborted());
 }
 
 }  // namespace

@@ -20,11 +20,8 @@ using namespace std::chrono_literals;
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    HttpOptions options{.host = "127.0.0.1",
-                        .port = 0,
-                        .api_key = "sekret",
-                        .max_body_bytes = 1024,
-                        .num_threads = 8};
+    HttpOptions options{
+        .host = "127.0.0.1", .port = 0, .api_key = "sekret", .max_body_bytes = 1024};
     server_ = std::make_unique<HttpServer>(options);
     server_->Route("GET", "/public", Access::kPublic,
                    [](const HttpRequest&) { return JsonResponse("{\"ok\":true}"); });
@@ -37,6 +34,22 @@ class HttpServerTest : public ::testing::Test {
       response.next = [count](std::string& chunk) {
         chunk = "data: " + std::to_string((*count)++) + "\n\n";
         return *count < 3;
+      };
+      return response;
+    });
+    server_->Route("GET", "/v1/open", Access::kPublic,
+                   [](const HttpRequest&) { return JsonResponse("{}"); });
+    // Streams until the server asks it to stop, then ends with a last event.
+    server_->Route("POST", "/until-stop", Access::kPublic, [](const HttpRequest& request) {
+      HttpResponse response = TextResponse("", "text/event-stream");
+      response.next = [watch = request.is_connection_closed](std::string& chunk) {
+        std::this_thread::sleep_for(10ms);
+        if (!watch.stop_requested()) {
+          chunk = "data: tick\n\n";
+          return true;
+        }
+        chunk = "data: stopped\n\n";
+        return false;
       };
       return response;
     });
@@ -56,6 +69,37 @@ class HttpServerTest : public ::testing::Test {
   void TearDown() override {
     server_->Stop();
     thread_.join();
+  }
+
+  int Connect() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port_);
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      close(fd);
+      return -1;
+    }
+    timeval timeout{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    return fd;
+  }
+
+  static void Send(int fd, const std::string& text) {
+    ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+
+  // Reads until `marker` has arrived, the peer closes, or 5 s without data.
+  static std::string ReadUntil(int fd, const std::string& marker) {
+    std::string text;
+    char buffer[4096];
+    while (text.find(marker) == std::string::npos) {
+      ssize_t n = read(fd, buffer, sizeof(buffer));
+      if (n <= 0) break;
+      text.append(buffer, static_cast<size_t>(n));
+    }
+    return text;
   }
 
   httplib::Client Client() { return httplib::Client("127.0.0.1", port_); }
@@ -88,8 +132,17 @@ TEST_F(HttpServerTest, AuthenticatedRouteChecksBearerKey) {
   EXPECT_EQ(right->body, "hello");
 }
 
+TEST_F(HttpServerTest, EveryV1RouteNeedsTheKey) {
+  httplib::Client client = Client();
+  EXPECT_EQ(client.Get("/v1/open")->status, 401);
+  EXPECT_EQ(client.Get("/v1/open", {{"Authorization", "Bearer sekret"}})->status, 200);
+  // Unknown /v1/ routes too: without the key nobody learns which exist.
+  EXPECT_EQ(client.Get("/v1/nothing")->status, 401);
+  EXPECT_EQ(client.Get("/public")->status, 200);
+}
+
 TEST_F(HttpServerTest, UnknownRouteIsOpenAiShaped404) {
-  auto result = Client().Get("/v1/nothing");
+  auto result = Client().Get("/v1/nothing", {{"Authorization", "Bearer sekret"}});
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 404);
   nlohmann::json body = nlohmann::json::parse(result->body);
@@ -121,15 +174,52 @@ TEST_F(HttpServerTest, StreamedChunksArriveInOrder) {
   EXPECT_EQ(result->body, "data: 0\n\ndata: 1\n\ndata: 2\n\n");
 }
 
+TEST_F(HttpServerTest, ExpectContinueGetsA100BeforeTheBody) {
+  int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd,
+       "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
+       "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  EXPECT_EQ(ReadUntil(fd, "\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  Send(fd, "hello");
+  std::string answer = ReadUntil(fd, "hello");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  close(fd);
+}
+
+TEST_F(HttpServerTest, KeepAliveServesRequestsInTurn) {
+  int fd = Connect();
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < 3; ++i) {
+    Send(fd, "GET /public HTTP/1.1\r\nHost: x\r\n\r\n");
+    std::string answer = ReadUntil(fd, "{\"ok\":true}");
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  }
+  close(fd);
+}
+
+TEST_F(HttpServerTest, ShutdownLetsAStreamEndPastTheDrain) {
+  int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd, "POST /until-stop HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_NE(ReadUntil(fd, "tick").find("tick"), std::string::npos);
+  auto start = std::chrono::steady_clock::now();
+  std::thread stopper([this] { server_->Shutdown(300ms); });
+  std::string rest = ReadUntil(fd, "0\r\n\r\n");
+  stopper.join();
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_NE(rest.find("data: stopped"), std::string::npos);
+  EXPECT_TRUE(rest.ends_with("0\r\n\r\n")) << "the chunked body ends cleanly";
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 5s);
+  EXPECT_LT(Connect(), 0) << "no connections after a shutdown";
+  close(fd);
+}
+
 TEST_F(HttpServerTest, HandlerSeesClientHangUp) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port_);
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  std::string request = "POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
-  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd, "POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   std::this_thread::sleep_for(200ms);  // let the handler start waiting
   close(fd);
   auto deadline = std::chrono::steady_clock::now() + 3s;

@@ -1,0 +1,298 @@
+#include "server/http_connection.h"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cctype>
+#include <future>
+#include <thread>
+
+#include "server/error.h"
+
+namespace mkserve::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+// A stream whose client reads nothing for this long is dropped.
+constexpr std::chrono::seconds kWriteTimeout(30);
+// How long an error answer waits for the client to stop sending before the socket closes.
+constexpr std::chrono::seconds kLingerTimeout(2);
+constexpr std::size_t kLingerReadBytes = 16 * 1024;
+constexpr uint32_t kMaxHeadBytes = 64 * 1024;
+
+std::string Lower(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
+HttpRequest ToHttpRequest(http::request<http::string_body>& message) {
+  HttpRequest request;
+  request.method = std::string(message.method_string());
+  std::string_view target = message.target();
+  request.path = std::string(target.substr(0, target.find('?')));
+  for (const auto& field : message) {
+    request.headers.emplace(Lower(field.name_string()), std::string(field.value()));
+  }
+  request.body = std::move(message.body());
+  return request;
+}
+
+std::string ErrorJson(ErrorKind kind, const std::string& message) {
+  return ErrorBody(ApiError(kind, message));
+}
+
+template <typename Message>
+void SetHead(Message& message, const HttpResponse& response, bool keep_alive) {
+  message.set(http::field::server, "mkserve");
+  message.set(http::field::content_type, response.content_type);
+  for (const auto& [name, value] : response.headers) message.set(name, value);
+  message.keep_alive(keep_alive);
+}
+
+bool IsHangUp(beast::error_code error) {
+  return error == http::error::end_of_stream || error == asio::error::eof ||
+         error == asio::error::connection_reset || error == asio::error::operation_aborted ||
+         error == beast::error::timeout || error == asio::error::bad_descriptor;
+}
+
+}  // namespace
+
+void RunningRequests::Begin() {
+  std::lock_guard lock(mutex_);
+  ++count_;
+}
+
+void RunningRequests::End() {
+  // Notified under the lock: a waiter may destroy this object as soon as it sees zero.
+  std::lock_guard lock(mutex_);
+  if (--count_ == 0) none_.notify_all();
+}
+
+bool RunningRequests::WaitFor(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return none_.wait_for(lock, timeout, [this] { return count_ == 0; });
+}
+
+void RunningRequests::Wait() {
+  std::unique_lock lock(mutex_);
+  none_.wait(lock, [this] { return count_ == 0; });
+}
+
+HttpConnection::HttpConnection(asio::ip::tcp::socket socket, ConnectionContext& context)
+    : stream_(std::move(socket)), context_(context) {
+  ++context_.open_connections;
+  beast::error_code ignored;
+  // SSE events are small writes; Nagle would hold each back for the previous one's ACK.
+  stream_.socket().set_option(asio::ip::tcp::no_delay(true), ignored);
+}
+
+HttpConnection::~HttpConnection() { --context_.open_connections; }
+
+void HttpConnection::Start() { ReadHead(); }
+
+void HttpConnection::Refuse(int max_connections) {
+  AnswerAndClose(503, ErrorJson(ErrorKind::kUnavailable,
+                                "the server is at its limit of " + std::to_string(max_connections) +
+                                    " open connections (--max-connections); retry shortly"));
+}
+
+void HttpConnection::CloseUnlessHandling() {
+  if (phase_ != Phase::kHandling) Close();
+}
+
+void HttpConnection::Close() {
+  if (phase_ == Phase::kClosed) return;
+  phase_ = Phase::kClosed;
+  beast::error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  stream_.close();
+}
+
+void HttpConnection::ReadHead() {
+  if (context_.draining || phase_ == Phase::kClosed) return Close();
+  phase_ = Phase::kReading;
+  parser_.emplace();
+  parser_->header_limit(kMaxHeadBytes);
+  parser_->body_limit(static_cast<uint64_t>(context_.limits.max_body_bytes));
+  stream_.expires_after(context_.limits.header_timeout);
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code error, std::size_t) { self->OnHead(error); });
+}
+
+void HttpConnection::OnHead(beast::error_code error) {
+  if (error) return OnRead(error);
+  auto expect = parser_->get()[http::field::expect];
+  if (!beast::iequals(expect, "100-continue")) return ReadBody();
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  stream_.expires_after(kWriteTimeout);
+  asio::async_write(stream_, asio::buffer(kContinue),
+                    [self = shared_from_this()](beast::error_code error, std::size_t) {
+                      if (error) return self->Close();
+                      self->ReadBody();
+                    });
+}
+
+void HttpConnection::ReadBody() {
+  stream_.expires_after(context_.limits.body_timeout);
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code error, std::size_t) { self->OnRead(error); });
+}
+
+void HttpConnection::OnRead(beast::error_code error) {
+  if (!error) return Dispatch();
+  // A timeout has closed the socket already: nothing can be answered.
+  if (IsHangUp(error) || phase_ == Phase::kClosed) return Close();
+  if (error == http::error::body_limit) {
+    return AnswerAndClose(
+        413, ErrorJson(ErrorKind::kPayloadTooLarge,
+                       "request body too large; the server limit is set by --max-body-bytes"));
+  }
+  if (error == http::error::header_limit) {
+    return AnswerAndClose(431, ErrorJson(ErrorKind::kInvalidRequest,
+                                         "request head over " + std::to_string(kMaxHeadBytes) +
+                                             " bytes; send fewer or shorter headers"));
+  }
+  AnswerAndClose(
+      400, ErrorJson(ErrorKind::kInvalidRequest, "malformed HTTP request: " + error.message()));
+}
+
+void HttpConnection::Dispatch() {
+  if (context_.draining) return Close();
+  phase_ = Phase::kHandling;
+  stream_.expires_never();
+  http::request<http::string_body> message = parser_->release();
+  version_ = message.version();
+  keep_alive_ = message.keep_alive();
+  HttpRequest request = ToHttpRequest(message);
+  request.is_connection_closed =
+      WatchSocket(stream_.socket().native_handle(), context_.stop_requested);
+  context_.running.Begin();
+  try {
+    std::thread(&HttpConnection::Handle, shared_from_this(), std::move(request)).detach();
+  } catch (const std::system_error&) {
+    context_.running.End();
+    AnswerAndClose(503, ErrorJson(ErrorKind::kUnavailable,
+                                  "the server cannot start a thread for this request; retry"));
+  }
+}
+
+void HttpConnection::AnswerAndClose(int status, std::string body) {
+  auto message = std::make_shared<http::response<http::string_body>>();
+  message->result(static_cast<unsigned>(status));
+  message->version(11);
+  message->set(http::field::server, "mkserve");
+  message->set(http::field::content_type, "application/json");
+  message->set(http::field::access_control_allow_origin, "*");
+  message->keep_alive(false);
+  message->body() = std::move(body);
+  message->prepare_payload();
+  stream_.expires_after(kWriteTimeout);
+  http::async_write(stream_, *message,
+                    [self = shared_from_this(), message](beast::error_code error, std::size_t) {
+                      if (error) return self->Close();
+                      self->LingerAndClose();
+                    });
+}
+
+void HttpConnection::LingerAndClose() {
+  beast::error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream_.expires_after(kLingerTimeout);
+  DropInputUntilClosed();
+}
+
+void HttpConnection::DropInputUntilClosed() {
+  buffer_.clear();
+  stream_.async_read_some(buffer_.prepare(kLingerReadBytes),
+                          [self = shared_from_this()](beast::error_code error, std::size_t) {
+                            if (error) return self->Close();  // the client closed, or time
+                            self->DropInputUntilClosed();
+                          });
+}
+
+void HttpConnection::Handle(std::shared_ptr<HttpConnection> self, HttpRequest request) {
+  ConnectionContext& context = self->context_;
+  bool keep_alive = false;
+  bool written = false;
+  {
+    HttpResponse response = context.router->Respond(request);
+    // HTTP/1.0 has no chunked encoding: a stream ends by closing the connection.
+    keep_alive = self->keep_alive_ && !context.draining && (self->version_ >= 11 || !response.next);
+    written = response.next ? self->WriteStream(response, keep_alive)
+                            : self->WriteWhole(response, keep_alive);
+  }  // the response and its generator go first: that cancels an unfinished run
+  request = HttpRequest();
+  asio::post(self->stream_.get_executor(), [self, keep_alive, written] {
+    if (written && keep_alive) {
+      self->ReadHead();
+    } else {
+      self->Close();
+    }
+  });
+  self.reset();
+  context.running.End();  // last: the server may be destroyed once none runs
+}
+
+template <typename AsyncWrite>
+bool HttpConnection::WriteOnIoThread(AsyncWrite start_write) {
+  std::promise<beast::error_code> finished;
+  auto result = finished.get_future();
+  asio::post(stream_.get_executor(), [this, &start_write, &finished] {
+    stream_.expires_after(kWriteTimeout);
+    start_write([&finished](beast::error_code error, std::size_t) { finished.set_value(error); });
+  });
+  return !result.get();
+}
+
+bool HttpConnection::WriteWhole(const HttpResponse& response, bool keep_alive) {
+  http::response<http::string_body> message;
+  message.result(static_cast<unsigned>(response.status));
+  message.version(version_);
+  SetHead(message, response, keep_alive);
+  message.body() = response.body;
+  message.prepare_payload();
+  return WriteOnIoThread([&](auto done) { http::async_write(stream_, message, done); });
+}
+
+bool HttpConnection::WriteStream(HttpResponse& response, bool keep_alive) {
+  const bool chunked = version_ >= 11;
+  http::response<http::empty_body> head;
+  head.result(static_cast<unsigned>(response.status));
+  head.version(version_);
+  SetHead(head, response, keep_alive);
+  head.chunked(chunked);
+  http::response_serializer<http::empty_body> serializer(head);
+  if (!WriteOnIoThread([&](auto done) { http::async_write_header(stream_, serializer, done); })) {
+    return false;
+  }
+  std::string chunk;
+  for (bool more = true; more;) {
+    chunk.clear();
+    more = response.next(chunk);
+    if (chunk.empty()) continue;
+    bool sent = WriteOnIoThread([&](auto done) {
+      if (chunked) {
+        asio::async_write(stream_, http::make_chunk(asio::buffer(chunk)), done);
+      } else {
+        asio::async_write(stream_, asio::buffer(chunk), done);
+      }
+    });
+    if (!sent) return false;
+  }
+  if (!chunked) return true;
+  return WriteOnIoThread(
+      [&](auto done) { asio::async_write(stream_, http::make_chunk_last(), done); });
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,68 @@
+#include "server/http_router.h"
+
+#include "server/error.h"
+
+namespace mkserve::server {
+namespace {
+
+HttpResponse ErrorResponse(const ApiError& error) {
+  return JsonResponse(ErrorBody(error), StatusOf(error.kind()).http_status);
+}
+
+// Browsers send a preflight before cross-origin POSTs; we allow any origin (the API key, not
+// the origin, is the access control) and echo the origin so credentialed requests work too.
+void AddCorsHeaders(const HttpRequest& request, HttpResponse& response) {
+  std::string origin = request.Header("origin");
+  response.headers["Access-Control-Allow-Origin"] = origin.empty() ? "*" : origin;
+  if (!origin.empty()) response.headers["Vary"] = "Origin";
+}
+
+HttpResponse Preflight(const HttpRequest& request) {
+  HttpResponse response = TextResponse("", "text/plain", 204);
+  response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS";
+  std::string asked = request.Header("access-control-request-headers");
+  response.headers["Access-Control-Allow-Headers"] =
+      asked.empty() ? "Authorization, Content-Type" : asked;
+  response.headers["Access-Control-Max-Age"] = "86400";
+  return response;
+}
+
+bool IsOpenAiPath(const std::string& path) { return path.rfind("/v1/", 0) == 0; }
+
+}  // namespace
+
+void HttpRouter::Add(const std::string& method, const std::string& path, Access access,
+                     Handler handler) {
+  if (IsOpenAiPath(path)) access = Access::kAuthenticated;
+  routes_[{method, path}] = Route{access, std::move(handler)};
+}
+
+bool HttpRouter::IsAuthorized(const HttpRequest& request) const {
+  if (api_key_.empty()) return true;
+  return request.Header("authorization") == "Bearer " + api_key_ ||
+         request.Header("x-api-key") == api_key_;
+}
+
+HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
+  auto route = routes_.find({request.method, request.path});
+  // An unknown /v1/ path needs the key too, as at OpenAI: no probing for routes without it.
+  bool needs_key = route == routes_.end() ? IsOpenAiPath(request.path)
+                                          : route->second.access == Access::kAuthenticated;
+  HttpResponse response;
+  if (request.method == "OPTIONS") {
+    response = Preflight(request);
+  } else if (needs_key && !IsAuthorized(request)) {
+    response =
+        ErrorResponse(ApiError(ErrorKind::kUnauthorized,
+                               "missing or invalid API key: send 'Authorization: Bearer <key>'"));
+  } else if (route == routes_.end()) {
+    response = ErrorResponse(
+        ApiError(ErrorKind::kNotFound, "no route for " + request.method + " " + request.path));
+  } else {
+    response = route->second.handler(request);
+  }
+  AddCorsHeaders(request, response);
+  return response;
+}
+
+}  // namespace mkserve::server
