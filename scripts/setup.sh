@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of mkserve on a fresh Debian 12 machine, as root.
 # Idempotent: packages already present are skipped, npm installs only when package-lock changed.
+# --serve-only skips the npm test clients (scripts/run.sh: building and serving need none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+serve_only=false
+[[ ${1:-} == --serve-only ]] && serve_only=true
 
 packages=(
   build-essential cmake ninja-build ccache git pkg-config
@@ -31,6 +34,7 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
 fi
+$serve_only && exit 0  # scripts/run.sh: serving needs no npm client
 
 # Test clients from npm (official openai SDK, reference tokenizers and jinja), one folder each.
 # tests/e2e also holds the OpenCode CLI's linux-x64 build (opencode-linux-x64, the binary the

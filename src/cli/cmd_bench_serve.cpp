@@ -1,33 +1,59 @@
 // `mkserve bench-serve`: load-tests a running `mkserve serve` (or any OpenAI-compatible server)
-// with concurrent streaming chat requests; prints output tok/s and TTFT / ITL percentiles.
+// with concurrent streaming chat requests; prints output tok/s, per-request decode tok/s, TTFT
+// and ITL percentiles and the first failures, as text or JSON.
 #include <cstdio>
+#include <fstream>
 
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
 #include "server/load_generator.h"
+#include "server/prompt_set.h"
 
 namespace mkserve::cli {
 namespace {
 
+constexpr const char* kDefaultPrompt = "Write a short story about a robot learning to paint.";
+
 int RunBenchServe(std::span<const std::string> argv) {
   Args args(argv);
   server::LoadOptions options;
-  options.url = args.String("url", options.url);
+  options.url = server::ParseBaseUrl(args.String("url", "http://127.0.0.1:8000/v1"));
   options.concurrency = static_cast<int>(args.Int("concurrency", options.concurrency));
   options.num_requests = static_cast<int>(args.Int("requests", options.num_requests));
   options.max_tokens = static_cast<int>(args.Int("max-tokens", options.max_tokens));
+  options.ignore_eos = args.Switch("ignore-eos");
   options.api_key = args.String("api-key", "");
   options.model = args.String("model", "");
-  options.prompt = args.String("prompt", options.prompt);
+  const std::string prompt = args.String("prompt", "");
+  const std::string prompts_file = args.String("prompts", "");
+  const std::string json_path = args.String("json", "");
   args.Finish();
   if (options.concurrency < 1) throw Error("--concurrency must be at least 1");
   if (options.num_requests < 1) throw Error("--requests must be at least 1");
   if (options.max_tokens < 1) throw Error("--max-tokens must be at least 1");
-  std::fprintf(stderr, "bench-serve: %d requests, %d at a time, max_tokens %d, against %s\n",
-               options.num_requests, options.concurrency, options.max_tokens, options.url.c_str());
+  if (!prompt.empty() && !prompts_file.empty()) throw Error("give --prompt or --prompts, not both");
+  options.prompts = !prompts_file.empty() ? server::LoadPromptSet(prompts_file)
+                    : !prompt.empty()     ? std::vector<std::string>{prompt}
+                                          : std::vector<std::string>{kDefaultPrompt};
+  std::fprintf(stderr,
+               "bench-serve: %d requests, %d at a time, max_tokens %d%s, %zu prompt(s), against "
+               "%s%s\n",
+               options.num_requests, options.concurrency, options.max_tokens,
+               options.ignore_eos ? " (ignore_eos)" : "", options.prompts.size(),
+               options.url.origin.c_str(), options.url.api_path.c_str());
   server::LoadReport report = server::RunLoad(options);
-  std::printf("%s", server::FormatReport(report).c_str());
+  if (json_path == "-") {
+    std::printf("%s\n", server::ReportJson(report).dump(2).c_str());
+  } else {
+    std::printf("%s", server::FormatReport(report).c_str());
+    if (!json_path.empty()) {
+      std::ofstream out(json_path);
+      if (!(out << server::ReportJson(report).dump(2) << "\n")) {
+        throw Error("cannot write the JSON report to " + json_path);
+      }
+    }
+  }
   return report.num_failed == 0 ? 0 : 1;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <thread>
@@ -41,7 +42,8 @@ struct ServeFlags {
   int64_t max_batch = 64;
   int64_t kv_bytes = int64_t{1} << 30;  // cpu and scripted backends
   int64_t max_step_tokens = 0;          // 0: the backend's default
-  double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
+  int64_t max_prefill_while_decoding = EngineOptions{}.max_prefill_tokens_while_decoding;
+  double gpu_memory_fraction = 0.9;  // cuda: weights + scratch + KV cache
   bool cuda_graphs = true;
   std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
   int64_t warmup_context = 8192;        // cuda: graphs captured at start-up up to this context
@@ -49,6 +51,8 @@ struct ServeFlags {
   uint64_t seed = 0;
   int64_t max_model_len = 0;
   int64_t max_waiting = 0;
+  double step_timeout_s = 60;         // a longer step is a wedged backend: fail and exit
+  double first_step_timeout_s = 600;  // the first step also captures graphs, initialises
   std::string served_model_name;
   bool reasoning = true;
   double drain_timeout_s = 30;  // SIGTERM: how long running requests may still take
@@ -95,7 +99,11 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.kv_bytes = args.Int("kv-bytes", flags.kv_bytes);
   flags.max_model_len = args.Int("max-model-len", 0);
   flags.max_waiting = args.Int("max-waiting", 0);
+  flags.step_timeout_s = args.Double("step-timeout", flags.step_timeout_s);
+  flags.first_step_timeout_s = args.Double("first-step-timeout", flags.first_step_timeout_s);
   flags.max_step_tokens = args.Int("max-step-tokens", 0);
+  flags.max_prefill_while_decoding =
+      args.Int("max-prefill-tokens-while-decoding", flags.max_prefill_while_decoding);
   flags.gpu_memory_fraction = args.Double("gpu-memory-fraction", flags.gpu_memory_fraction);
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
@@ -128,6 +136,14 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
     throw Error("--max-step-tokens must be at least --max-batch (" +
                 std::to_string(flags.max_batch) + ")");
   }
+  if (flags.max_prefill_while_decoding < 1) {
+    throw Error(
+        "--max-prefill-tokens-while-decoding must be at least 1 (set it to "
+        "--max-step-tokens to let prompts take whole steps)");
+  }
+  if (!(flags.step_timeout_s >= 0.001) || !(flags.first_step_timeout_s >= 0.001)) {
+    throw Error("--step-timeout and --first-step-timeout must be positive numbers of seconds");
+  }
   if (!(flags.gpu_memory_fraction > 0.0 && flags.gpu_memory_fraction < 1.0)) {
     throw Error("--gpu-memory-fraction must be in (0, 1)");
   }
@@ -146,6 +162,11 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   }
   return flags;
 }
+
+// How long /health and new requests answer 503 after a fatal backend error before the HTTP
+// shutdown, and how long that shutdown drains (it gets twice that before the process exits).
+constexpr std::chrono::seconds kFatalDrain(2);
+constexpr int kExitBackendFatal = 3;
 
 // Steps of this many tokens keep the GPU's prefill GEMMs large; the CPU backend keeps the
 // engine's smaller default so decode rows are not starved behind long prefill chunks.
@@ -279,8 +300,11 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   options.max_step_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens
                             : flags.backend == "cuda" ? kCudaStepTokens
                                                       : options.max_step_tokens;
+  options.max_prefill_tokens_while_decoding = flags.max_prefill_while_decoding;
   options.max_model_len = flags.max_model_len;
   options.max_waiting_requests = flags.max_waiting;
+  options.step_timeout = Milliseconds(flags.step_timeout_s);
+  options.first_step_timeout = Milliseconds(flags.first_step_timeout_s);
   options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);
   model->engine = std::make_unique<Engine>(std::move(backend), options);
   return model;
@@ -303,9 +327,38 @@ void PrintSummary(const ServeFlags& flags, const server::ServedModel& model,
                flags.http.host.c_str(), port);
 }
 
+// The stop signal that arrived, or 0 once the engine has failed fatally.
+int WaitForSignalOrFatal(const sigset_t& stop_signals, const Engine& engine) {
+  const timespec poll{0, 100'000'000};  // 100 ms
+  while (!engine.fatal_error()) {
+    int signal_number = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (signal_number > 0) return signal_number;
+  }
+  return 0;
+}
+
+// After a fatal backend error the engine has failed every request in flight and refuses new ones
+// (503, /health too). Keep answering so for a moment, shut the HTTP server down so those responses
+// go out, then exit non-zero so a supervisor restarts the server. The engine thread may be stuck
+// inside the backend, so nothing here waits for it: the process ends with _Exit, and the HTTP
+// shutdown runs on a thread of its own with a bounded wait.
+[[noreturn]] void ExitAfterFatal(const std::string& message, server::HttpServer& http,
+                                 const std::atomic<bool>& listener_done) {
+  std::fprintf(stderr, "mkserve serve: fatal backend error: %s\nmkserve serve: exiting\n",
+               message.c_str());
+  std::this_thread::sleep_for(kFatalDrain);
+  std::thread([&http] { http.Shutdown(kFatalDrain); }).detach();
+  auto deadline = std::chrono::steady_clock::now() + 2 * kFatalDrain;
+  while (!listener_done && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::fflush(stderr);
+  std::_Exit(kExitBackendFatal);
+}
+
 int RunServe(std::span<const std::string> argv) {
   ServeFlags flags = ParseFlags(argv);
-  // Block the stop signals in every thread; the main thread waits for them with sigwait.
+  // Block the stop signals in every thread; the main thread waits for them (sigtimedwait).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -321,7 +374,11 @@ int RunServe(std::span<const std::string> argv) {
   server::HttpServer http(flags.http);
   server::RegisterRoutes(http, state, counters);
   int port = http.Bind();
-  std::thread listener([&http] { http.Listen(); });
+  std::atomic<bool> listener_done{false};
+  std::thread listener([&http, &listener_done] {
+    http.Listen();
+    listener_done = true;
+  });
   std::fprintf(stderr, "mkserve serve: bound http://%s:%d, loading %s\n", flags.http.host.c_str(),
                port, flags.model_dir.string().c_str());
   try {
@@ -332,8 +389,10 @@ int RunServe(std::span<const std::string> argv) {
     throw;
   }
   PrintSummary(flags, state.RequireModel(), model_id, port);
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  int signal_number = WaitForSignalOrFatal(stop_signals, *state.RequireModel().engine);
+  if (signal_number == 0) {
+    ExitAfterFatal(*state.RequireModel().engine->fatal_error(), http, listener_done);
+  }
   std::fprintf(stderr,
                "mkserve serve: signal %d, shutting down: no new connections, running requests "
                "have %.0f s to finish\n",

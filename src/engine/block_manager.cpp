@@ -65,7 +65,7 @@ void BlockManager::Allocate(Sequence& seq, int64_t num_tokens) {
     std::vector<int32_t>& table = seq.block_tables[g];
     int64_t first_needed = FirstNeededBlock(pool, seq.num_computed_tokens);
     for (int64_t b = 0; b < std::min<int64_t>(first_needed, table.size()); ++b) {
-      if (table[b] >= 0) Release(pool, table[b], /*keep_cached=*/false);
+      if (table[b] >= 0) Release(pool, table[b]);
       table[b] = -1;
     }
     while (static_cast<int64_t>(table.size()) < num_blocks) table.push_back(TakeBlock(pool));
@@ -137,7 +137,7 @@ void BlockManager::Free(Sequence& seq) {
   for (size_t g = 0; g < seq.block_tables.size(); ++g) {
     const std::vector<int32_t>& table = seq.block_tables[g];
     for (auto it = table.rbegin(); it != table.rend(); ++it) {
-      if (*it >= 0) Release(pools_[g], *it, /*keep_cached=*/true);
+      if (*it >= 0) Release(pools_[g], *it);
     }
   }
   seq.block_tables.clear();
@@ -172,9 +172,9 @@ void BlockManager::Reference(Pool& pool, int32_t block) {
   if (pool.ref_counts[block]++ == 0) pool.cache.Unpark(block);
 }
 
-void BlockManager::Release(Pool& pool, int32_t block, bool keep_cached) {
+void BlockManager::Release(Pool& pool, int32_t block) {
   if (--pool.ref_counts[block] > 0) return;
-  if (keep_cached && pool.cache.IsCached(block)) {
+  if (pool.cache.IsCached(block)) {
     pool.cache.Park(block);
   } else {
     pool.cache.Erase(block);

@@ -3,9 +3,12 @@
 // Each group has its own pool of ref-counted blocks and its own PrefixCache. A sequence holds one
 // block table per group; block i covers tokens [64i, 64i + 64). Sliding groups release blocks that
 // lie wholly before the window of the next token to compute, FirstKeyInWindow(next, window): the
-// query at `next` and every later one never read them again. Those releases do NOT keep the block
-// in the prefix cache (its slot is wanted back for live windows); blocks a sequence still held when
-// it finished or was preempted stay cached and parked (LRU) until a fresh block is needed.
+// query at `next` and every later one never read them again. Every released block that is cached
+// (slid out of a window, or held when its sequence finished or was preempted) stays in the prefix
+// cache, parked in an LRU list, and is evicted only when a fresh block is needed: a parked block
+// counts as available, so keeping it costs running sequences nothing. Without that, the blocks a
+// sliding group released while prefilling and decoding would be gone, and neither the next turn
+// of a conversation nor an exact replay of a prompt longer than the window could attach.
 //
 // Prefix attach: a new sequence takes the longest run of cached full blocks such that (a) every
 // full-attention group holds all of them and (b) every sliding group holds the blocks inside the
@@ -73,7 +76,7 @@ class BlockManager {
   int64_t FirstNeededBlock(const Pool& pool, int64_t next_position) const;
   int32_t TakeBlock(Pool& pool);
   void Reference(Pool& pool, int32_t block);
-  void Release(Pool& pool, int32_t block, bool keep_cached);
+  void Release(Pool& pool, int32_t block);
   bool WindowsPresent(const std::vector<std::vector<int32_t>>& found, int64_t num_blocks) const;
 
   std::vector<Pool> pools_;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "engine/backend_error.h"
 #include "engine/request_validation.h"
 #include "engine/step_inputs.h"
 #include "engine/stop_checker.h"
@@ -39,7 +40,11 @@ SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options) {
     throw Error("max_step_tokens (" + std::to_string(options.max_step_tokens) +
                 ") must be at least max_batch (" + std::to_string(options.max_batch) + ")");
   }
-  return {options.max_batch, options.max_step_tokens};
+  if (options.max_prefill_tokens_while_decoding < 1) {
+    throw Error("max_prefill_tokens_while_decoding must be >= 1, got " +
+                std::to_string(options.max_prefill_tokens_while_decoding));
+  }
+  return {options.max_batch, options.max_step_tokens, options.max_prefill_tokens_while_decoding};
 }
 
 }  // namespace
@@ -63,7 +68,8 @@ struct Engine::Request {
   Clock::time_point submitted = Clock::now();
 };
 
-// The only state HTTP threads touch: a command queue, plus the id counter.
+// The only state HTTP threads (and the watchdog) touch: a command queue, the id counter, the
+// channels of the requests in flight, and the fatal state.
 class Engine::Commands : public CancelSink {
  public:
   void Push(Command command) {
@@ -73,13 +79,62 @@ class Engine::Commands : public CancelSink {
     }
     wake_.notify_one();
   }
+  // Queues a new request, or refuses it at once when the engine has stopped after a fatal error.
+  void Submit(SubmitCommand command) {
+    std::shared_ptr<RequestChannel> channel = command.channel;
+    std::optional<std::string> fatal;
+    {
+      std::lock_guard lock(mutex_);
+      fatal = fatal_error_;
+      if (!fatal) {
+        live_[command.id] = channel;
+        queue_.push_back(std::move(command));
+      }
+    }
+    if (!fatal) {
+      wake_.notify_one();
+      return;
+    }
+    channel->Push(ErrorEvent{EngineErrorKind::kShutdown,
+                             "the server stopped serving after a fatal backend error (" + *fatal +
+                                 "); retry once it has been restarted"});
+    channel->Close();
+  }
+  void Forget(int64_t request_id) {
+    std::lock_guard lock(mutex_);
+    live_.erase(request_id);
+  }
+  // The fatal path: fails every request in flight (queued or running) and refuses new ones. Any
+  // thread may call it; the engine thread leaves its loop at the next check.
+  void FailAll(const std::string& message) {
+    std::unordered_map<int64_t, std::weak_ptr<RequestChannel>> live;
+    {
+      std::lock_guard lock(mutex_);
+      if (fatal_error_) return;
+      fatal_error_ = message;
+      live.swap(live_);
+    }
+    wake_.notify_one();
+    for (auto& [id, weak_channel] : live) {
+      if (std::shared_ptr<RequestChannel> channel = weak_channel.lock()) {
+        channel->Push(
+            ErrorEvent{EngineErrorKind::kBackend,
+                       message + "; the server stops serving so that it can be restarted"});
+        channel->Close();
+      }
+    }
+  }
+  std::optional<std::string> fatal_error() const {
+    std::lock_guard lock(mutex_);
+    return fatal_error_;
+  }
   void CancelRequest(int64_t request_id) override { Push(CancelCommand{request_id}); }
-  // Waits up to `max_wait` for a command; false once Stop() was called.
+  // Waits up to `max_wait` for a command; false once Stop() or FailAll() was called.
   bool Take(std::chrono::milliseconds max_wait, std::deque<Command>& out) {
     std::unique_lock lock(mutex_);
-    wake_.wait_for(lock, max_wait, [&] { return stopping_ || !queue_.empty(); });
+    wake_.wait_for(lock, max_wait, [&] { return stopping_ || fatal_error_ || !queue_.empty(); });
     out.swap(queue_);
-    return !stopping_;
+    return !stopping_ && !fatal_error_;
   }
   void Stop() {
     {
@@ -91,9 +146,11 @@ class Engine::Commands : public CancelSink {
   int64_t NextId() { return next_id_++; }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Command> queue_;
+  std::unordered_map<int64_t, std::weak_ptr<RequestChannel>> live_;  // submitted, not yet closed
+  std::optional<std::string> fatal_error_;
   bool stopping_ = false;
   std::atomic<int64_t> next_id_{1};
 };
@@ -106,6 +163,9 @@ Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
       blocks_(backend_->kv_layout()),
       scheduler_(blocks_, CheckedSchedulerOptions(options_)),
       commands_(std::make_shared<Commands>()),
+      watchdog_(std::make_unique<StepWatchdog>(
+          options_.first_step_timeout, options_.step_timeout,
+          [commands = commands_](const std::string& message) { commands->FailAll(message); })),
       random_seeds_(std::random_device{}()) {
   PublishSnapshot();
   thread_ = std::thread([this] { Loop(); });
@@ -119,9 +179,11 @@ Engine::~Engine() {
 RequestHandle Engine::Submit(EngineRequest request) {
   auto channel = std::make_shared<RequestChannel>();
   int64_t id = commands_->NextId();
-  commands_->Push(SubmitCommand{id, std::move(request), channel});
+  commands_->Submit(SubmitCommand{id, std::move(request), channel});
   return RequestHandle(id, channel, commands_);
 }
+
+std::optional<std::string> Engine::fatal_error() const { return commands_->fatal_error(); }
 
 int64_t Engine::kv_capacity_tokens() const {
   int64_t blocks = 0;
@@ -178,6 +240,7 @@ void Engine::Apply(SubmitCommand& command) {
     ++stats_.requests_rejected;
     command.channel->Push(ErrorEvent{kind, *error});
     command.channel->Close();
+    commands_->Forget(command.id);
     return;
   }
   auto request = std::make_unique<Request>();
@@ -236,10 +299,15 @@ bool Engine::Step() {
   if (batch.empty()) return !batch.preempted.empty() || !batch.out_of_memory.empty();
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
   StepOutputs outputs;
-  if (std::optional<std::string> error = RunBackend(inputs, outputs)) {
-    FailBatch(batch, *error);
+  if (std::optional<StepFailure> failure = RunBackend(inputs, outputs)) {
+    if (failure->fatal) {
+      commands_->FailAll(failure->message);
+    } else {
+      FailBatch(batch, failure->message);
+    }
     return true;
   }
+  if (commands_->fatal_error()) return true;  // the watchdog gave up on this step meanwhile
   Postprocess(batch, inputs, outputs);
   ++stats_.steps_total;
   stats_.last_batch_size = static_cast<int64_t>(batch.sequences.size());
@@ -248,20 +316,26 @@ bool Engine::Step() {
   return true;
 }
 
-// The backend's failure message, or nullopt when `outputs` is good.
-std::optional<std::string> Engine::RunBackend(const StepInputs& inputs, StepOutputs& outputs) {
+// How the backend failed, or nullopt when `outputs` is good.
+std::optional<Engine::StepFailure> Engine::RunBackend(const StepInputs& inputs,
+                                                      StepOutputs& outputs) {
+  std::optional<StepFailure> failure;
+  watchdog_->StepStarted();
   try {
     outputs = backend_->Step(inputs);
+  } catch (const BackendFatalError& e) {
+    failure = StepFailure{std::string("the backend failed and cannot continue: ") + e.what(), true};
   } catch (const std::exception& e) {
-    return std::string("backend step failed: ") + e.what();
+    failure = StepFailure{std::string("backend step failed: ") + e.what()};
   } catch (...) {
-    return std::string("backend step failed with a non-standard exception");
+    failure = StepFailure{"backend step failed with a non-standard exception"};
   }
-  if (outputs.results.size() != inputs.sequences.size()) {
-    return "backend returned " + std::to_string(outputs.results.size()) + " results for " +
-           std::to_string(inputs.sequences.size()) + " sequences";
+  watchdog_->StepFinished();
+  if (!failure && outputs.results.size() != inputs.sequences.size()) {
+    failure = StepFailure{"backend returned " + std::to_string(outputs.results.size()) +
+                          " results for " + std::to_string(inputs.sequences.size()) + " sequences"};
   }
-  return std::nullopt;
+  return failure;
 }
 
 void Engine::FailBatch(const Batch& batch, const std::string& message) {
@@ -382,6 +456,7 @@ void Engine::CollectDoneRequests() {
     if (it == requests_.end()) continue;
     for (auto& gen : it->second->generations) generations_.erase(gen->seq.id);
     requests_.erase(it);
+    commands_->Forget(id);
   }
   done_requests_.clear();
 }

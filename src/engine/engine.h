@@ -19,8 +19,14 @@
 // further event. Preemption is invisible: tokens are never re-emitted.
 //
 // Each step: schedule -> backend step -> postprocess (advance counters, cache full blocks,
-// stop checks) -> emit events. A failing Backend::Step fails the requests in that batch with an
-// ErrorEvent; the loop keeps serving the others.
+// stop checks) -> emit events. A Backend::Step that throws mkserve::Error fails the requests in
+// that batch with an ErrorEvent; the loop keeps serving the others.
+//
+// Fatal failures: a BackendFatalError (engine/backend_error.h), or a step that has not returned
+// within the step timeout (a watchdog thread checks), fails every request in flight, queued ones
+// included, with an ErrorEvent; from then on Submit answers kShutdown at once and fatal_error()
+// says why. The engine thread may still be stuck inside the backend, so the process should exit
+// rather than destroy the Engine (whose destructor joins that thread).
 //
 // The Engine must be destroyed after the HTTP threads stop calling it; handles may outlive it.
 #pragma once
@@ -43,15 +49,22 @@
 #include "engine/engine_stats.h"
 #include "engine/request_handle.h"
 #include "engine/scheduler.h"
+#include "engine/step_watchdog.h"
 #include "engine/text_decoder.h"
 
 namespace mkserve {
 
 struct EngineOptions {
-  int64_t max_batch = 64;            // --max-batch: running sequences
-  int64_t max_step_tokens = 2048;    // tokens per step (prefill chunk budget); >= max_batch
+  int64_t max_batch = 64;          // --max-batch: running sequences
+  int64_t max_step_tokens = 2048;  // tokens per step (prefill chunk budget); >= max_batch
+  // Prompt tokens in a step that also decodes (keeps inter-token latency smooth); >= 1.
+  int64_t max_prefill_tokens_while_decoding = 1024;
   int64_t max_model_len = 0;         // context limit; 0 = the model's max_position_embeddings
   int64_t max_waiting_requests = 0;  // beyond this Submit fails with kQueueFull; 0 = unlimited
+  // A step running longer than this is a wedged backend (fatal). The first step may take longer:
+  // CUDA graph capture and lazy initialisation happen there.
+  std::chrono::milliseconds step_timeout{60'000};
+  std::chrono::milliseconds first_step_timeout{600'000};
   // Detokenizer for text deltas and stop strings; null = no text (stop strings are rejected).
   std::shared_ptr<const TextDecoder> text_decoder;
 };
@@ -76,10 +89,16 @@ class Engine {
   // Tokens of context the full-attention KV pool holds (for the start-up summary).
   int64_t kv_capacity_tokens() const;
   const std::string& backend_name() const { return backend_name_; }
+  // Why the engine stopped serving after a fatal backend failure; nullopt while it is healthy.
+  std::optional<std::string> fatal_error() const;
 
  private:
   struct Generation;
   struct Request;
+  struct StepFailure {
+    std::string message;
+    bool fatal = false;
+  };
   struct SubmitCommand {
     int64_t id;
     EngineRequest request;
@@ -96,7 +115,7 @@ class Engine {
   void Apply(const CancelCommand& command);
   void AddGeneration(Request& request, const EngineRequest& in, int32_t index);
   bool Step();
-  std::optional<std::string> RunBackend(const StepInputs& inputs, StepOutputs& outputs);
+  std::optional<StepFailure> RunBackend(const StepInputs& inputs, StepOutputs& outputs);
   void FailBatch(const Batch& batch, const std::string& message);
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
   void MarkPromptReady(Generation& gen);
@@ -116,6 +135,7 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::shared_ptr<Commands> commands_;
+  std::unique_ptr<StepWatchdog> watchdog_;  // after commands_: its callback uses them
 
   // Engine-thread state.
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;

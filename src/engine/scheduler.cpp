@@ -25,6 +25,9 @@ Batch Scheduler::Schedule() {
   int64_t budget = options_.max_step_tokens;
   for (Sequence* seq : running_) seq->num_scheduled_tokens = 0;
   ScheduleDecodes(batch, budget);
+  if (!batch.sequences.empty()) {
+    budget = std::min(budget, options_.max_prefill_tokens_while_decoding);
+  }
   SchedulePrefills(batch, budget);
   // Admitting right after a preemption would only hand the freed blocks to someone newer.
   if (batch.preempted.empty()) AdmitWaiting(batch, budget);

@@ -8,8 +8,11 @@
 //   2. Running sequences still prefilling continue their prompt in chunks, oldest first.
 //   3. Waiting sequences are admitted in order while the batch has room (max_batch), the step has
 //      token budget left and KV fits; the first that does not fit stops admission (no overtaking).
-// Every step computes at most max_step_tokens tokens (chunked prefill). A sequence that cannot
-// grow even when it runs alone is reported in Batch::out_of_memory and dropped.
+// Every step computes at most max_step_tokens tokens (chunked prefill). While any sequence decodes,
+// steps 2 and 3 together get at most max_prefill_tokens_while_decoding of them: a long prompt then
+// arrives in small chunks, so each step, and with it every running stream's next token, stays
+// short; with nobody decoding a prompt gets the whole step. A sequence that cannot grow even when
+// it runs alone is reported in Batch::out_of_memory and dropped.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,7 @@ namespace mkserve {
 struct SchedulerOptions {
   int64_t max_batch = 64;          // running sequences
   int64_t max_step_tokens = 2048;  // tokens computed per step, prefill chunks included
+  int64_t max_prefill_tokens_while_decoding = 1024;  // prompt tokens in a step with decode rows
 };
 
 struct Batch {

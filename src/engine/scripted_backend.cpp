@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "engine/backend_error.h"
 #include "engine/sampler.h"
 
 namespace mkserve {
@@ -26,6 +28,24 @@ std::vector<int32_t> ReadTokens(const nlohmann::json& value, const EncodeFn& enc
   throw Error(where + " must be a string or an array of token ids");
 }
 
+void ReadFault(const nlohmann::json& rule, const std::string& where, ScriptRule& parsed) {
+  const nlohmann::json& fault = rule["fault"];
+  if (fault == "error") {
+    parsed.fault = ScriptFault::kError;
+  } else if (fault == "fatal") {
+    parsed.fault = ScriptFault::kFatal;
+  } else if (fault == "hang") {
+    parsed.fault = ScriptFault::kHang;
+    if (!rule.contains("hang_ms") || !rule["hang_ms"].is_number_integer() ||
+        rule["hang_ms"].get<int64_t>() < 0) {
+      throw Error(where + " is a hang fault: it needs \"hang_ms\", a number of milliseconds >= 0");
+    }
+    parsed.hang = std::chrono::milliseconds(rule["hang_ms"].get<int64_t>());
+  } else {
+    throw Error(where + ".fault must be \"error\", \"fatal\" or \"hang\", got " + fault.dump());
+  }
+}
+
 }  // namespace
 
 Script LoadScript(const std::filesystem::path& path, const EncodeFn& encode) {
@@ -40,13 +60,18 @@ Script LoadScript(const std::filesystem::path& path, const EncodeFn& encode) {
   for (size_t i = 0; i < json["rules"].size(); ++i) {
     const nlohmann::json& rule = json["rules"][i];
     std::string where = path.string() + ": rules[" + std::to_string(i) + "]";
-    if (!rule.is_object() || !rule.contains("output")) throw Error(where + " needs \"output\"");
+    if (!rule.is_object() || (!rule.contains("output") && !rule.contains("fault"))) {
+      throw Error(where + " needs \"output\" or \"fault\"");
+    }
     ScriptRule parsed;
     if (rule.contains("prompt_contains")) {
       parsed.prompt_contains =
           ReadTokens(rule["prompt_contains"], encode, where + ".prompt_contains");
     }
-    parsed.output_token_ids = ReadTokens(rule["output"], encode, where + ".output");
+    if (rule.contains("output")) {
+      parsed.output_token_ids = ReadTokens(rule["output"], encode, where + ".output");
+    }
+    if (rule.contains("fault")) ReadFault(rule, where, parsed);
     script.rules.push_back(std::move(parsed));
   }
   return script;
@@ -71,18 +96,41 @@ ScriptedBackend::ScriptedBackend(ModelConfig config, KvLayout layout, Script scr
   }
 }
 
-int32_t ScriptedBackend::ScriptedToken(std::span<const int32_t> prompt, int64_t index) const {
+const ScriptRule* ScriptedBackend::MatchingRule(std::span<const int32_t> prompt) const {
   for (const ScriptRule& rule : script_.rules) {
     auto& needle = rule.prompt_contains;
-    bool match = needle.empty() || std::search(prompt.begin(), prompt.end(), needle.begin(),
-                                               needle.end()) != prompt.end();
-    if (!match) continue;
-    if (index < static_cast<int64_t>(rule.output_token_ids.size())) {
-      return rule.output_token_ids[index];
+    if (needle.empty() ||
+        std::search(prompt.begin(), prompt.end(), needle.begin(), needle.end()) != prompt.end()) {
+      return &rule;
     }
-    break;
+  }
+  return nullptr;
+}
+
+int32_t ScriptedBackend::ScriptedToken(std::span<const int32_t> prompt, int64_t index) const {
+  const ScriptRule* rule = MatchingRule(prompt);
+  if (rule && index < static_cast<int64_t>(rule->output_token_ids.size())) {
+    return rule->output_token_ids[index];
   }
   return config_.eos_token_ids.empty() ? 0 : config_.eos_token_ids[0];
+}
+
+void ScriptedBackend::InjectFaults(const StepInputs& inputs) const {
+  for (const SequenceStep& step : inputs.sequences) {
+    const ScriptRule* rule = MatchingRule(step.prompt_token_ids);
+    if (!rule) continue;
+    switch (rule->fault) {
+      case ScriptFault::kNone:
+        break;
+      case ScriptFault::kError:
+        throw Error("scripted transient backend error");
+      case ScriptFault::kFatal:
+        throw BackendFatalError("scripted fatal backend error");
+      case ScriptFault::kHang:
+        std::this_thread::sleep_for(rule->hang);
+        break;
+    }
+  }
 }
 
 std::vector<float> ScriptedBackend::PeakedLogits(int32_t token_id) const {
@@ -92,6 +140,7 @@ std::vector<float> ScriptedBackend::PeakedLogits(int32_t token_id) const {
 }
 
 StepOutputs ScriptedBackend::Step(const StepInputs& inputs) {
+  InjectFaults(inputs);
   StepOutputs outputs;
   for (const SequenceStep& step : inputs.sequences) {
     SequenceResult& result = outputs.results.emplace_back();

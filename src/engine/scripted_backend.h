@@ -2,9 +2,11 @@
 // by its prompt, then EOS, whatever the sampling parameters say; logprobs come from a synthetic
 // distribution peaked on the scripted token. It lets engine and server tests (and
 // `mkserve serve --backend scripted:FILE`) run deterministic flows: reasoning, tool calls, stop
-// strings, n > 1, preemption.
+// strings, n > 1, preemption. A rule may instead inject a backend fault, so the failure paths of
+// the engine and the server are tested through the real serving code.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -15,16 +17,27 @@
 
 namespace mkserve {
 
+// What a step that holds a sequence of the rule's prompt does instead of running.
+enum class ScriptFault {
+  kNone,
+  kError,  // throws mkserve::Error: a transient failure of that step
+  kFatal,  // throws BackendFatalError: the backend cannot run another step
+  kHang,   // sleeps for `hang` before returning normally: a wedged device, for the watchdog
+};
+
 struct ScriptRule {
   std::vector<int32_t> prompt_contains;  // matches prompts holding this run of ids; empty: any
   std::vector<int32_t> output_token_ids;
+  ScriptFault fault = ScriptFault::kNone;
+  std::chrono::milliseconds hang{0};
 };
 
 struct Script {
   std::vector<ScriptRule> rules;  // the first matching rule wins; no match: EOS at once
 };
 
-// Reads {"rules": [{"prompt_contains": "text" or [ids], "output": "text" or [ids]}, ...]}.
+// Reads {"rules": [{"prompt_contains": "text" or [ids], "output": "text" or [ids]}, ...]}; a
+// fault rule has "fault": "error" | "fatal" | "hang" (with "hang_ms") instead of "output".
 // Text goes through `encode` (the server passes its tokenizer). Throws mkserve::Error naming the
 // file and the bad entry.
 using EncodeFn = std::function<std::vector<int32_t>(const std::string&)>;
@@ -50,6 +63,8 @@ class ScriptedBackend : public Backend {
   int32_t ScriptedToken(std::span<const int32_t> prompt_token_ids, int64_t index) const;
 
  private:
+  const ScriptRule* MatchingRule(std::span<const int32_t> prompt_token_ids) const;
+  void InjectFaults(const StepInputs& inputs) const;
   std::vector<float> PeakedLogits(int32_t token_id) const;
 
   ModelConfig config_;

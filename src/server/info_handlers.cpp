@@ -18,6 +18,10 @@ HttpResponse HandleHealth(const ServerState& state, const HttpRequest&) {
   if (!state.is_ready()) {
     throw ApiError(ErrorKind::kUnavailable, "the model is still loading");
   }
+  if (std::optional<std::string> fatal = state.RequireModel().engine->fatal_error()) {
+    throw ApiError(ErrorKind::kUnavailable,
+                   "the backend failed and the server is exiting to be restarted: " + *fatal);
+  }
   return JsonResponse("{\"status\":\"ok\"}");
 }
 

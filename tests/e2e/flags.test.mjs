@@ -23,6 +23,8 @@ const CASES = [
   [['--max-step-tokens', '10'], /--max-step-tokens must be at least --max-batch \(64\)/],
   [['--backend', 'tpu'], /--backend must be cpu, cuda or scripted:FILE, got 'tpu'/],
   [['--reasoning', 'sometimes'], /--reasoning must be on or off/],
+  [['--max-prefill-tokens-while-decoding', '0'], /--max-prefill-tokens-while-decoding must be at least 1/],
+  [['--step-timeout', '0'], /--step-timeout and --first-step-timeout must be positive/],
   [['--header-timeout', '0'], /--header-timeout and --body-timeout must be positive/],
   [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],
   [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],

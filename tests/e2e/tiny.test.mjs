@@ -141,6 +141,26 @@ test('tokenize and detokenize round trip', async () => {
   assert.ok(chat.json.count > tokens.json.count);
 });
 
+// The tiny model has North's layer pattern with a 16-token window: decoding the answer slides the
+// window far past the end of the prompt, so reuse needs the blocks the sliding layers released.
+test('prefix cache: the next chat turn and an exact replay reuse the previous prompt', async () => {
+  const code = Array.from({ length: 120 }, (_, i) => `  total_${i} = total_${i} + values[${i}] * ${i}`).join('\n');
+  const turn1 = user(`Review this function:\ndef tally(values):\n${code}\n  return total`);
+  const ask = (messages) => openai.chat.completions.create({ messages, max_tokens: 40, ignore_eos: true,
+    chat_template_kwargs: { enable_thinking: false } });
+  const first = await ask(turn1);
+  const promptTokens = first.usage.prompt_tokens;
+  assert.ok(promptTokens > 1300, `prompt of ${promptTokens} tokens`);
+  const turn2 = [...turn1, { role: 'assistant', content: first.choices[0].message.content ?? '' },
+    { role: 'user', content: 'Now rename total to sum everywhere.' }];
+  const second = await ask(turn2);
+  assert.ok(second.usage.prompt_tokens_details.cached_tokens >= 0.95 * promptTokens,
+    `turn 2 reused ${second.usage.prompt_tokens_details.cached_tokens} of ${promptTokens}`);
+  const replay = await ask(turn1);
+  assert.ok(replay.usage.prompt_tokens_details.cached_tokens >= 0.95 * promptTokens,
+    `the replay reused ${replay.usage.prompt_tokens_details.cached_tokens} of ${promptTokens}`);
+});
+
 test('bad input: each with its clear error', async () => {
   const malformed = await rawPost(server, '/v1/chat/completions', '{"messages": [', auth);
   assert.equal(malformed.status, 400);

@@ -121,11 +121,12 @@ TEST(BlockManagerTest, EvictsLeastRecentlyUsedCachedBlocks) {
   EXPECT_EQ(manager.AttachCachedPrefix(b2), 128);
 }
 
-TEST(BlockManagerTest, SlidingAttachNeedsOnlyTheWindowAndSlidReleasesAreNotCached) {
+TEST(BlockManagerTest, SlidingAttachNeedsOnlyTheWindowAndSlidBlocksStayCached) {
   BlockManager manager(Layout(32, 32, 128));
   Sequence a = MakeSequence(640);
   RunAll(manager, a, 64);
   std::vector<int32_t> a_sliding = a.block_tables[1];
+  EXPECT_EQ(manager.num_used_blocks(1), 3);  // the window; slid-out blocks are parked, not used
   manager.Free(a);
 
   Sequence b = MakeSequence(641);  // the first uncached position 640 needs keys 513..640
@@ -136,8 +137,24 @@ TEST(BlockManagerTest, SlidingAttachNeedsOnlyTheWindowAndSlidReleasesAreNotCache
   EXPECT_EQ(b.block_tables[1][9], a_sliding[9]);
   manager.Free(b);
 
-  // A shorter shared prefix would need sliding blocks that `a` released while sliding.
+  // A shorter shared prefix needs sliding blocks 4 and 5, which `a` released while sliding.
   Sequence c = MakeSequence(400);
+  c.token_ids.push_back(99999);
+  ASSERT_EQ(manager.AttachCachedPrefix(c), 384);
+  EXPECT_EQ(c.block_tables[1][3], -1);
+  EXPECT_GE(c.block_tables[1][4], 0);
+  EXPECT_GE(c.block_tables[1][5], 0);
+}
+
+TEST(BlockManagerTest, SlidingAttachFailsWhenAWindowBlockWasEvicted) {
+  BlockManager manager(Layout(32, 6, 128));
+  Sequence a = MakeSequence(640);
+  RunAll(manager, a, 64);  // the sliding pool of 6 evicted slid-out blocks 0..3 on the way
+  manager.Free(a);
+  Sequence b = MakeSequence(641);
+  EXPECT_EQ(manager.AttachCachedPrefix(b), 640);  // the window blocks 8, 9 are still there
+  manager.Free(b);
+  Sequence c = MakeSequence(300);  // position 256 would need sliding blocks 2 and 3: evicted
   c.token_ids.push_back(99999);
   EXPECT_EQ(manager.AttachCachedPrefix(c), 0);
 }

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "engine/engine_test_util.h"
+#include "model/presets.h"
 
 namespace mkserve::testing {
 namespace {
@@ -195,6 +196,56 @@ TEST(EngineTest, SlidingWindowFlowKeepsBlockInvariants) {
   }));
 }
 
+// North's layer pattern (sliding layers with one full layer in every four) with a 128-token window,
+// as PlanKvLayout sizes it for `max_batch` sequences.
+EngineSetup NorthPatternSetup(Script script, int64_t max_batch) {
+  ModelConfig north = TinyPreset(8);
+  for (LayerSpec& layer : north.layers) {
+    if (layer.attention == AttentionKind::kSliding) layer.window_tokens = 128;
+  }
+  EngineSetup setup = ScriptSetup(std::move(script));
+  setup.layout = PlanKvLayout(north, /*kv_bytes_budget=*/4096 * north.num_layers,
+                              /*bytes_per_token_per_layer=*/1, max_batch);
+  setup.options.max_batch = max_batch;
+  setup.options.max_step_tokens = 256;
+  return setup;
+}
+
+// Turn 2 of a chat is turn 1's prompt, the answer as the chat template renders it back (here not
+// the sampled tokens) and a new message. Turn 1's prompt blocks come from the cache, though the
+// sliding group released the ones the resumed position needs while turn 1 was decoding.
+TEST(EngineTest, NextChatTurnReusesThePreviousPromptWithSlidingLayers) {
+  std::vector<int32_t> answer(100, 12);
+  Harness h = MakeEngine(NorthPatternSetup(AnyPrompt(answer), 4));
+  ASSERT_EQ(h.engine->kv_layout().num_groups(), 2);
+  std::vector<int32_t> turn = Prompt(600);
+  RequestHandle first = h.engine->Submit(MakeRequest(turn, 100));
+  EXPECT_EQ(Drain(first).token_ids[0], answer);
+  std::vector<int32_t> rendered_answer(100, 13), message = Prompt(30, 39);
+  turn.insert(turn.end(), rendered_answer.begin(), rendered_answer.end());
+  turn.insert(turn.end(), message.begin(), message.end());
+  RequestHandle second = h.engine->Submit(MakeRequest(turn, 100));
+  Collected out = Drain(second);
+  ASSERT_FALSE(out.error) << out.error->message;
+  EXPECT_EQ(out.token_ids[0], answer);
+  EXPECT_EQ(out.finished[0].usage.cached_tokens, 576);  // every full block of the 600 tokens
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+}
+
+// The answer moves the window past the blocks that the replay's last full block needs.
+TEST(EngineTest, ExactReplayOfAPromptLongerThanTheWindowHitsTheCache) {
+  std::vector<int32_t> answer(100, 12);
+  Harness h = MakeEngine(NorthPatternSetup(AnyPrompt(answer), 4));
+  std::vector<int32_t> prompt = Prompt(700);
+  RequestHandle first = h.engine->Submit(MakeRequest(prompt, 100));
+  EXPECT_EQ(Drain(first).finished[0].usage.cached_tokens, 0);
+  RequestHandle replay = h.engine->Submit(MakeRequest(prompt, 100));
+  Collected out = Drain(replay);
+  EXPECT_EQ(out.finished[0].usage.cached_tokens, 640);  // all full blocks but the last token's
+  EXPECT_EQ(out.token_ids[0], answer);
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations()[0];
+}
+
 TEST(EngineTest, CancellingFreesTheKvCache) {
   auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
   Harness h = MakeEngine(ScriptSetup(AnyPrompt(std::vector<int32_t>(1000, 12))), pace);
@@ -228,6 +279,73 @@ TEST(EngineTest, BackendFailureFailsTheBatchAndTheEngineKeepsServing) {
     return s.requests_error == 1 && s.kv_groups[0].used_blocks == 0;
   }));
 }
+
+// A running and a queued request are failed with the fatal one; new requests are refused at once.
+TEST(EngineTest, FatalBackendErrorFailsEveryRequestAndRefusesNewOnes) {
+  Script script{
+      {ScriptRule{{2}, {}, ScriptFault::kFatal}, ScriptRule{{}, std::vector<int32_t>(1000, 12)}}};
+  auto pace = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  EngineSetup setup = ScriptSetup(script);
+  setup.options.max_batch = 2;
+  Harness h = MakeEngine(setup, pace);
+  RequestHandle running = h.engine->Submit(MakeRequest(Prompt(10), 1000));
+  while (!running.Next(std::chrono::milliseconds(1000))) {
+  }
+  RequestHandle fatal = h.engine->Submit(MakeRequest({3, 2}));
+  RequestHandle queued = h.engine->Submit(MakeRequest(Prompt(10, 41), 1000));
+  for (RequestHandle* handle : {&running, &fatal, &queued}) {
+    Collected out = Drain(*handle);
+    ASSERT_TRUE(out.error.has_value());
+    EXPECT_EQ(out.error->kind, EngineErrorKind::kBackend);
+    EXPECT_NE(out.error->message.find("scripted fatal backend error"), std::string::npos)
+        << out.error->message;
+  }
+  ASSERT_TRUE(h.engine->fatal_error().has_value());
+  EXPECT_NE(h.engine->fatal_error()->find("cannot continue"), std::string::npos);
+  RequestHandle late = h.engine->Submit(MakeRequest({3, 4}));
+  Collected refused = Drain(late);
+  ASSERT_TRUE(refused.error.has_value());
+  EXPECT_EQ(refused.error->kind, EngineErrorKind::kShutdown);
+  EXPECT_NE(refused.error->message.find("fatal backend error"), std::string::npos);
+}
+
+TEST(EngineTest, TransientBackendErrorFailsOnlyItsStep) {
+  Script script{{ScriptRule{{2}, {}, ScriptFault::kError}, ScriptRule{{}, Letters("abc")}}};
+  Harness h = MakeEngine(ScriptSetup(script));
+  RequestHandle failing = h.engine->Submit(MakeRequest({3, 2}));
+  Collected out = Drain(failing);
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kBackend);
+  RequestHandle next = h.engine->Submit(MakeRequest({3, 4}));
+  EXPECT_EQ(Drain(next).token_ids[0], Letters("abc"));
+  EXPECT_FALSE(h.engine->fatal_error().has_value());
+}
+
+// The first step may take longer than the others; a later one that hangs past the timeout fails
+// the requests while the backend is still stuck.
+TEST(EngineTest, AStepPastTheTimeoutIsFatalWhileTheBackendStillHangs) {
+  using std::chrono::milliseconds;
+  Script script{{ScriptRule{{2}, {}, ScriptFault::kHang, milliseconds(2000)},
+                 ScriptRule{{3}, {}, ScriptFault::kHang, milliseconds(300)},
+                 ScriptRule{{}, Letters("abc")}}};
+  EngineSetup setup = ScriptSetup(script);
+  setup.options.first_step_timeout = milliseconds(1500);
+  setup.options.step_timeout = milliseconds(100);
+  Harness h = MakeEngine(setup);
+  RequestHandle slow_first = h.engine->Submit(MakeRequest({3, 4}));
+  EXPECT_FALSE(Drain(slow_first).error.has_value());
+  EXPECT_FALSE(h.engine->fatal_error().has_value());
+  auto start = std::chrono::steady_clock::now();
+  RequestHandle wedged = h.engine->Submit(MakeRequest({5, 2}));
+  Collected out = Drain(wedged);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1500));
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kBackend);
+  EXPECT_NE(out.error->message.find("did not return within 0.1 s"), std::string::npos)
+      << out.error->message;
+  RequestHandle late = h.engine->Submit(MakeRequest({5, 4}));
+  EXPECT_EQ(Drain(late).error->kind, EngineErrorKind::kShutdown);
+}  // the destructor waits for the hanging step to return
 
 TEST(EngineTest, InvalidRequestsGetClearErrors) {
   EngineSetup setup = ScriptSetup(AnyPrompt({}));
@@ -292,6 +410,9 @@ TEST(EngineTest, RejectsInconsistentOptions) {
   EngineSetup setup = ScriptSetup(AnyPrompt({}));
   setup.options.max_step_tokens = 8;
   setup.options.max_batch = 64;
+  EXPECT_THROW(MakeEngine(setup), Error);
+  setup.options.max_step_tokens = 2048;
+  setup.options.max_prefill_tokens_while_decoding = 0;
   EXPECT_THROW(MakeEngine(setup), Error);
 }
 

@@ -39,6 +39,7 @@ struct EngineSetup {
   int64_t sliding_blocks = 0;  // > 0 adds a sliding group
   int64_t window_tokens = 128;
   int64_t max_position_embeddings = 4096;
+  std::optional<KvLayout> layout;  // replaces the groups above when set
   EngineOptions options;
 };
 
@@ -58,6 +59,7 @@ inline Harness MakeEngine(EngineSetup setup, std::function<void(int64_t)> step_h
     layout.groups.push_back(
         {AttentionKind::kSliding, setup.window_tokens, {1}, setup.sliding_blocks});
   }
+  if (setup.layout) layout = *setup.layout;
   auto scripted = std::make_unique<ScriptedBackend>(config, layout, setup.script);
   auto checker = std::make_unique<CheckingBackend>(std::move(scripted));
   checker->set_step_hook(std::move(step_hook));

@@ -71,6 +71,27 @@ TEST_F(SchedulerTest, DecodesComeBeforePrefills) {
   }
 }
 
+TEST_F(SchedulerTest, PromptsGetASmallerBudgetWhileOthersDecode) {
+  Init(64, {.max_batch = 8, .max_step_tokens = 1000, .max_prefill_tokens_while_decoding = 100});
+  Sequence* a = Submit(10, 0);
+  Batch first = Step();
+  EXPECT_EQ(first.num_tokens, 10);  // nothing decodes yet: the prompt may take the whole step
+  ASSERT_TRUE(a->is_decoding());
+  Sequence* b = Submit(900, 1000);
+  Sequence* c = Submit(50, 2000);
+  for (int i = 0; i < 3; ++i) {
+    Batch batch = Step();
+    EXPECT_EQ(batch.num_tokens, 1 + 100) << i;  // a's token, then 100 of b's prompt; c waits
+    EXPECT_EQ(b->num_computed_tokens, 100 * (i + 1)) << i;
+    EXPECT_EQ(c->status, SequenceStatus::kWaiting) << i;
+  }
+  scheduler_->Remove(a);
+  Batch alone = Step();  // nobody decodes: b's rest and c's prompt fill the step
+  EXPECT_EQ(b->num_computed_tokens, 900);
+  EXPECT_EQ(c->num_computed_tokens, 50);
+  EXPECT_EQ(alone.num_tokens, 650);
+}
+
 TEST_F(SchedulerTest, RespectsMaxBatchAndAdmitsInOrder) {
   Init(64, {.max_batch = 2, .max_step_tokens = 1000});
   Sequence* a = Submit(10, 0);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "engine/backend_error.h"
 
 namespace mkserve {
 namespace {
@@ -66,10 +67,41 @@ TEST(ScriptedBackendTest, BadScriptsNameTheProblem) {
     }
   };
   expect_error("{", "\"rules\" array", Encode);
-  expect_error(R"({"rules": [{"prompt_contains": "a"}]})", "rules[0] needs \"output\"", Encode);
+  expect_error(R"({"rules": [{"prompt_contains": "a"}]})", "rules[0] needs \"output\" or \"fault\"",
+               Encode);
+  expect_error(R"({"rules": [{"fault": "boom"}]})", "rules[0].fault must be", Encode);
+  expect_error(R"({"rules": [{"fault": "hang"}]})", "needs \"hang_ms\"", Encode);
   expect_error(R"({"rules": [{"output": 5}]})", "rules[0].output must be", Encode);
   expect_error(R"({"rules": [{"output": "ab"}]})", "no tokenizer", nullptr);
   EXPECT_THROW(LoadScript("/nonexistent/script.json", Encode), Error);
+}
+
+TEST(ScriptedBackendTest, FaultRulesThrowOrHangForTheirPrompt) {
+  auto path = WriteScript("mkserve_script_faults.json", R"({"rules": [
+      {"prompt_contains": "a", "fault": "error"},
+      {"prompt_contains": "b", "fault": "fatal"},
+      {"prompt_contains": "c", "fault": "hang", "hang_ms": 50},
+      {"output": "d"}]})");
+  auto backend = MakeScriptedBackend(SmallConfig(), LoadScript(path, Encode), 1024, 4);
+  auto step_with = [&](std::vector<int32_t> prompt) {
+    SequenceStep step;
+    step.token_ids = prompt;
+    step.prompt_token_ids = prompt;
+    return backend->Step(StepInputs{{step}});
+  };
+  try {
+    step_with(Encode("xa"));
+    ADD_FAILURE() << "no error";
+  } catch (const BackendFatalError&) {
+    ADD_FAILURE() << "a transient error must not be fatal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("transient"), std::string::npos);
+  }
+  EXPECT_THROW(step_with(Encode("xb")), BackendFatalError);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(step_with(Encode("xc")).results.size(), 1u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  EXPECT_EQ(step_with(Encode("xd")).results.size(), 1u);
 }
 
 TEST(ScriptedBackendTest, StepReturnsScriptedTokensAndPeakedLogprobs) {

@@ -1,0 +1,52 @@
+// `mkserve bench-serve` against the tiny model on the CPU backend: 64 concurrent streams for five
+// rounds, every one of which must complete, then the JSON report and the shipped prompt set.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { BIN, makeTinyModel, startServer } from './harness.mjs';
+
+const run = promisify(execFile);
+const PROMPTS = new URL('../../data/bench/coding_prompts.jsonl', import.meta.url).pathname;
+
+let model, server;
+before(async () => {
+  model = makeTinyModel();
+  server = await startServer(model.modelDir, ['--max-batch', '64']);
+});
+after(async () => { await server?.stop(); model?.cleanup(); });
+
+async function benchServe(args) {
+  try {
+    const { stdout } = await run(BIN, ['bench-serve', ...args], { timeout: 600000 });
+    return { code: 0, stdout };
+  } catch (error) {
+    return { code: error.code, stdout: error.stdout, stderr: error.stderr };
+  }
+}
+
+test('64 concurrent streams x 5 rounds: every request completes', async () => {
+  const result = await benchServe(['--url', `${server.url}/v1/`, '--concurrency', '64', '--requests', '320',
+    '--max-tokens', '16', '--ignore-eos', '--json', '-']);
+  const report = JSON.parse(result.stdout);
+  assert.deepEqual(report.errors, []);
+  assert.equal(report.requests_failed, 0);
+  assert.equal(report.requests_ok, 320);
+  assert.equal(result.code, 0);
+  assert.equal(report.output_tokens, 320 * 16);  // --ignore-eos: every request runs to max_tokens
+  for (const key of ['output_tok_s', 'duration_s']) assert.ok(report[key] > 0, key);
+  assert.ok(report.ttft_ms.p50 > 0 && report.ttft_ms.p99 >= report.ttft_ms.p50);
+  assert.ok(report.itl_ms.p50 > 0 && report.itl_ms.p99 >= report.itl_ms.p50);
+  assert.ok(report.decode_tok_s_per_request.p50 > 0);
+});
+
+test('the shipped coding prompts, a URL without /v1, and failures reported with their message', async () => {
+  // The tiny model's 4096-token context holds the shorter prompts; the longer ones fail with 400.
+  const result = await benchServe(['--url', server.url, '--concurrency', '4', '--requests', '8',
+    '--max-tokens', '4', '--ignore-eos', '--prompts', PROMPTS]);
+  assert.equal(result.code, 1);
+  assert.match(result.stdout, /requests\s+5 ok, 3 failed/);
+  assert.match(result.stdout, /error\s+HTTP 400: .*leaves no room in the context/);
+  assert.match(result.stdout, /TTFT\s+p50/);
+  assert.match(result.stdout, /decode tok\/s\s+per request: p50/);
+});
