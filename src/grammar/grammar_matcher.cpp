@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "common/error.h"
 
@@ -18,6 +19,7 @@ size_t SharedPrefix(const std::string& a, const std::string& b) {
 
 // Runs the tokens `ids` (in the vocabulary's sorted order) from `start`, reusing the states of the
 // prefix each shares with the previous token and skipping every token under a dead prefix.
+// `on_verdict` hears of accepted and undecided tokens only.
 // `within_frame`: `start` is one element with nothing below it, so a parse that completes with
 // bytes left over makes the verdict kUndecided (the real stack may continue it); otherwise
 // `start` is the whole state and such a parse simply fails.
@@ -49,14 +51,18 @@ void WalkSorted(const Grammar& grammar, const TokenVocabulary& vocabulary,
       ++i;
       continue;
     }
-    // Every token that starts with text[0..k) ends the same way.
+    // Every token that starts with text[0..k) ends the same way. They are contiguous in sorted
+    // order; rejected ones need no callback, so their block is skipped by binary search.
     const Verdict verdict = ended_before[k] ? Verdict::kUndecided : Verdict::kRejected;
-    on_verdict(ids[i], verdict);
-    for (++i; i < ids.size(); ++i) {
-      const std::string& next = vocabulary.bytes(ids[i]);
-      if (next.size() < k || SharedPrefix(text, next) < k) break;
-      on_verdict(ids[i], verdict);
+    const std::string_view prefix(text.data(), k);
+    auto starts_with_prefix = [&](int32_t id) {
+      return std::string_view(vocabulary.bytes(id)).substr(0, k) == prefix;
+    };
+    if (verdict == Verdict::kRejected) {
+      i = std::partition_point(ids.begin() + i, ids.end(), starts_with_prefix) - ids.begin();
+      continue;
     }
+    for (; i < ids.size() && starts_with_prefix(ids[i]); ++i) on_verdict(ids[i], verdict);
   }
 }
 

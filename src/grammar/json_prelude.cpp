@@ -49,7 +49,9 @@ class PreludeWriter {
     ByteSet plain = Range(0x20, 0x7f);
     plain.reset('"');
     plain.reset('\\');
-    const int32_t character = Alternatives({
+    // The characters are alternatives of the loop rule itself (not a rule of their own), so the
+    // token cache of a character position covers whole runs of characters, not one.
+    const std::vector<Seq> character = {
         {Set(plain)},
         {Set(Chars("\\")), Set(Chars("\"\\/bfnrt"))},
         {Set(Chars("\\")), Set(Chars("u")), hex, hex, hex, hex},
@@ -60,8 +62,12 @@ class PreludeWriter {
         {Set(Chars("\xf0")), Set(Range(0x90, 0xbf)), cont, cont},
         {Set(Range(0xf1, 0xf3)), cont, cont, cont},
         {Set(Chars("\xf4")), Set(Range(0x80, 0x8f)), cont, cont},
-    });
-    const int32_t characters = Rep({Rule(character)}, 0, -1);
+    };
+    const int32_t characters = g_.NewRule();
+    g_.AddAlternative(characters, {});
+    for (const Seq& alternative : character) {
+      g_.AddAlternative(characters, Join({alternative, {Rule(characters)}}));
+    }
     r.string = Alternatives({Join({Lit("\""), {Rule(characters)}, Lit("\"")})});
 
     const int32_t more_digits = Rep({digit}, 0, kMaxIntegerDigits - 1);
