@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <limits>
@@ -47,6 +48,9 @@ SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options) {
 struct Engine::Generation {
   Sequence seq;
   std::unique_ptr<StopChecker> stop;
+  // Constrained output: where the sibling is in its grammar, and the ids that may end it there.
+  std::optional<grammar::GrammarMatcher> matcher;
+  std::vector<int32_t> end_token_ids;
   Request* request = nullptr;
   bool done = false;
   bool has_token = false;
@@ -208,6 +212,12 @@ void Engine::AddGeneration(Request& request, const EngineRequest& in, int32_t in
       options_.text_decoder ? options_.text_decoder->NewStream(in.prompt_token_ids) : nullptr;
   gen->stop = std::make_unique<StopChecker>(seq.sampling, config().eos_token_ids, max_model_len_,
                                             std::move(text));
+  if (in.grammar) {
+    gen->matcher.emplace(in.grammar);
+    gen->end_token_ids = config().eos_token_ids;
+    gen->end_token_ids.insert(gen->end_token_ids.end(), seq.sampling.stop_token_ids.begin(),
+                              seq.sampling.stop_token_ids.end());
+  }
   gen->request = &request;
   generations_[seq.id] = gen.get();
   scheduler_.Add(&seq);
@@ -235,8 +245,18 @@ bool Engine::Step() {
   DropOutOfMemory(batch);
   if (batch.empty()) return !batch.preempted.empty() || !batch.out_of_memory.empty();
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
+  std::shared_future<void> masks = StartGrammarMasks(batch, inputs);
   StepOutputs outputs;
-  if (std::optional<std::string> error = RunBackend(inputs, outputs)) {
+  std::optional<std::string> error = RunBackend(inputs, outputs);
+  if (masks.valid()) {  // done before the matchers advance, even when the backend failed
+    try {
+      masks.get();
+    } catch (const std::exception& e) {
+      if (!error)
+        error = std::string("computing the output grammar's token mask failed: ") + e.what();
+    }
+  }
+  if (error) {
     FailBatch(batch, *error);
     return true;
   }
@@ -262,6 +282,37 @@ std::optional<std::string> Engine::RunBackend(const StepInputs& inputs, StepOutp
            std::to_string(inputs.sequences.size()) + " sequences";
   }
   return std::nullopt;
+}
+
+// The allowed-token masks of the constrained sequences that sample this step, computed on a worker
+// thread while the backend runs the forward pass; samplers wait for them (SequenceStep::
+// WaitForAllowedTokens). No future when no sequence needs one.
+std::shared_future<void> Engine::StartGrammarMasks(const Batch& batch, StepInputs& inputs) {
+  struct Job {
+    const grammar::GrammarMatcher* matcher;
+    std::span<const int32_t> end_token_ids;
+    std::span<uint32_t> mask;
+  };
+  std::vector<Job> jobs;
+  mask_scratch_.resize(batch.sequences.size());
+  const int32_t words = grammar::MaskWords(static_cast<int32_t>(config().vocab_size));
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const Generation& gen = *generations_.at(batch.sequences[i]->id);
+    if (!gen.matcher || !inputs.sequences[i].sample) continue;
+    mask_scratch_[i].resize(words);
+    jobs.push_back({&*gen.matcher, gen.end_token_ids, mask_scratch_[i]});
+    inputs.sequences[i].allowed_tokens = mask_scratch_[i];
+  }
+  if (jobs.empty()) return {};
+  std::shared_future<void> ready = std::async(std::launch::async, [jobs = std::move(jobs)] {
+                                     for (const Job& job : jobs) {
+                                       job.matcher->FillMask(job.end_token_ids, job.mask);
+                                     }
+                                   }).share();
+  for (SequenceStep& step : inputs.sequences) {
+    if (!step.allowed_tokens.empty()) step.allowed_tokens_ready = ready;
+  }
+  return ready;
 }
 
 void Engine::FailBatch(const Batch& batch, const std::string& message) {
@@ -312,6 +363,16 @@ void Engine::EmitToken(Generation& gen, const SequenceResult& result, Clock::tim
         request, EngineErrorKind::kBackend,
         "backend sampled token id " + std::to_string(result.token_id) + ", outside the vocabulary");
     return;
+  }
+  if (gen.matcher) {
+    const std::vector<int32_t>& ends = gen.end_token_ids;
+    const bool is_end = std::find(ends.begin(), ends.end(), result.token_id) != ends.end();
+    if (is_end ? !gen.matcher->can_end() : !gen.matcher->Accept(result.token_id)) {
+      FailRequest(request, EngineErrorKind::kBackend,
+                  "backend sampled token id " + std::to_string(result.token_id) +
+                      ", which the output grammar does not allow there");
+      return;
+    }
   }
   seq.token_ids.push_back(result.token_id);
   ++stats_.generation_tokens_total;
