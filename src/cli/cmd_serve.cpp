@@ -17,6 +17,7 @@
 #include "common/args.h"
 #include "common/error.h"
 #include "engine/scripted_backend.h"
+#include "server/grammar_vocabulary.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 #include "server/server_state.h"
@@ -187,6 +188,8 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   // A checkpoint without a template (the tiny test model) speaks the built-in Command-4 one.
   const auto& source = model->tokenizer->chat_template();
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
+  model->grammar_vocabulary = server::BuildGrammarVocabulary(*model->tokenizer);
+  server::WarmJsonPreludeCaches(*model->grammar_vocabulary);
   // The CUDA upload draws its own byte-counting bar; the others get a spinner.
   std::unique_ptr<Backend> backend =
       flags.backend == "cuda" ? LoadBackend(flags, *model->tokenizer)

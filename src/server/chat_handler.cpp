@@ -5,6 +5,7 @@
 #include "server/generation_response.h"
 #include "server/handlers.h"
 #include "server/json_fields.h"
+#include "server/output_grammar.h"
 #include "server/output_parser_factory.h"
 #include "server/request_limits.h"
 #include "server/single_tool_call_parser.h"
@@ -33,8 +34,8 @@ HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& 
   ApplyModelLimits(model, static_cast<int64_t>(prompt.size()), /*default_to_context=*/true,
                    request.generation);
 
-  EngineRequest engine_request{std::move(prompt), request.generation.sampling,
-                               request.generation.n};
+  EngineRequest engine_request{std::move(prompt), request.generation.sampling, request.generation.n,
+                               ChatOutputGrammar(model, request, thinking)};
   std::vector<RequestHandle> handles;
   handles.push_back(model.engine->Submit(std::move(engine_request)));
   auto run = std::make_unique<GenerationRun>(std::move(handles), request.generation.n,

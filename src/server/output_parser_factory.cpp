@@ -3,16 +3,12 @@
 #include "server/command4_output_parser.h"
 
 namespace mkserve::server {
-namespace {
 
-// The Command-4 format is recognised by its two block markers, as llama.cpp does.
 bool IsCommand4Template(const chat::ChatTemplate& chat_template) {
   const std::string& source = chat_template.source();
   return source.find("<|START_ACTION|>") != std::string::npos &&
          source.find("<|START_TEXT|>") != std::string::npos;
 }
-
-}  // namespace
 
 std::function<std::unique_ptr<OutputParser>()> MakeOutputParserFactory(const ServedModel& model,
                                                                        bool thinking) {
