@@ -20,6 +20,8 @@ int RunBenchServe(std::span<const std::string> argv) {
   options.api_key = args.String("api-key", "");
   options.model = args.String("model", "");
   options.prompt = args.String("prompt", options.prompt);
+  // Constrained decoding's cost: e.g. json_object against the same run without it.
+  options.response_format = args.String("response-format", "");
   args.Finish();
   if (options.concurrency < 1) throw Error("--concurrency must be at least 1");
   if (options.num_requests < 1) throw Error("--requests must be at least 1");

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "backends/cpu/load_cpu_backend.h"
@@ -189,7 +190,9 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   const auto& source = model->tokenizer->chat_template();
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
   model->grammar_vocabulary = server::BuildGrammarVocabulary(*model->tokenizer);
-  server::WarmJsonPreludeCaches(*model->grammar_vocabulary);
+  // Seconds at a 262K vocabulary: done while the weights load.
+  std::future<void> warm_grammar = std::async(
+      std::launch::async, [&] { server::WarmJsonPreludeCaches(*model->grammar_vocabulary); });
   // The CUDA upload draws its own byte-counting bar; the others get a spinner.
   std::unique_ptr<Backend> backend =
       flags.backend == "cuda" ? LoadBackend(flags, *model->tokenizer)
@@ -204,6 +207,7 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   options.max_waiting_requests = flags.max_waiting;
   options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);
   model->engine = std::make_unique<Engine>(std::move(backend), options);
+  warm_grammar.get();
   return model;
 }
 

@@ -16,6 +16,7 @@ struct LoadOptions {
   std::string api_key;
   std::string model;  // empty: the server's
   std::string prompt = "Write a short story about a robot learning to paint.";
+  std::string response_format;  // a response_format type, e.g. json_object; empty: none
 };
 
 struct LoadReport {
