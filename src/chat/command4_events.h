@@ -12,7 +12,7 @@ struct Command4Event {
     kContent,            // text: a piece of the answer (OpenAI content)
     kToolCallBegin,      // tool_index, tool_call_id, tool_name: a new tool call
     kToolCallArguments,  // tool_index, text: a piece of that call's arguments JSON
-    kError,              // text: what is wrong; raw: the whole action block as generated
+    kError,              // text: why the content event before it is not a tool call
     kFinish,             // the end of the output; last event of Finish()
   };
 
@@ -28,7 +28,6 @@ struct Command4Event {
   int tool_index = -1;
   std::string tool_call_id;
   std::string tool_name;
-  std::string raw;
 };
 
 // Appends `event`, merging it into the previous one when both are pieces of the same stream

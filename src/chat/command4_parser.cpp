@@ -38,7 +38,18 @@ std::string RandomToolCallId(int) {
 
 Command4Parser::Command4Parser(Command4ParserOptions options) : options_(std::move(options)) {
   if (!options_.make_tool_call_id) options_.make_tool_call_id = RandomToolCallId;
-  mode_ = options_.starts_in_reasoning ? Mode::kReasoning : Mode::kAnswer;
+  switch (options_.start) {
+    case Command4Start::kReasoning:
+      mode_ = Mode::kReasoning;
+      break;
+    case Command4Start::kAnswer:
+      mode_ = Mode::kAnswer;
+      holding_ = true;
+      break;
+    case Command4Start::kText:
+      mode_ = Mode::kText;
+      break;
+  }
 }
 
 Command4Parser::~Command4Parser() = default;
@@ -57,6 +68,7 @@ std::vector<Command4Event> Command4Parser::Finish() {
   std::vector<Command4Event> events;
   if (finished_) return events;
   Process(true, events);
+  ReleaseHeld("", events);
   if (mode_ == Mode::kAction) CloseAction(events);
   finished_ = true;
   events.push_back(Command4Event::Make(Command4Event::Kind::kFinish));
@@ -126,6 +138,10 @@ void Command4Parser::EmitText(std::string_view text, std::vector<Command4Event>&
     AppendEvent(events, Command4Event::Make(Command4Event::Kind::kReasoning, std::string(text)));
     return;
   }
+  if (holding_) {
+    held_.append(text);
+    return;
+  }
   if (mode_ == Mode::kAnswer) {
     // Outside blocks, whitespace counts only when text follows it: trailing whitespace is held
     // (whatever the delta boundaries) and dropped at the next marker or the end.
@@ -140,7 +156,19 @@ void Command4Parser::EmitText(std::string_view text, std::vector<Command4Event>&
   AppendEvent(events, Command4Event::Make(Command4Event::Kind::kContent, std::string(text)));
 }
 
+void Command4Parser::ReleaseHeld(std::string_view marker, std::vector<Command4Event>& events) {
+  if (!holding_) return;
+  holding_ = false;
+  if (marker == kEndThinking) {
+    AppendEvent(events, Command4Event::Make(Command4Event::Kind::kReasoning, std::move(held_)));
+  } else {
+    EmitText(held_, events);
+  }
+  held_.clear();
+}
+
 void Command4Parser::OnMarker(std::string_view marker, std::vector<Command4Event>& events) {
+  ReleaseHeld(marker, events);
   answer_whitespace_.clear();
   if (mode_ == Mode::kAction) {  // only END_ACTION and END_OF_TURN get here
     CloseAction(events);
@@ -149,17 +177,19 @@ void Command4Parser::OnMarker(std::string_view marker, std::vector<Command4Event
   }
   if (marker == kEndOfTurn) {
     mode_ = Mode::kDone;
+  } else if (marker == kStartAction && options_.allowed_tools && options_.allowed_tools->empty()) {
+    mode_ = Mode::kText;  // no tool may be called: the block's body is plain text
   } else if (marker == kStartAction) {
-    action_ = std::make_unique<Command4ActionParser>(num_tool_calls_, options_.make_tool_call_id);
+    action_ = std::make_unique<Command4ActionParser>(num_tool_calls_, options_.make_tool_call_id,
+                                                     options_.allowed_tools);
     mode_ = Mode::kAction;
   } else if (marker == kStartText || marker == kStartResponse) {
     mode_ = Mode::kText;
   } else if (marker == kStartThinking) {
     mode_ = Mode::kReasoning;
-  } else if (marker == kEndThinking || marker == kEndText || marker == kEndResponse) {
+  } else {  // END_THINKING, END_TEXT, END_RESPONSE; END_ACTION outside a parsed block
     mode_ = Mode::kAnswer;
   }
-  // END_ACTION outside an action block: a stray marker, dropped.
 }
 
 void Command4Parser::CloseAction(std::vector<Command4Event>& events) {
@@ -188,8 +218,7 @@ Command4Output Command4Parser::ParseAll(std::string_view text, Command4ParserOpt
         output.tool_calls.at(event.tool_index).arguments += event.text;
         break;
       case Command4Event::Kind::kError:
-        if (!output.error) output.error = event.text;
-        output.error_raw = event.raw;
+        output.errors.push_back(event.text);
         break;
       case Command4Event::Kind::kFinish:
         break;

@@ -1,7 +1,7 @@
 // Turns North Mini Code's generated text (Cohere Command-4 format) into OpenAI-shaped pieces:
 // reasoning, content and tool calls, streaming.
 //
-//   Command4Parser parser({.starts_in_reasoning = prompt_ended_with_start_thinking});
+//   Command4Parser parser({.start = Command4Start::kReasoning});
 //   for each detokenized delta:  for (auto& e : parser.Feed(delta)) Send(e);
 //   at the end of generation:    for (auto& e : parser.Finish()) Send(e);
 //
@@ -12,11 +12,17 @@
 // start of a marker is held back until it is decided, so nothing is ever retracted. Inside an
 // action block markers count only outside JSON strings. Whatever the deltas' boundaries, the
 // concatenated events are the same. Text after <|END_OF_TURN_TOKEN|> is ignored.
+//
+// Tool calls follow Command4ActionParser's rules (whole, valid, offered calls only; the rest is
+// content). With no tool allowed, an action block is not parsed at all: its body is content.
+// With reasoning off the model still sometimes thinks aloud and closes with <|END_THINKING|>:
+// text before the first marker is held until that marker decides whether it was reasoning.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,10 +33,17 @@ namespace mkserve::chat {
 
 class Command4ActionParser;
 
+// Where the prompt left the model.
+enum class Command4Start {
+  kReasoning,  // the prompt ended with <|START_THINKING|> (reasoning on)
+  kAnswer,     // after <|START_THINKING|><|END_THINKING|> (reasoning off)
+  kText,       // inside <|START_TEXT|>: an assistant prefill being continued
+};
+
 struct Command4ParserOptions {
-  // True when the prompt ended with <|START_THINKING|> (reasoning on): output starts as
-  // reasoning. False: it starts in answer mode (after <|END_THINKING|>).
-  bool starts_in_reasoning = true;
+  Command4Start start = Command4Start::kReasoning;
+  // The tool names a call may use; nullopt: any. Empty: no tool calls at all.
+  std::optional<std::set<std::string>> allowed_tools;
   // OpenAI id of tool call `index` (0, 1, ... over the whole output). Default: "call_" plus
   // 24 random letters and digits.
   std::function<std::string(int tool_index)> make_tool_call_id;
@@ -46,8 +59,7 @@ struct Command4Output {
   std::string reasoning;
   std::string content;
   std::vector<Command4ToolCall> tool_calls;
-  std::optional<std::string> error;  // invalid tool-call JSON: the message
-  std::string error_raw;             // and the action block as generated
+  std::vector<std::string> errors;  // why parts of action blocks came back as content
 };
 
 class Command4Parser {
@@ -59,8 +71,8 @@ class Command4Parser {
 
   // Events decided by this delta (possibly none).
   std::vector<Command4Event> Feed(std::string_view delta);
-  // Flushes held-back text, closes an open action block (an incomplete one is an error event)
-  // and ends with a kFinish event. Feed after Finish is ignored.
+  // Flushes held-back text, closes an open action block (an incomplete call comes back as
+  // content, with an error event) and ends with a kFinish event. Feed after Finish is ignored.
   std::vector<Command4Event> Finish();
 
   // Runs the same machine over a complete output.
@@ -78,12 +90,16 @@ class Command4Parser {
   size_t MatchMarker(size_t pos, bool at_end, std::string_view* marker) const;
   void OnMarker(std::string_view marker, std::vector<Command4Event>& events);
   void EmitText(std::string_view text, std::vector<Command4Event>& events);
+  // Text held before the first marker (reasoning off): reasoning if `marker` is END_THINKING.
+  void ReleaseHeld(std::string_view marker, std::vector<Command4Event>& events);
   void CloseAction(std::vector<Command4Event>& events);
 
   Command4ParserOptions options_;
   Mode mode_;
   std::string buffer_;
   std::string answer_whitespace_;  // whitespace between blocks, kept only if text follows
+  bool holding_ = false;           // reasoning off and no marker seen yet
+  std::string held_;
   std::unique_ptr<Command4ActionParser> action_;
   int num_tool_calls_ = 0;
   bool finished_ = false;

@@ -1,15 +1,19 @@
 // The built-in chat template for Cohere's Command-4 format (North Mini Code), used when a
-// checkpoint ships no chat_template (e.g. the tiny test model). It reproduces the rendered
-// form of North's own template (north-mini-code-facts.md §4.2):
-// - a system turn is always present and ends with the "# Available Tools" JSON block;
-// - tool-call ids are re-generated as "0", "1", ... across the conversation and tool results
-//   point to them; consecutive tool messages merge into one <|START_TOOL_RESULT|> block;
-// - reasoning is on unless the kwarg `reasoning` (or `enable_thinking`) is false or
-//   `reasoning_effort` is "none"; off closes the thinking block in the generation prompt;
-// - a final assistant message without tool calls is left open (<|START_TEXT|>partial) as a
-//   prefill, and no generation prompt follows it.
-// Messages use the OpenAI shape; assistant reasoning comes from `reasoning_content` (or
-// `reasoning`); tool-call `arguments` may be an object or a JSON string.
+// checkpoint ships no chat_template (e.g. the tiny test model). Its output is byte-identical to
+// transformers' rendering of North's own template for the cases in
+// tests/chat/fixtures/command4_renders.json (tools/chat_fixtures renders them):
+// - a first system turn always holds the platform instruction (the kwarg
+//   `platform_instruction_override` replaces it) and the "# Available Tools" JSON list, with the
+//   document tool first when the kwarg `documents` is set;
+// - every system message is its own system turn, in place;
+// - tool calls are numbered "0", "1", ... over the conversation and tool results point to them;
+//   consecutive tool messages share one <|START_TOOL_RESULT|> block;
+// - reasoning is on unless the kwarg `reasoning` is false or `reasoning_effort` is "none"; off
+//   closes the thinking block in the generation prompt;
+// - every assistant message is a closed turn; an assistant prefill is cut open by the caller
+//   (ContinueFinalMessage), as transformers' continue_final_message does.
+// Messages use the OpenAI shape; assistant reasoning comes from `reasoning` or
+// `reasoning_content`; tool-call `arguments` are printed with tojson (pass the parsed object).
 #pragma once
 
 #include <string_view>

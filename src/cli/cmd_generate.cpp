@@ -208,7 +208,8 @@ class ChatSink : public OutputSink {
  public:
   explicit ChatSink(bool starts_in_reasoning) : dim_(isatty(STDERR_FILENO)) {
     chat::Command4ParserOptions options;
-    options.starts_in_reasoning = starts_in_reasoning;
+    options.start =
+        starts_in_reasoning ? chat::Command4Start::kReasoning : chat::Command4Start::kAnswer;
     options.make_tool_call_id = [](int index) { return "call_" + std::to_string(index); };
     parser_ = chat::Command4Parser(std::move(options));
   }

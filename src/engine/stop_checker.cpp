@@ -23,44 +23,52 @@ bool StopChecker::IsStopToken(int32_t token_id) const {
 
 StopOutcome StopChecker::Append(int32_t token_id, int64_t num_output_tokens, int64_t num_tokens) {
   StopOutcome out;
-  bool can_stop = num_output_tokens >= params_.min_tokens;
+  stop_strings_apply_ = num_output_tokens >= params_.min_tokens;
   bool at_length = num_output_tokens >= params_.max_tokens || num_tokens >= max_model_len_;
-  if (can_stop && IsStopToken(token_id)) {
+  if (stop_strings_apply_ && IsStopToken(token_id)) {
     out.emit_token = false;
     out.finish = FinishReason::kStop;
     out.text = Flush();
     return out;
   }
   if (text_) pending_ += text_->Append(token_id);
-  if (can_stop) {
-    size_t first = std::string::npos;
-    for (const std::string& stop : params_.stop) {
-      size_t at = stop.empty() ? std::string::npos : pending_.find(stop);
-      if (at < first) {
-        first = at;
-        out.stop_string = stop;
-      }
-    }
-    if (first != std::string::npos) {
-      out.text = pending_.substr(0, first);
-      pending_.clear();
-      out.finish = FinishReason::kStop;
-      return out;
-    }
+  // At the length limit the decoder's held-back tail is released now, so it is checked too.
+  if (at_length && text_) pending_ += text_->Flush();
+  if (std::optional<std::string> before = CutAtStopString(out.stop_string)) {
+    out.text = std::move(*before);
+    out.finish = FinishReason::kStop;
+    return out;
   }
   if (at_length) {
     out.finish = FinishReason::kLength;
-    out.text = Flush();
+    out.text = std::exchange(pending_, {});
   } else {
-    out.text = can_stop ? ReleaseUndecided() : std::exchange(pending_, {});
+    out.text = stop_strings_apply_ ? ReleaseUndecided() : std::exchange(pending_, {});
   }
   return out;
 }
 
 std::string StopChecker::Flush() {
-  std::string out = std::exchange(pending_, {});
-  if (text_) out += text_->Flush();
-  return out;
+  if (text_) pending_ += text_->Flush();
+  std::string stop_string;
+  if (std::optional<std::string> before = CutAtStopString(stop_string)) return *before;
+  return std::exchange(pending_, {});
+}
+
+std::optional<std::string> StopChecker::CutAtStopString(std::string& matched) {
+  if (!stop_strings_apply_) return std::nullopt;
+  size_t first = std::string::npos;
+  for (const std::string& stop : params_.stop) {
+    size_t at = stop.empty() ? std::string::npos : pending_.find(stop);
+    if (at < first) {
+      first = at;
+      matched = stop;
+    }
+  }
+  if (first == std::string::npos) return std::nullopt;
+  std::string before = pending_.substr(0, first);
+  pending_.clear();
+  return before;
 }
 
 std::string StopChecker::ReleaseUndecided() {

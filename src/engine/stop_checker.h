@@ -2,14 +2,18 @@
 //
 //  - EOS ids (unless ignore_eos) and stop_token_ids end with "stop"; the token is not emitted.
 //  - Stop strings end with "stop"; the text from the match on is never emitted. Text that could
-//    still be the start of a stop string is withheld until the next tokens decide it.
-//  - max_tokens and the context limit (max_model_len) end with "length"; withheld text is released.
+//    still be the start of a stop string is withheld until the next tokens decide it. Every piece
+//    of text released is checked, including what the decoder held back (e.g. an incomplete UTF-8
+//    sequence, released as U+FFFD) and lets go only at the end.
+//  - max_tokens and the context limit (max_model_len) end with "length" (or "stop" when the
+//    released tail holds a stop string); withheld text is released.
 //  - Until min_tokens tokens exist nothing stops the sequence except the length limits (the
 //    sampler also masks EOS/stop tokens then), and no text is withheld.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,19 +40,24 @@ class StopChecker {
 
   // Called once per sampled token, with the sequence's counts including that token.
   StopOutcome Append(int32_t token_id, int64_t num_output_tokens, int64_t num_tokens);
-  // Ends the sequence for an outside reason: releases withheld text.
+  // Ends the sequence (a stop token or an outside reason): releases withheld text, up to a stop
+  // string if one is in it.
   std::string Flush();
 
  private:
   bool IsStopToken(int32_t token_id) const;
   // Releases pending text except its longest suffix that starts some stop string.
   std::string ReleaseUndecided();
+  // When a stop string is in the pending text: the text before it (pending is cleared) and the
+  // string in `matched`.
+  std::optional<std::string> CutAtStopString(std::string& matched);
 
   const SamplingParams& params_;
   std::vector<int32_t> stop_token_ids_;
   int64_t max_model_len_;
   std::unique_ptr<TokenTextStream> text_;
   std::string pending_;
+  bool stop_strings_apply_ = false;  // min_tokens reached as of the last token
 };
 
 }  // namespace mkserve

@@ -1,5 +1,6 @@
 #include "server/chat_prompt.h"
 
+#include "chat/continue_final_message.h"
 #include "common/error.h"
 #include "server/error.h"
 
@@ -14,7 +15,8 @@ Json ArgumentsValue(const std::string& arguments) {
 }
 
 Json MessageJson(const ChatMessage& message) {
-  Json json = {{"role", message.role},
+  // OpenAI's `developer` role is the newer name of `system`; chat templates know only `system`.
+  Json json = {{"role", message.role == "developer" ? "system" : message.role},
                {"content", message.content ? Json(*message.content) : Json(nullptr)}};
   if (!message.name.empty()) json["name"] = message.name;
   if (!message.tool_call_id.empty()) json["tool_call_id"] = message.tool_call_id;
@@ -52,6 +54,16 @@ std::string TokenText(const std::optional<tokenizer::NamedToken>& token) {
 
 }  // namespace
 
+bool ThinkingFor(const ChatRequest& request, bool default_enable_thinking) {
+  return request.enable_thinking.value_or(default_enable_thinking);
+}
+
+bool EndsWithPrefill(const ChatRequest& request) {
+  const ChatMessage& last = request.messages.back();
+  return last.role == "assistant" && last.tool_calls.empty() && last.content &&
+         last.content->find_first_not_of(" \t\r\n\f\v") != std::string::npos;
+}
+
 Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer& tokenizer,
                           bool enable_thinking) {
   Json context =
@@ -61,7 +73,7 @@ Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer
     context["messages"].push_back(MessageJson(message));
   }
   context["tools"] = ToolsJson(request);
-  context["add_generation_prompt"] = true;
+  context["add_generation_prompt"] = !EndsWithPrefill(request);
   context["bos_token"] = TokenText(tokenizer.bos());
   context["eos_token"] = TokenText(tokenizer.eos());
   context["enable_thinking"] = enable_thinking;
@@ -69,22 +81,28 @@ Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer
   return context;
 }
 
-std::vector<int32_t> RenderChatPrompt(const ServedModel& model, const ChatRequest& request,
-                                      bool enable_thinking) {
+ChatPrompt BuildChatPrompt(const ServedModel& model, const ChatRequest& request,
+                           bool default_enable_thinking) {
   if (!model.chat_template) {
     throw ApiError(ErrorKind::kInvalidRequest,
                    "this model has no chat template; use /v1/completions instead");
   }
-  std::string prompt;
+  ChatPrompt prompt;
+  prompt.thinking = ThinkingFor(request, default_enable_thinking);
+  prompt.prefill = EndsWithPrefill(request);
   try {
-    prompt = model.chat_template->Render(
-        BuildTemplateContext(request, *model.tokenizer, enable_thinking));
+    std::string text = model.chat_template->Render(
+        BuildTemplateContext(request, *model.tokenizer, prompt.thinking));
+    // Templates close every assistant turn; a prefill is cut open after its text, as
+    // transformers' continue_final_message does.
+    if (prompt.prefill) text = chat::ContinueFinalMessage(text, *request.messages.back().content);
     // The template writes BOS itself, as transformers' apply_chat_template expects.
-    return model.tokenizer->Encode(prompt, /*add_special_tokens=*/false);
+    prompt.token_ids = model.tokenizer->Encode(text, /*add_special_tokens=*/false);
   } catch (const Error& error) {
     throw ApiError(ErrorKind::kInvalidRequest,
                    std::string("could not build the chat prompt: ") + error.what(), "messages");
   }
+  return prompt;
 }
 
 }  // namespace mkserve::server

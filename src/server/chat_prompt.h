@@ -1,5 +1,6 @@
 // Chat request -> prompt token ids: the template context (messages, tools, reasoning switch,
-// special tokens), rendered with the model's chat template and tokenized.
+// special tokens), rendered with the model's chat template and tokenized. /v1/chat/completions
+// and /tokenize both build their prompt here, so their token counts agree.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +12,26 @@
 
 namespace mkserve::server {
 
-// The variables the template sees. Thinking is on unless the request or the server default
-// turns it off; both `enable_thinking` and `reasoning` carry it, as templates differ in the name.
+struct ChatPrompt {
+  std::vector<int32_t> token_ids;
+  bool thinking = false;  // the prompt opened a reasoning block
+  bool prefill = false;   // the prompt ends inside the final assistant message's text
+};
+
+// Thinking: the request's switch (chat_template_kwargs, reasoning_effort), else the default.
+bool ThinkingFor(const ChatRequest& request, bool default_enable_thinking);
+
+// True when the conversation ends with an assistant message (text, no tool calls) that the
+// model should continue rather than answer.
+bool EndsWithPrefill(const ChatRequest& request);
+
+// The variables the template sees. Both `enable_thinking` and `reasoning` carry the thinking
+// switch, as templates differ in the name; `developer` messages are passed as `system`.
 Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer& tokenizer,
                           bool enable_thinking);
 
 // Renders and tokenizes. Template errors (raise_exception, e.g. roles out of order) are 400s.
-std::vector<int32_t> RenderChatPrompt(const ServedModel& model, const ChatRequest& request,
-                                      bool enable_thinking);
-
-std::vector<ChatMessage> NoMessages();
+ChatPrompt BuildChatPrompt(const ServedModel& model, const ChatRequest& request,
+                           bool default_enable_thinking);
 
 }  // namespace mkserve::server

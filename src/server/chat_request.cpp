@@ -191,7 +191,48 @@ void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
   request.enable_thinking = *effort != "none";
 }
 
-}  // namespace
+// OpenAI fields whose values mkserve cannot honour are refused by name rather than ignored, so
+// a client never gets less than it asked for without knowing. Fields that change nothing in the
+// output (metadata, prediction, user, prompt_cache_key, safety_identifier) and unknown fields
+// are accepted and ignored, as vLLM does.
+void RejectUnhonouredFields(const JsonFields& fields) {
+  if (fields.Get("audio") != nullptr) {
+    ThrowInvalid("audio", "audio output is not supported: this model writes text only");
+  }
+  if (const Json* modalities = fields.Array("modalities")) {
+    for (const Json& modality : *modalities) {
+      if (modality != "text") {
+        ThrowInvalid("modalities", "only [\"text\"] is supported: this model writes text only");
+      }
+    }
+  }
+  for (const char* legacy : {"functions", "function_call"}) {
+    if (fields.Get(legacy) != nullptr) {
+      ThrowInvalid(legacy,
+                   "the deprecated functions API is not supported; send 'tools' and "
+                   "'tool_choice' instead");
+    }
+  }
+  if (fields.Get("web_search_options") != nullptr) {
+    ThrowInvalid("web_search_options", "web search is not available on this server");
+  }
+  if (fields.Bool("store").value_or(false)) {
+    ThrowInvalid("store", "this server does not store completions; send false or leave it out");
+  }
+  if (std::optional<std::string> tier = fields.String("service_tier")) {
+    if (*tier != "auto" && *tier != "default") {
+      ThrowInvalid("service_tier", "this server has one tier; send 'auto' or 'default'");
+    }
+  }
+  if (std::optional<std::string> verbosity = fields.String("verbosity")) {
+    if (*verbosity != "medium") {
+      ThrowInvalid("verbosity",
+                   "this model has no verbosity control; send 'medium' or leave it out");
+    }
+  }
+  fields.Object("metadata");
+  fields.Object("prediction");
+}
 
 std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& param) {
   if (!messages.is_array())
@@ -203,6 +244,8 @@ std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& 
   }
   return parsed;
 }
+
+}  // namespace
 
 ChatRequest ParseChatRequest(const Json& body) {
   JsonFields fields(body, "");
@@ -225,6 +268,7 @@ ChatRequest ParseChatRequest(const Json& body) {
                  "must be at least 1");
   }
   ParseReasoning(fields, request);
+  RejectUnhonouredFields(fields);
   return request;
 }
 

@@ -9,7 +9,4 @@ namespace mkserve::server {
 
 ChatRequest ParseChatRequest(const Json& body);
 
-// `messages`: roles, string or text-part content, assistant tool calls, tool results.
-std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& param);
-
 }  // namespace mkserve::server

@@ -77,19 +77,6 @@ Json ChatChoices::ApplyDelta(int32_t index, const ParsedDelta& parsed) {
   return delta;
 }
 
-// Releases the parser's tail, and gives argument-less calls "{}" so their arguments parse.
-ParsedDelta ChatChoices::FinishParser(Choice& choice) {
-  ParsedDelta tail = choice.parser->Finish();
-  for (size_t i = 0; i < choice.tool_calls.size(); ++i) {
-    bool pending = false;
-    for (const ToolCallDelta& call : tail.tool_calls) pending = pending || call.index == int32_t(i);
-    if (choice.tool_calls[i].arguments.empty() && !pending) {
-      tail.tool_calls.push_back({static_cast<int32_t>(i), "", "", "{}"});
-    }
-  }
-  return tail;
-}
-
 std::string ChatChoices::StreamStart() const {
   std::string events;
   for (size_t i = 0; i < choices_.size(); ++i) {
@@ -110,7 +97,7 @@ std::string ChatChoices::StreamEvent(const ChoiceEvent& event) {
   }
   const auto& finished = std::get<FinishedEvent>(event.event);
   std::string events;
-  Json tail = ApplyDelta(index, FinishParser(choice));
+  Json tail = ApplyDelta(index, choice.parser->Finish());
   if (!tail.empty()) events += SseEvent(Chunk(index, std::move(tail), nullptr, nullptr));
   choice.finish_reason = choice.tool_calls.empty() || finished.reason == FinishReason::kLength
                              ? FinishReasonName(finished.reason)

@@ -56,7 +56,6 @@ class ChatChoices {
 
   // Applies a parsed delta to the choice and returns the chunk `delta` object for it.
   Json ApplyDelta(int32_t index, const ParsedDelta& delta);
-  ParsedDelta FinishParser(Choice& choice);
   Json Chunk(int32_t index, Json delta, Json logprobs, Json finish_reason) const;
   Json LogprobsOf(const TokensEvent& tokens) const;
 

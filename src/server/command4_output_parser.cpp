@@ -19,10 +19,7 @@ ParsedDelta Command4OutputParser::Convert(const std::vector<chat::Command4Event>
       case Kind::kToolCallArguments:
         delta.tool_calls.push_back({event.tool_index, "", "", event.text});
         break;
-      case Kind::kError:
-        // A malformed action block reaches the client as text rather than being lost.
-        delta.content += event.raw;
-        break;
+      case Kind::kError:  // the rejected text already came as content
       case Kind::kFinish:
         break;
     }

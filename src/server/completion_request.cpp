@@ -84,6 +84,12 @@ CompletionRequest ParseCompletionRequest(const Json& body) {
     if (request.echo) sampling.num_prompt_logprobs = static_cast<int32_t>(*logprobs);
   }
   if (fields.Get("suffix") != nullptr) ThrowInvalid("suffix", "is not supported by this model");
+  // best_of > n would rank candidates by likelihood, which mkserve does not do.
+  std::optional<int64_t> best_of = fields.Integer("best_of", 1, kMaxChoices);
+  if (best_of && *best_of != request.generation.n) {
+    ThrowInvalid("best_of", "only best_of equal to n (" + std::to_string(request.generation.n) +
+                                ") is supported");
+  }
   if (!request.generation.has_max_tokens) sampling.max_tokens = 16;  // the OpenAI default
   return request;
 }
@@ -93,8 +99,9 @@ TokenizeRequest ParseTokenizeRequest(const Json& body) {
   TokenizeRequest request;
   request.model = fields.String("model").value_or("");
   request.add_special_tokens = fields.Bool("add_special_tokens").value_or(true);
-  if (const Json* messages = fields.Get("messages")) {
-    request.messages = ParseMessages(*messages, "messages");
+  // The chat form takes every field of a chat request that shapes the prompt.
+  if (fields.Get("messages") != nullptr) {
+    request.chat = ParseChatRequest(body);
     return request;
   }
   std::optional<std::string> prompt = fields.String("prompt");

@@ -89,8 +89,8 @@ struct CompletionRequest {
 
 struct TokenizeRequest {
   std::string model;
-  std::string prompt;                 // used when messages is empty
-  std::vector<ChatMessage> messages;  // tokenizes the rendered chat prompt
+  std::string prompt;               // used when `chat` is empty
+  std::optional<ChatRequest> chat;  // `messages` sent: the chat request whose prompt is counted
   bool add_special_tokens = true;
 };
 

@@ -139,10 +139,16 @@ int32_t Command4Root(grammar::JsonGrammarBuilder& builder, const ServedModel& mo
 
 std::shared_ptr<const grammar::CompiledGrammar> ChatOutputGrammar(const ServedModel& model,
                                                                   const ChatRequest& request,
-                                                                  bool thinking) {
+                                                                  const ChatPrompt& prompt) {
   const ToolChoice::Mode mode = request.tool_choice.mode;
   const bool forced_call = mode == ToolChoice::Mode::kRequired || mode == ToolChoice::Mode::kNamed;
   if (!forced_call && request.response_format.type == ResponseFormat::Type::kText) return nullptr;
+  if (prompt.prefill) {
+    throw ApiError(ErrorKind::kInvalidRequest,
+                   "response_format and tool_choice 'required' or named cannot continue an "
+                   "assistant prefill (a final assistant message); end with a user or tool message",
+                   "messages");
+  }
   if (!model.grammar_vocabulary) {
     throw ApiError(ErrorKind::kInternal,
                    "the server has no token vocabulary for constrained output");
@@ -150,7 +156,7 @@ std::shared_ptr<const grammar::CompiledGrammar> ChatOutputGrammar(const ServedMo
   grammar::JsonGrammarBuilder builder;
   int32_t root;
   if (model.chat_template && IsCommand4Template(*model.chat_template)) {
-    root = Command4Root(builder, model, request, thinking);
+    root = Command4Root(builder, model, request, prompt.thinking);
   } else if (forced_call) {
     throw ApiError(ErrorKind::kInvalidRequest,
                    "tool_choice 'required' or a named function needs the Command-4 chat format, "

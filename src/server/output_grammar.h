@@ -14,14 +14,16 @@
 #include <memory>
 
 #include "grammar/grammar_matcher.h"
+#include "server/chat_prompt.h"
 #include "server/openai_request.h"
 #include "server/server_state.h"
 
 namespace mkserve::server {
 
-// Throws ApiError (400) for a schema it cannot enforce, naming the field and the feature.
+// Throws ApiError (400) for a schema it cannot enforce, naming the field and the feature, and for
+// a constraint on a prompt that ends inside an assistant prefill.
 std::shared_ptr<const grammar::CompiledGrammar> ChatOutputGrammar(const ServedModel& model,
                                                                   const ChatRequest& request,
-                                                                  bool thinking);
+                                                                  const ChatPrompt& prompt);
 
 }  // namespace mkserve::server

@@ -14,10 +14,8 @@ HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& http) {
   TokenizeRequest request = ParseTokenizeRequest(ParseJsonBody(http.body));
   state.CheckModelName(request.model);
   std::vector<int32_t> ids;
-  if (!request.messages.empty()) {
-    ChatRequest chat;
-    chat.messages = request.messages;
-    ids = RenderChatPrompt(model, chat, state.options().default_enable_thinking);
+  if (request.chat) {
+    ids = BuildChatPrompt(model, *request.chat, state.options().default_enable_thinking).token_ids;
   } else {
     try {
       ids = model.tokenizer->Encode(request.prompt, request.add_special_tokens);

@@ -201,6 +201,8 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
   'tools[0].function.parameters.properties.n', /'minimum' is not supported/);
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_object' }, ignore_eos: true }),
     null, /ignore_eos cannot be combined with a constrained output/);
+  await expectApiError(openai.chat.completions.create({ messages: [...user('x'), { role: 'assistant', content: '{' }],
+    response_format: { type: 'json_object' } }), 'messages', /cannot continue an assistant prefill/);
   const text = await openai.chat.completions.create({ messages: user('x'), response_format: { type: 'text' }, max_tokens: 4, ...NO_THINKING });
   assert.ok(['stop', 'length'].includes(text.choices[0].finish_reason));
 });

@@ -110,6 +110,22 @@ test('completions: n, streaming with usage, logprobs and echo', async () => {
   assert.equal(Object.keys(scored.choices[0].logprobs.top_logprobs[0]).length <= 2, true);
 });
 
+// The tiny model writes byte tokens that do not form UTF-8; the detokenizer holds them back and
+// releases them as U+FFFD when generation ends. That last release is checked for stop strings too.
+test('a stop string in text released at the length limit is not emitted', async () => {
+  const body = { prompt: 'a b c', max_tokens: 30, temperature: 0, stop: ['\ufffd\ufffd'] };
+  const plain = await openai.completions.create({ ...body, stop: undefined });
+  const response = await openai.completions.create(body);
+  assert.ok(!response.choices[0].text.includes('\ufffd\ufffd'), JSON.stringify(response.choices[0].text));
+  let streamed = '';
+  for await (const chunk of await openai.completions.create({ ...body, stream: true })) streamed += chunk.choices[0]?.text ?? '';
+  assert.equal(streamed, response.choices[0].text);
+  if (plain.choices[0].text.includes('\ufffd\ufffd')) {
+    assert.equal(response.choices[0].finish_reason, 'stop');
+    assert.equal(response.choices[0].text, plain.choices[0].text.slice(0, plain.choices[0].text.indexOf('\ufffd\ufffd')));
+  }
+});
+
 test('tokenize and detokenize round trip', async () => {
   const tokens = await rawPost(server, '/tokenize', JSON.stringify({ prompt: 'round trip', add_special_tokens: false }), auth);
   assert.equal(tokens.status, 200);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "engine/fake_text_decoder.h"
 
 namespace mkserve {
@@ -111,6 +113,40 @@ TEST(StopCheckerTest, MinTokensDefersEveryStop) {
   EXPECT_EQ(run.text, "Hello");
   EXPECT_EQ(run.emitted, (std::vector<int32_t>{0, kEos, 1}));
   EXPECT_EQ(run.finish, FinishReason::kStop);
+}
+
+// A decoder that holds every piece back until Flush, as the detokenizer holds an incomplete
+// UTF-8 sequence and releases it as U+FFFD at the end.
+class HoldingStream : public TokenTextStream {
+ public:
+  std::string Append(int32_t) override {
+    held_ += "\xEF\xBF\xBD";
+    return "";
+  }
+  std::string Flush() override { return std::exchange(held_, {}); }
+
+ private:
+  std::string held_;
+};
+
+TEST(StopCheckerTest, TextTheDecoderReleasesAtTheLengthLimitIsChecked) {
+  SamplingParams params = Params({"\xEF\xBF\xBD\xEF\xBF\xBD"}, 3);
+  std::vector<int32_t> eos = {kEos};
+  StopChecker checker(params, eos, 1000, std::make_unique<HoldingStream>());
+  EXPECT_EQ(checker.Append(0, 1, 6).text, "");
+  EXPECT_EQ(checker.Append(0, 2, 7).text, "");
+  StopOutcome last = checker.Append(0, 3, 8);
+  EXPECT_EQ(last.text, "");
+  EXPECT_EQ(last.finish, FinishReason::kStop);
+  EXPECT_EQ(last.stop_string, params.stop[0]);
+}
+
+TEST(StopCheckerTest, TextReleasedByFlushIsCheckedToo) {
+  SamplingParams params = Params({"\xEF\xBF\xBD"}, 10);
+  std::vector<int32_t> eos = {kEos};
+  StopChecker checker(params, eos, 1000, std::make_unique<HoldingStream>());
+  EXPECT_EQ(checker.Append(0, 1, 6).text, "");
+  EXPECT_EQ(checker.Flush(), "");
 }
 
 }  // namespace

@@ -218,5 +218,45 @@ TEST(ChatRequestTest, ResponseFormatErrorsNameTheField) {
             "response_format.json_schema.schema");
 }
 
+TEST(ChatRequestTest, UnknownFieldsAreIgnored) {
+  Json body = MinimalChat();
+  body.update({{"frobnicate", true},
+               {"x_extension", {{"a", 1}}},
+               {"metadata", {{"k", "v"}}},
+               {"prediction", {{"type", "content"}, {"content", "old text"}}},
+               {"prompt_cache_key", "k"},
+               {"safety_identifier", "s"},
+               {"store", false},
+               {"service_tier", "auto"},
+               {"verbosity", "medium"},
+               {"modalities", {"text"}}});
+  EXPECT_EQ(ParseChatRequest(body).messages.size(), 1u);
+}
+
+TEST(ChatRequestTest, ValuesThatCannotBeHonouredNameTheField) {
+  const std::vector<std::pair<std::string, Json>> cases = {
+      {"audio", {{"voice", "alloy"}, {"format", "wav"}}},
+      {"modalities", {"text", "audio"}},
+      {"functions", {{{"name", "f"}}}},
+      {"function_call", "auto"},
+      {"web_search_options", Json::object()},
+      {"store", true},
+      {"service_tier", "priority"},
+      {"verbosity", "low"},
+      {"prediction", "old text"},
+      {"stream_options", "yes"},
+      {"n", 17},
+      {"logit_bias", {{"5", 101}}},
+  };
+  for (const auto& [name, value] : cases) {
+    Json body = MinimalChat();
+    body[name] = value;
+    if (name == "stream_options") body["stream"] = true;
+    ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
+    EXPECT_EQ(error.param().substr(0, name.size()), name) << name << "=" << value;
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidRequest) << name;
+  }
+}
+
 }  // namespace
 }  // namespace mkserve::server

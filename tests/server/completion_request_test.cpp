@@ -75,13 +75,39 @@ TEST(TokenizeRequestTest, PromptOrMessages) {
   EXPECT_EQ(ParseTokenizeRequest({{"prompt", "hi"}}).prompt, "hi");
   TokenizeRequest chat =
       ParseTokenizeRequest({{"messages", {{{"role", "user"}, {"content", "x"}}}}});
-  EXPECT_EQ(chat.messages.size(), 1u);
+  ASSERT_TRUE(chat.chat);
+  EXPECT_EQ(chat.chat->messages.size(), 1u);
   EXPECT_EQ(ExpectApiError([] { ParseTokenizeRequest({{"prompt", 3}}); }).param(), "prompt");
   EXPECT_EQ(ParseDetokenizeRequest({{"tokens", {5, 6}}}).token_ids, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(ExpectApiError([] {
               ParseDetokenizeRequest({{"tokens", {5, "a"}}});
             }).param(),
             "tokens[1]");
+}
+
+// /tokenize counts the prompt the chat endpoint would build, so it reads the same fields.
+TEST(TokenizeRequestTest, MessagesTakeEveryPromptShapingField) {
+  Json body = {
+      {"messages", {{{"role", "user"}, {"content", "x"}}}},
+      {"tools",
+       {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", Json::object()}}}}}},
+      {"tool_choice", "none"},
+      {"chat_template_kwargs", {{"platform_instruction_override", "p"}}},
+      {"reasoning_effort", "none"}};
+  TokenizeRequest request = ParseTokenizeRequest(body);
+  ASSERT_TRUE(request.chat);
+  ASSERT_EQ(request.chat->tools.size(), 1u);
+  EXPECT_EQ(request.chat->tool_choice.mode, ToolChoice::Mode::kNone);
+  EXPECT_EQ(request.chat->chat_template_kwargs["platform_instruction_override"], "p");
+  EXPECT_EQ(request.chat->enable_thinking, false);
+}
+
+TEST(CompletionRequestTest, BestOfMustEqualN) {
+  Json body = {{"prompt", "p"}, {"n", 2}, {"best_of", 2}};
+  EXPECT_EQ(ParseCompletionRequest(body).generation.n, 2);
+  body["best_of"] = 3;
+  ApiError error = ExpectApiError([&] { ParseCompletionRequest(body); });
+  EXPECT_EQ(error.param(), "best_of");
 }
 
 }  // namespace
