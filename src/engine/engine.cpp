@@ -304,11 +304,23 @@ std::shared_future<void> Engine::StartGrammarMasks(const Batch& batch, StepInput
     inputs.sequences[i].allowed_tokens = mask_scratch_[i];
   }
   if (jobs.empty()) return {};
-  std::shared_future<void> ready = std::async(std::launch::async, [jobs = std::move(jobs)] {
-                                     for (const Job& job : jobs) {
-                                       job.matcher->FillMask(job.end_token_ids, job.mask);
-                                     }
-                                   }).share();
+  // A large constrained batch spreads over a few threads; the forward pass keeps the others.
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 8);
+  std::shared_future<void> ready =
+      std::async(std::launch::async, [jobs = std::move(jobs), threads] {
+        const size_t groups = std::min(threads, jobs.size());
+        auto fill = [&](size_t group) {
+          for (size_t j = group; j < jobs.size(); j += groups) {
+            jobs[j].matcher->FillMask(jobs[j].end_token_ids, jobs[j].mask);
+          }
+        };
+        std::vector<std::future<void>> others;
+        for (size_t group = 1; group < groups; ++group) {
+          others.push_back(std::async(std::launch::async, fill, group));
+        }
+        fill(0);
+        for (std::future<void>& other : others) other.get();
+      }).share();
   for (SequenceStep& step : inputs.sequences) {
     if (!step.allowed_tokens.empty()) step.allowed_tokens_ready = ready;
   }
