@@ -28,6 +28,8 @@ int RunBenchServe(std::span<const std::string> argv) {
   const std::string prompt = args.String("prompt", "");
   const std::string prompts_file = args.String("prompts", "");
   const std::string json_path = args.String("json", "");
+  // Constrained decoding's cost: e.g. json_object against the same run without it.
+  options.response_format = args.String("response-format", "");
   args.Finish();
   if (options.concurrency < 1) throw Error("--concurrency must be at least 1");
   if (options.num_requests < 1) throw Error("--requests must be at least 1");

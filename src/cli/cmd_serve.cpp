@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "backends/cpu/load_cpu_backend.h"
@@ -20,6 +21,7 @@
 #include "common/args.h"
 #include "common/error.h"
 #include "engine/scripted_backend.h"
+#include "server/grammar_vocabulary.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 #include "server/server_state.h"
@@ -290,6 +292,10 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   // A checkpoint without a template (the tiny test model) speaks the built-in Command-4 one.
   const auto& source = model->tokenizer->chat_template();
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
+  model->grammar_vocabulary = server::BuildGrammarVocabulary(*model->tokenizer);
+  // Seconds at a 262K vocabulary: done while the weights load.
+  std::future<void> warm_grammar = std::async(
+      std::launch::async, [&] { server::WarmJsonPreludeCaches(*model->grammar_vocabulary); });
   // The CUDA upload draws its own byte-counting bar; the others get a spinner.
   std::unique_ptr<Backend> backend =
       flags.backend == "cuda" ? LoadBackend(flags, *model->tokenizer)
@@ -307,6 +313,7 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   options.first_step_timeout = Milliseconds(flags.first_step_timeout_s);
   options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);
   model->engine = std::make_unique<Engine>(std::move(backend), options);
+  warm_grammar.get();
   return model;
 }
 

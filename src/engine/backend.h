@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,16 @@ struct SequenceStep {
   // Index of the token being sampled among this request's outputs: with the seed it selects the
   // random stream, so results do not depend on the batch slot.
   int64_t sample_index = 0;
+  // Constrained decoding (response_format, forced tool calls): the tokens that may be sampled, a
+  // bitmask (bit id % 32 of word id / 32; ids past its end are not allowed). Empty: any token.
+  // Samplers give the others -inf after penalties and bias; logprobs stay unmasked.
+  std::span<const uint32_t> allowed_tokens;
+  // The engine writes allowed_tokens while the forward pass runs: a sampler calls
+  // WaitForAllowedTokens() before reading them (it rethrows the mask computation's error).
+  std::shared_future<void> allowed_tokens_ready;
+  void WaitForAllowedTokens() const {
+    if (allowed_tokens_ready.valid()) allowed_tokens_ready.get();
+  }
 
   // Prompt logprobs (echo): the token that follows each of token_ids (-1 where unknown, e.g.
   // after the last prompt token). Empty when not requested.

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <limits>
@@ -52,6 +53,9 @@ SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options) {
 struct Engine::Generation {
   Sequence seq;
   std::unique_ptr<StopChecker> stop;
+  // Constrained output: where the sibling is in its grammar, and the ids that may end it there.
+  std::optional<grammar::GrammarMatcher> matcher;
+  std::vector<int32_t> end_token_ids;
   Request* request = nullptr;
   bool done = false;
   bool has_token = false;
@@ -271,6 +275,12 @@ void Engine::AddGeneration(Request& request, const EngineRequest& in, int32_t in
       options_.text_decoder ? options_.text_decoder->NewStream(in.prompt_token_ids) : nullptr;
   gen->stop = std::make_unique<StopChecker>(seq.sampling, config().eos_token_ids, max_model_len_,
                                             std::move(text));
+  if (in.grammar) {
+    gen->matcher.emplace(in.grammar);
+    gen->end_token_ids = config().eos_token_ids;
+    gen->end_token_ids.insert(gen->end_token_ids.end(), seq.sampling.stop_token_ids.begin(),
+                              seq.sampling.stop_token_ids.end());
+  }
   gen->request = &request;
   generations_[seq.id] = gen.get();
   scheduler_.Add(&seq);
@@ -298,8 +308,20 @@ bool Engine::Step() {
   DropOutOfMemory(batch);
   if (batch.empty()) return !batch.preempted.empty() || !batch.out_of_memory.empty();
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
+  std::shared_future<void> masks = StartGrammarMasks(batch, inputs);
   StepOutputs outputs;
-  if (std::optional<StepFailure> failure = RunBackend(inputs, outputs)) {
+  std::optional<StepFailure> failure = RunBackend(inputs, outputs);
+  if (masks.valid()) {  // done before the matchers advance, even when the backend failed
+    try {
+      masks.get();
+    } catch (const std::exception& e) {
+      if (!failure) {
+        failure = StepFailure{
+            std::string("computing the output grammar's token mask failed: ") + e.what()};
+      }
+    }
+  }
+  if (failure) {
     if (failure->fatal) {
       commands_->FailAll(failure->message);
     } else {
@@ -336,6 +358,49 @@ std::optional<Engine::StepFailure> Engine::RunBackend(const StepInputs& inputs,
                           " results for " + std::to_string(inputs.sequences.size()) + " sequences"};
   }
   return failure;
+}
+
+// The allowed-token masks of the constrained sequences that sample this step, computed on a worker
+// thread while the backend runs the forward pass; samplers wait for them (SequenceStep::
+// WaitForAllowedTokens). No future when no sequence needs one.
+std::shared_future<void> Engine::StartGrammarMasks(const Batch& batch, StepInputs& inputs) {
+  struct Job {
+    const grammar::GrammarMatcher* matcher;
+    std::span<const int32_t> end_token_ids;
+    std::span<uint32_t> mask;
+  };
+  std::vector<Job> jobs;
+  mask_scratch_.resize(batch.sequences.size());
+  const int32_t words = grammar::MaskWords(static_cast<int32_t>(config().vocab_size));
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const Generation& gen = *generations_.at(batch.sequences[i]->id);
+    if (!gen.matcher || !inputs.sequences[i].sample) continue;
+    mask_scratch_[i].resize(words);
+    jobs.push_back({&*gen.matcher, gen.end_token_ids, mask_scratch_[i]});
+    inputs.sequences[i].allowed_tokens = mask_scratch_[i];
+  }
+  if (jobs.empty()) return {};
+  // A large constrained batch spreads over a few threads; the forward pass keeps the others.
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 8);
+  std::shared_future<void> ready =
+      std::async(std::launch::async, [jobs = std::move(jobs), threads] {
+        const size_t groups = std::min(threads, jobs.size());
+        auto fill = [&](size_t group) {
+          for (size_t j = group; j < jobs.size(); j += groups) {
+            jobs[j].matcher->FillMask(jobs[j].end_token_ids, jobs[j].mask);
+          }
+        };
+        std::vector<std::future<void>> others;
+        for (size_t group = 1; group < groups; ++group) {
+          others.push_back(std::async(std::launch::async, fill, group));
+        }
+        fill(0);
+        for (std::future<void>& other : others) other.get();
+      }).share();
+  for (SequenceStep& step : inputs.sequences) {
+    if (!step.allowed_tokens.empty()) step.allowed_tokens_ready = ready;
+  }
+  return ready;
 }
 
 void Engine::FailBatch(const Batch& batch, const std::string& message) {
@@ -386,6 +451,16 @@ void Engine::EmitToken(Generation& gen, const SequenceResult& result, Clock::tim
         request, EngineErrorKind::kBackend,
         "backend sampled token id " + std::to_string(result.token_id) + ", outside the vocabulary");
     return;
+  }
+  if (gen.matcher) {
+    const std::vector<int32_t>& ends = gen.end_token_ids;
+    const bool is_end = std::find(ends.begin(), ends.end(), result.token_id) != ends.end();
+    if (is_end ? !gen.matcher->can_end() : !gen.matcher->Accept(result.token_id)) {
+      FailRequest(request, EngineErrorKind::kBackend,
+                  "backend sampled token id " + std::to_string(result.token_id) +
+                      ", which the output grammar does not allow there");
+      return;
+    }
   }
   seq.token_ids.push_back(result.token_id);
   ++stats_.generation_tokens_total;

@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -120,6 +121,7 @@ class Engine {
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
   void MarkPromptReady(Generation& gen);
   void EmitPromptLogprobs(Generation& gen, const SequenceResult& result);
+  std::shared_future<void> StartGrammarMasks(const Batch& batch, StepInputs& inputs);
   void EmitToken(Generation& gen, const SequenceResult& result, Clock::time_point now);
   void DropOutOfMemory(const Batch& batch);
   void FinishGeneration(Generation& gen, FinishReason reason, std::string stop_string = {});
@@ -142,6 +144,7 @@ class Engine {
   std::unordered_map<int64_t, Generation*> generations_;  // by sequence id
   std::vector<int64_t> done_requests_;                    // erased after the step
   std::vector<std::vector<int32_t>> next_token_scratch_;  // backs SequenceStep::next_token_ids
+  std::vector<std::vector<uint32_t>> mask_scratch_;       // backs SequenceStep::allowed_tokens
   int64_t next_sequence_id_ = 0;
   std::mt19937_64 random_seeds_;  // seeds for requests that bring none
   EngineSnapshot stats_;

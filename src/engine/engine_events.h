@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "engine/backend.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
+#include "grammar/grammar_matcher.h"
 
 namespace mkserve {
 
@@ -21,6 +23,9 @@ struct EngineRequest {
   // from the prefix cache and recompute only the partial last block. Prompt logprobs come once,
   // with sibling 0.
   int32_t n = 1;
+  // What the output must match (each sibling runs its own matcher); null: unconstrained. EOS and
+  // stop_token_ids are allowed only where the grammar's text is complete.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 struct Usage {

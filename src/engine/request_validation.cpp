@@ -38,6 +38,24 @@ std::optional<std::string> ValidateSampling(const SamplingParams& p, int64_t voc
   return std::nullopt;
 }
 
+// A constrained output ends only with EOS or a stop token id, allowed once its text is complete.
+std::optional<std::string> ValidateGrammar(const EngineRequest& request, int64_t vocab) {
+  if (request.grammar->vocabulary->size() > vocab) {
+    return "the output grammar's vocabulary has " + to_string(request.grammar->vocabulary->size()) +
+           " tokens, more than the model's " + to_string(vocab);
+  }
+  const char* kConstrained =
+      " cannot be combined with a constrained output (response_format or a "
+      "forced tool call): ";
+  if (request.sampling.ignore_eos) {
+    return std::string("ignore_eos") + kConstrained + "the output could never end";
+  }
+  if (request.sampling.min_tokens > 0) {
+    return std::string("min_tokens") + kConstrained + "the output ends where its grammar does";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> ValidateRequest(const EngineRequest& request,
@@ -65,6 +83,7 @@ std::optional<std::string> ValidateRequest(const EngineRequest& request,
   if (!request.sampling.stop.empty() && !limits.has_text_decoder) {
     return "stop strings need a text decoder, and this engine has none";
   }
+  if (request.grammar) return ValidateGrammar(request, vocab);
   return std::nullopt;
 }
 

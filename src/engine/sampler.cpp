@@ -65,6 +65,15 @@ void ApplyPenalties(std::vector<float>& logits, const SequenceStep& step,
   }
 }
 
+// Constrained decoding: tokens outside the step's allowed set (and ids past its end) get -inf.
+void ApplyAllowedTokens(std::vector<float>& logits, std::span<const uint32_t> allowed) {
+  if (allowed.empty()) return;
+  const size_t allowed_ids = allowed.size() * 32;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (id >= allowed_ids || !((allowed[id >> 5] >> (id & 31)) & 1u)) logits[id] = kNegInf;
+  }
+}
+
 // Candidate ids in (logit desc, id asc) order, sorted lazily: sampling usually stops within the
 // first few dozen, so a 256k vocabulary is not fully sorted for every token.
 class SortedCandidates {
@@ -165,6 +174,8 @@ SequenceResult SampleFromLogits(std::span<const float> logits, const SequenceSte
   if (logits.empty()) return result;
   std::vector<float> work(logits.begin(), logits.end());
   ApplyPenalties(work, step, params);
+  step.WaitForAllowedTokens();
+  ApplyAllowedTokens(work, step.allowed_tokens);
   if (params.is_greedy()) {
     result.token_id = Argmax(work);
   } else {

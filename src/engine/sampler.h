@@ -3,12 +3,12 @@
 //
 // Order: penalties (repetition over prompt + output tokens: positive logits divided, negative
 // multiplied; then frequency/presence over output tokens, as OpenAI) -> logit_bias -> min_tokens
-// masking -> greedy argmax (ties: lowest id), or temperature -> top-k -> top-p (smallest prefix
-// whose mass reaches top_p, at least one) -> min-p (drop p < min_p * p_max) -> draw. The draw walks
-// the CDF of the kept tokens sorted by (probability desc, id asc) with u = SampleUniform(seed,
-// sample_index), so it does not depend on the batch or the slot. Without a seed the stream is
-// derived from sequence_id (the engine always sets one). Out-of-range ids in bias/penalty lists
-// are ignored here; the server rejects them.
+// masking -> the grammar's allowed tokens (others -inf) -> greedy argmax (ties: lowest id), or
+// temperature -> top-k -> top-p (smallest prefix whose mass reaches top_p, at least one) -> min-p
+// (drop p < min_p * p_max) -> draw. The draw walks the CDF of the kept tokens sorted by
+// (probability desc, id asc) with u = SampleUniform(seed, sample_index), so it does not depend on
+// the batch or the slot. Without a seed the stream is derived from sequence_id (the engine always
+// sets one). Out-of-range ids in bias/penalty lists are ignored here; the server rejects them.
 #pragma once
 
 #include <cstdint>

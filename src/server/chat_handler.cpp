@@ -5,6 +5,7 @@
 #include "server/generation_response.h"
 #include "server/handlers.h"
 #include "server/json_fields.h"
+#include "server/output_grammar.h"
 #include "server/output_parser_factory.h"
 #include "server/request_limits.h"
 
@@ -20,8 +21,9 @@ HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& 
 
   ChatOutputOptions options{MakeOutputParserFactory(model, request, prompt), model.tokenizer.get(),
                             request.logprobs, request.generation.include_usage};
+  auto grammar = ChatOutputGrammar(model, request, prompt);
   EngineRequest engine_request{std::move(prompt.token_ids), request.generation.sampling,
-                               request.generation.n};
+                               request.generation.n, std::move(grammar)};
   std::vector<RequestHandle> handles;
   handles.push_back(model.engine->Submit(std::move(engine_request)));
   auto run = std::make_unique<GenerationRun>(std::move(handles), request.generation.n,

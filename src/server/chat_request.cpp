@@ -138,6 +138,41 @@ ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefin
   return choice;
 }
 
+// The JSON schema itself is compiled (and refused by feature) when the output grammar is built.
+ResponseFormat ParseResponseFormat(const JsonFields& fields) {
+  ResponseFormat format;
+  const Json* value = fields.Get("response_format");
+  if (value == nullptr || value->is_null()) return format;
+  JsonFields format_fields(*value, "response_format");
+  std::optional<std::string> type = format_fields.String("type");
+  if (!type) ThrowInvalid("response_format.type", "is required (text, json_object or json_schema)");
+  if (*type == "text") return format;
+  if (*type == "json_object") {
+    format.type = ResponseFormat::Type::kJsonObject;
+    return format;
+  }
+  if (*type != "json_schema") {
+    ThrowInvalid("response_format.type", "unknown response_format type '" + *type +
+                                             "'; supported: text, json_object, json_schema");
+  }
+  format.type = ResponseFormat::Type::kJsonSchema;
+  const Json* json_schema = format_fields.Object("json_schema");
+  if (json_schema == nullptr) {
+    ThrowInvalid("response_format.json_schema", "is required when the type is 'json_schema'");
+  }
+  JsonFields schema_fields(*json_schema, "response_format.json_schema");
+  format.name = schema_fields.String("name").value_or("");
+  format.strict = schema_fields.Bool("strict").value_or(false);
+  const Json* schema = schema_fields.Get("schema");
+  if (schema == nullptr) ThrowInvalid("response_format.json_schema.schema", "is required");
+  if (!schema->is_object() && !schema->is_boolean()) {
+    ThrowInvalid("response_format.json_schema.schema",
+                 "expected a JSON schema object, got " + JsonTypeName(*schema));
+  }
+  format.schema = *schema;
+  return format;
+}
+
 // Thinking on/off: chat_template_kwargs.enable_thinking (or .reasoning), else reasoning_effort
 // ("none" turns it off, any other effort on).
 void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
@@ -222,6 +257,7 @@ ChatRequest ParseChatRequest(const Json& body) {
   request.tools = ParseTools(fields);
   request.tool_choice = ParseToolChoice(fields, request.tools);
   request.parallel_tool_calls = fields.Bool("parallel_tool_calls").value_or(true);
+  request.response_format = ParseResponseFormat(fields);
   request.logprobs = fields.Bool("logprobs").value_or(false);
   std::optional<int64_t> top = fields.Integer("top_logprobs", 0, kMaxTopLogprobs);
   if (top && !request.logprobs) ThrowInvalid("top_logprobs", "requires 'logprobs': true");

@@ -90,6 +90,9 @@ RequestTiming RunOne(httplib::Client& client, const LoadOptions& options,
                {"stream_options", {{"include_usage", true}}}};
   if (!options.model.empty()) body["model"] = options.model;
   if (options.ignore_eos) body["ignore_eos"] = true;
+  if (!options.response_format.empty()) {
+    body["response_format"] = {{"type", options.response_format}};
+  }
   RequestTiming timing;
   std::string buffer;
   Clock::time_point start = Clock::now(), last = start;

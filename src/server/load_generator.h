@@ -20,6 +20,7 @@ struct LoadOptions {
   std::string api_key;
   std::string model;                 // empty: the server's
   std::vector<std::string> prompts;  // request i sends prompts[i % size]; not empty
+  std::string response_format;       // a response_format type, e.g. json_object; empty: none
 };
 
 struct LoadReport {

@@ -53,12 +53,22 @@ struct ToolChoice {
   std::string name;  // kNamed only
 };
 
+// response_format: free text, any JSON object, or JSON matching a schema.
+struct ResponseFormat {
+  enum class Type { kText, kJsonObject, kJsonSchema };
+  Type type = Type::kText;
+  std::string name;     // json_schema.name
+  Json schema;          // json_schema.schema
+  bool strict = false;  // json_schema.strict; the schema is enforced either way
+};
+
 struct ChatRequest {
   GenerationRequest generation;
   std::vector<ChatMessage> messages;
   std::vector<ToolDefinition> tools;
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;
+  ResponseFormat response_format;
   bool logprobs = false;
   std::optional<bool> enable_thinking;  // chat_template_kwargs / reasoning_effort; nullopt: default
   Json chat_template_kwargs = Json::object();

@@ -4,14 +4,14 @@
 #include "server/single_tool_call_parser.h"
 
 namespace mkserve::server {
-namespace {
 
-// The Command-4 format is recognised by its two block markers, as llama.cpp does.
 bool IsCommand4Template(const chat::ChatTemplate& chat_template) {
   const std::string& source = chat_template.source();
   return source.find("<|START_ACTION|>") != std::string::npos &&
          source.find("<|START_TEXT|>") != std::string::npos;
 }
+
+namespace {
 
 std::set<std::string> AllowedTools(const ChatRequest& request) {
   std::set<std::string> names;

@@ -11,6 +11,10 @@
 
 namespace mkserve::server {
 
+// Whether the served model talks in Cohere's Command-4 format (its template writes both block
+// markers, the test llama.cpp uses too).
+bool IsCommand4Template(const chat::ChatTemplate& chat_template);
+
 // A factory making one parser per choice. Output starts where `prompt` left the model (inside
 // reasoning, after it, or inside a prefill's text). Tool calls are parsed only for tools the
 // request allows (`tools` minus what tool_choice excludes); anything else comes back as content.

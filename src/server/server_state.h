@@ -10,6 +10,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "grammar/token_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mkserve::server {
@@ -25,6 +26,8 @@ struct ServedModel {
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::optional<chat::ChatTemplate> chat_template;
+  // The tokenizer as the grammar matcher sees it (constrained output).
+  std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary;
 };
 
 class ServerState {

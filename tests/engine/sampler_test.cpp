@@ -23,10 +23,12 @@ std::vector<float> LogitsOf(const std::vector<double>& probs) {
 
 std::map<int32_t, double> Frequencies(const std::vector<float>& logits, SamplingParams params,
                                       std::vector<int32_t> prompt = {},
-                                      std::vector<int32_t> output = {}) {
+                                      std::vector<int32_t> output = {},
+                                      std::vector<uint32_t> allowed = {}) {
   std::map<int32_t, double> freq;
   SequenceStep step;
   step.sampling = &params;
+  step.allowed_tokens = allowed;
   step.prompt_token_ids = prompt;
   step.output_token_ids = output;
   for (int i = 0; i < kDraws; ++i) {
@@ -221,6 +223,39 @@ TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
   EXPECT_EQ(result.logprobs.top[0].token_id, 0);
   EXPECT_NEAR(result.logprobs.top[0].logprob, std::log(0.5), 1e-5);
   EXPECT_EQ(result.logprobs.top[1].token_id, 1);
+}
+
+TEST(SamplerTest, AllowedTokensMaskBeforeTheFilters) {
+  // Tokens 1, 3 and 4 allowed (bits 1, 3, 4): the draw renormalises over them, and top-k counts
+  // only allowed tokens.
+  const std::vector<uint32_t> allowed = {0b11010};
+  SamplingParams params;
+  ExpectDistribution(Frequencies(LogitsOf(kProbs), params, {}, {}, allowed),
+                     {{1, 0.4}, {3, 0.15}, {4, 0.1}});
+  params.top_k = 2;
+  ExpectDistribution(Frequencies(LogitsOf(kProbs), params, {}, {}, allowed), {{1, 0.4}, {3, 0.15}});
+}
+
+TEST(SamplerTest, AllowedTokensGreedyAndLogprobs) {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.num_logprobs = 1;
+  params.logit_bias = {{0, 100.0f}};  // a bias cannot bring back a masked token
+  SequenceStep step;
+  step.sampling = &params;
+  const std::vector<uint32_t> allowed = {0b1100};  // tokens 2 and 3
+  step.allowed_tokens = allowed;
+  std::vector<double> probs = {0.5, 0.3, 0.15, 0.05};
+  SequenceResult result = SampleFromLogits(LogitsOf(probs), step);
+  EXPECT_EQ(result.token_id, 2);
+  // Logprobs are the model's own: unmasked, so token 0 still leads the top list.
+  EXPECT_NEAR(result.logprobs.chosen.logprob, std::log(0.15), 1e-5);
+  ASSERT_EQ(result.logprobs.top.size(), 1u);
+  EXPECT_EQ(result.logprobs.top[0].token_id, 0);
+  // Ids past the mask's end are not allowed.
+  std::vector<float> wide(40, 0.0f);
+  wide[35] = 10.0f;
+  EXPECT_EQ(SampleFromLogits(wide, step).token_id, 2);
 }
 
 }  // namespace

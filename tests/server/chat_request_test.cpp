@@ -183,6 +183,41 @@ TEST(ChatRequestTest, MinTokensMayNotExceedMaxTokens) {
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "min_tokens");
 }
 
+TEST(ChatRequestTest, ResponseFormatTypes) {
+  Json body = MinimalChat();
+  EXPECT_EQ(ParseChatRequest(body).response_format.type, ResponseFormat::Type::kText);
+  body["response_format"] = {{"type", "text"}};
+  EXPECT_EQ(ParseChatRequest(body).response_format.type, ResponseFormat::Type::kText);
+  body["response_format"] = {{"type", "json_object"}};
+  EXPECT_EQ(ParseChatRequest(body).response_format.type, ResponseFormat::Type::kJsonObject);
+  body["response_format"] = {
+      {"type", "json_schema"},
+      {"json_schema", {{"name", "p"}, {"strict", true}, {"schema", {{"type", "object"}}}}}};
+  ResponseFormat format = ParseChatRequest(body).response_format;
+  EXPECT_EQ(format.type, ResponseFormat::Type::kJsonSchema);
+  EXPECT_EQ(format.name, "p");
+  EXPECT_TRUE(format.strict);
+  EXPECT_EQ(format.schema, Json({{"type", "object"}}));
+}
+
+TEST(ChatRequestTest, ResponseFormatErrorsNameTheField) {
+  auto error_for = [](Json format) {
+    Json body = MinimalChat();
+    body["response_format"] = std::move(format);
+    return ExpectApiError([&] { ParseChatRequest(body); });
+  };
+  ApiError unknown = error_for({{"type", "xml"}});
+  EXPECT_EQ(unknown.param(), "response_format.type");
+  EXPECT_TRUE(Mentions(unknown, "unknown response_format type 'xml'"));
+  EXPECT_EQ(error_for("json").param(), "response_format");
+  EXPECT_EQ(error_for(Json::object()).param(), "response_format.type");
+  EXPECT_EQ(error_for({{"type", "json_schema"}}).param(), "response_format.json_schema");
+  EXPECT_EQ(error_for({{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}).param(),
+            "response_format.json_schema.schema");
+  EXPECT_EQ(error_for({{"type", "json_schema"}, {"json_schema", {{"schema", 3}}}}).param(),
+            "response_format.json_schema.schema");
+}
+
 TEST(ChatRequestTest, UnknownFieldsAreIgnored) {
   Json body = MinimalChat();
   body.update({{"frobnicate", true},

@@ -1,8 +1,9 @@
 // GpuSampler against the engine's CPU sampler (SampleFromLogits, the definition of the
 // semantics) on the same logits: random rows of several shapes (flat, peaked, heavy ties, masked
 // entries) and every combination of temperature, top-k, top-p, min-p, penalties, logit_bias,
-// min_tokens and logprobs. Tokens must be identical and logprobs within 1e-4; results must not
-// depend on the slot or the batch; bad parameters must be clear errors.
+// min_tokens and logprobs, with and without a grammar's allowed-token mask. Tokens must be
+// identical and logprobs within 1e-4; results must not depend on the slot or the batch; bad
+// parameters must be clear errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,6 +54,7 @@ std::vector<float> MakeRow(Shape shape, int64_t vocab, uint32_t seed) {
 struct Case {
   SamplingParams params;
   std::vector<int32_t> prompt, output;
+  std::vector<uint32_t> allowed;  // grammar mask, bit id % 32 of word id / 32
   SequenceStep step;
   std::string name;
 };
@@ -88,6 +90,23 @@ void SetCombo(Case& c, int combo, int64_t vocab, std::mt19937& rng) {
   p.num_logprobs = logprobs ? (combo % 2 ? 5 : 0) : -1;
   if (combo % 5 != 0) p.seed = 1000 + combo;  // every fifth row unseeded: the sequence's stream
   c.name = "combo " + std::to_string(combo);
+}
+
+// A random allowed-token mask on `c`: about half the tokens, one in 64, or a single token.
+void AllowRandomTokens(Case& c, int64_t vocab, std::mt19937& rng, int kind) {
+  c.allowed.assign((vocab + 31) / 32, 0u);
+  std::uniform_int_distribution<int64_t> any(0, vocab - 1);
+  if (kind % 3 == 2) {
+    const int64_t id = any(rng);
+    c.allowed[id / 32] |= 1u << (id % 32);
+  } else {
+    const uint32_t one_in = kind % 3 == 0 ? 2 : 64;
+    for (int64_t id = 0; id < vocab; ++id) {
+      if (rng() % one_in == 0) c.allowed[id / 32] |= 1u << (id % 32);
+    }
+  }
+  c.step.allowed_tokens = c.allowed;
+  c.name += " allowed kind " + std::to_string(kind % 3);
 }
 
 class GpuSamplerTest : public ::testing::Test {
@@ -127,7 +146,7 @@ class GpuSamplerTest : public ::testing::Test {
 
   // Every parameter combination on rows of `shape`; each case gets its own row.
   static void CompareAllCombos(Shape shape, int64_t vocab, int num_combos, int combo_step,
-                               uint32_t seed) {
+                               uint32_t seed, bool constrained = false) {
     RequireGpu();
     std::mt19937 rng(seed);
     std::vector<Case> cases(num_combos);
@@ -136,6 +155,7 @@ class GpuSamplerTest : public ::testing::Test {
     for (int i = 0; i < num_combos; ++i) {
       SetCombo(cases[i], (i * combo_step) % 864, vocab, rng);
       Link(cases[i], 7000 + i, i % 9);
+      if (constrained) AllowRandomTokens(cases[i], vocab, rng, i);
       std::vector<float> row = MakeRow(shape, vocab, seed * 1000 + i);
       logits.insert(logits.end(), row.begin(), row.end());
       rows.push_back(i);
@@ -164,6 +184,13 @@ TEST_F(GpuSamplerTest, EveryComboMatchesCpuTies) {
 }
 TEST_F(GpuSamplerTest, EveryComboMatchesCpuMasked) {
   CompareAllCombos(Shape::kMasked, 4099, 864, 1, 4);
+}
+
+// Constrained decoding: the same combinations with a random allowed-token mask per row.
+TEST_F(GpuSamplerTest, EveryComboMatchesCpuWithAllowedTokens) {
+  CompareAllCombos(Shape::kFlat, 4099, 864, 1, 8, /*constrained=*/true);
+  CompareAllCombos(Shape::kPeaked, 4099, 864, 1, 9, /*constrained=*/true);
+  CompareAllCombos(Shape::kFlat, 262144, 40, 37, 10, /*constrained=*/true);
 }
 
 // The real vocabulary: a spread of the combinations (a stride coprime with 864) per shape.
@@ -317,6 +344,40 @@ TEST_F(GpuSamplerTest, BackendSamplesLikeTheCpuSampler) {
                SampleFromLogits(outputs.results[i].logits.back(), inputs.sequences[i]),
                "backend row " + std::to_string(i));
   }
+}
+
+// A plain greedy row with a grammar mask must not take the unmasked argmax: with the argmax
+// itself masked out, the backend returns the best allowed token, as SampleFromLogits does.
+TEST_F(GpuSamplerTest, BackendGreedyRowHonoursTheAllowedTokens) {
+  RequireGpu();
+  const auto dir = std::filesystem::temp_directory_path() / "mkserve_gpu_sampler_allowed";
+  const ModelConfig config = TinyPreset(2);
+  RandomCheckpointOptions checkpoint;
+  checkpoint.seed = 6;
+  WriteRandomCheckpoint(config, checkpoint, dir);
+  CudaBackendOptions options;
+  options.kv_layout = PlanKvLayout(config, 8 << 20, 2 * config.kv_width() * 2, 4);
+  options.max_num_tokens = 256;
+  auto backend = LoadCudaBackend(dir, options);
+  std::filesystem::remove_all(dir);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const std::vector<int32_t> prompt = {5, 17, 300, 42, 9, 77};
+  SimpleBlocks blocks(backend->kv_layout());
+  const auto table = blocks.Allocate(static_cast<int64_t>(prompt.size()));
+  StepInputs inputs;
+  inputs.sequences.push_back(MakeStep(0, prompt, 0, table, &greedy, true));
+  inputs.sequences[0].return_logits = true;
+  const StepOutputs unmasked = backend->Step(inputs);
+  const int32_t argmax = unmasked.results[0].token_id;
+  std::vector<uint32_t> allowed((config.vocab_size + 31) / 32, ~0u);
+  allowed[argmax / 32] &= ~(1u << (argmax % 32));
+  inputs.sequences[0].allowed_tokens = allowed;
+  inputs.sequences[0].return_logits = false;
+  const StepOutputs masked = backend->Step(inputs);
+  EXPECT_NE(masked.results[0].token_id, argmax);
+  EXPECT_EQ(masked.results[0].token_id,
+            SampleFromLogits(unmasked.results[0].logits.back(), inputs.sequences[0]).token_id);
 }
 
 // Run with --gtest_also_run_disabled_tests: median microseconds per step for 1/8/64 rows of

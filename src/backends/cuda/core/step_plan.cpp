@@ -61,7 +61,8 @@ RowNeeds NeedsOf(const SequenceStep& step, int32_t token_in_sequence, int64_t vo
   RowNeeds needs;
   const bool last = token_in_sequence + 1 == static_cast<int32_t>(step.token_ids.size());
   needs.sample = step.sample && last;
-  if (needs.sample && !IsPlainGreedy(step.sampling)) {
+  // A constrained row never takes the unmasked argmax.
+  if (needs.sample && (!IsPlainGreedy(step.sampling) || !step.allowed_tokens.empty())) {
     needs.gpu_sample = SampledOnGpu(step.sampling, vocab);
     needs.host_sample = !needs.gpu_sample;
   }

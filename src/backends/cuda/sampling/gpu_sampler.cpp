@@ -61,7 +61,7 @@ void CopyUp(const std::vector<T>& host, DeviceBuffer<T>& device, cudaStream_t st
 void CheckSharedRows(const std::vector<SampleRowParams>& rows) {
   std::vector<std::pair<int64_t, bool>> keyed;
   for (const SampleRowParams& row : rows) {
-    keyed.emplace_back(row.logits_row, row.edit_end > row.edit_begin);
+    keyed.emplace_back(row.logits_row, row.edit_end > row.edit_begin || row.allowed_begin >= 0);
   }
   std::sort(keyed.begin(), keyed.end());
   for (size_t i = 1; i < keyed.size(); ++i) {
@@ -175,6 +175,13 @@ void GpuSampler::AddRow(const GpuSampleRequest& request, int64_t num_logit_rows)
   row.edit_begin = static_cast<int32_t>(edits_.size());
   AddEdits(step, params);
   row.edit_end = static_cast<int32_t>(edits_.size());
+  if (!step.allowed_tokens.empty()) {
+    step.WaitForAllowedTokens();  // the engine computes masks during the forward pass
+    row.allowed_begin = static_cast<int64_t>(allowed_masks_.size());
+    row.allowed_words = static_cast<int32_t>(step.allowed_tokens.size());
+    allowed_masks_.insert(allowed_masks_.end(), step.allowed_tokens.begin(),
+                          step.allowed_tokens.end());
+  }
   rows_.push_back(row);
 }
 
@@ -182,6 +189,7 @@ void GpuSampler::Upload(cudaStream_t stream) {
   CopyUp(rows_, device_rows_, stream);
   CopyUp(edits_, device_edits_, stream);
   CopyUp(bias_values_, device_bias_values_, stream);
+  CopyUp(allowed_masks_, device_allowed_masks_, stream);
   Reserve(device_originals_, std::max<size_t>(edits_.size(), 1));
   Reserve(device_outputs_, rows_.size());
 }
@@ -193,6 +201,7 @@ std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_
   edits_.clear();
   bias_values_.clear();
   edit_biases_.clear();
+  allowed_masks_.clear();
   for (const GpuSampleRequest& request : requests) AddRow(request, num_logit_rows);
   CheckSharedRows(rows_);
   std::vector<SequenceResult> results(requests.size());
@@ -200,7 +209,7 @@ std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_
   Upload(stream);
   LaunchSampleRows(logits, vocab_, device_rows_.data(), static_cast<int64_t>(rows_.size()),
                    device_edits_.data(), device_bias_values_.data(), device_originals_.data(),
-                   device_outputs_.data(), stream);
+                   device_allowed_masks_.data(), device_outputs_.data(), stream);
   outputs_.resize(rows_.size());
   MKSERVE_CUDA_CHECK(cudaMemcpyAsync(outputs_.data(), device_outputs_.data(),
                                      outputs_.size() * sizeof(SampleRowOutput),

@@ -1,8 +1,8 @@
 // GpuSampler: the engine sampler's semantics (engine/sampler.h: penalties -> logit_bias ->
-// min_tokens masking -> greedy, or temperature -> top-k -> top-p -> min-p -> draw with
-// SampleUniform(seed, sample_index); logprobs of the unchanged row) for a batch of logits rows
-// on the GPU, so only the sampled ids and the requested logprobs come back to the host.
-// Deterministic and batch-independent: a row's result depends only on its logits, parameters,
+// min_tokens masking -> the grammar's allowed tokens -> greedy, or temperature -> top-k -> top-p ->
+// min-p -> draw with SampleUniform(seed, sample_index); logprobs of the unchanged row) for a batch
+// of logits rows on the GPU, so only the sampled ids and the requested logprobs come back to the
+// host. Deterministic and batch-independent: a row's result depends only on its logits, parameters,
 // seed and sample_index. Tested token for token against SampleFromLogits.
 #pragma once
 
@@ -57,12 +57,14 @@ class GpuSampler {
   std::vector<float> bias_values_;
   std::vector<std::vector<float>> edit_biases_;  // per edit while building
   std::vector<int32_t> edit_of_token_;           // [vocab], -1 between rows
+  std::vector<uint32_t> allowed_masks_;          // the rows' allowed-token bitmasks, back to back
   std::vector<SampleRowOutput> outputs_;
   // Device copies, grown on demand.
   DeviceBuffer<SampleRowParams> device_rows_;
   DeviceBuffer<LogitEdit> device_edits_;
   DeviceBuffer<float> device_bias_values_;
   DeviceBuffer<float> device_originals_;
+  DeviceBuffer<uint32_t> device_allowed_masks_;
   DeviceBuffer<SampleRowOutput> device_outputs_;
 };
 

@@ -6,6 +6,7 @@
 #include <cooperative_groups.h>
 
 #include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/sampling/allowed_tokens.cuh"
 #include "backends/cuda/sampling/radix_descent.cuh"
 #include "backends/cuda/sampling/sample_rows.h"
 
@@ -212,7 +213,7 @@ __device__ float ChosenLogprob(const float* row, const SampleRowParams& p, const
 __global__ void __cluster_dims__(sampling::kClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
     SampleRowsKernel(float* logits, int64_t vocab, const SampleRowParams* params,
                      const LogitEdit* edits, const float* bias_values, float* originals,
-                     SampleRowOutput* outputs) {
+                     const uint32_t* allowed_masks, SampleRowOutput* outputs) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   SampleScratch& s = *reinterpret_cast<SampleScratch*>(shared_bytes);
   const int64_t request = blockIdx.x / sampling::kClusterSize;
@@ -222,6 +223,7 @@ __global__ void __cluster_dims__(sampling::kClusterSize, 1, 1) __launch_bounds__
   double log_z = 0.0;
   if (p.num_logprobs >= 0) log_z = TopLogprobs(slice, p.num_logprobs, s, out);
   ApplyEdits(slice, p, edits, bias_values, originals);
+  ApplyAllowedTokens(slice, p, allowed_masks);
   int32_t token;
   if (p.temperature <= 0.0f) {
     float max;
@@ -247,15 +249,16 @@ __global__ void __cluster_dims__(sampling::kClusterSize, 1, 1) __launch_bounds__
 
 void LaunchSampleRows(float* logits, int64_t vocab, const SampleRowParams* params, int64_t num_rows,
                       const LogitEdit* edits, const float* bias_values, float* originals,
-                      SampleRowOutput* outputs, cudaStream_t stream) {
+                      const uint32_t* allowed_masks, SampleRowOutput* outputs,
+                      cudaStream_t stream) {
   if (num_rows <= 0) return;
   constexpr int kSharedBytes = sizeof(SampleScratch);  // over the 48 KiB default: opt in once
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       SampleRowsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   MKSERVE_CUDA_CHECK(opt_in);
   const auto num_ctas = static_cast<unsigned>(num_rows * sampling::kClusterSize);
-  SampleRowsKernel<<<num_ctas, kThreads, kSharedBytes, stream>>>(logits, vocab, params, edits,
-                                                                 bias_values, originals, outputs);
+  SampleRowsKernel<<<num_ctas, kThreads, kSharedBytes, stream>>>(
+      logits, vocab, params, edits, bias_values, originals, allowed_masks, outputs);
   MKSERVE_CUDA_CHECK_LAUNCH();
 }
 

@@ -45,6 +45,8 @@ struct SampleRowParams {
   int32_t num_logprobs = -1;  // -1: none; else top entries (<= kGpuMaxTopLogprobs)
   int32_t edit_begin = 0;     // range into the edits, sorted by token id
   int32_t edit_end = 0;
+  int64_t allowed_begin = -1;  // word offset of the allowed-token bitmask; -1: every token
+  int32_t allowed_words = 0;   // ids past these words are not allowed
 };
 
 struct SampleRowOutput {
@@ -55,10 +57,10 @@ struct SampleRowOutput {
   float top_logprobs[kGpuMaxTopLogprobs];
 };
 
-// One CTA per row. `logits` rows named by the params are changed in place (edits applied);
-// `originals[e]` receives edit e's logit before the change.
+// One CTA per row. `logits` rows named by the params are changed in place (edits applied, tokens
+// outside `allowed_masks` set to -inf); `originals[e]` receives edit e's logit before the change.
 void LaunchSampleRows(float* logits, int64_t vocab, const SampleRowParams* params, int64_t num_rows,
                       const LogitEdit* edits, const float* bias_values, float* originals,
-                      SampleRowOutput* outputs, cudaStream_t stream);
+                      const uint32_t* allowed_masks, SampleRowOutput* outputs, cudaStream_t stream);
 
 }  // namespace mkserve::cuda

@@ -1,0 +1,61 @@
+// Grammar: a context-free grammar over bytes and special tokens, the form every constraint
+// (JSON schema, tool-call block) is compiled to before matching.
+//
+// A rule is a list of alternatives; an alternative is a sequence of elements, stored flat in
+// `elements` and closed by a kEnd element. An element matches one byte from a set, one special
+// token (by id), or a whole rule. Rules must not be left-recursive (every recursion consumes a
+// byte or token first); the builders in this folder only write right recursion.
+//
+// Grammars that start from JsonPrelude() share its first elements, so per-position token caches
+// of those elements are valid for every such grammar (token_masker.h).
+#pragma once
+
+#include <bitset>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace mkserve::grammar {
+
+using ByteSet = std::bitset<256>;
+
+struct Element {
+  enum class Kind : uint8_t { kBytes, kToken, kRule, kEnd };
+  Kind kind = Kind::kEnd;
+  int32_t value = 0;  // kBytes: index into byte_sets; kToken: token id; kRule: rule id
+
+  static Element Bytes(int32_t set) { return {Kind::kBytes, set}; }
+  static Element Token(int32_t id) { return {Kind::kToken, id}; }
+  static Element Rule(int32_t rule) { return {Kind::kRule, rule}; }
+};
+
+class Grammar {
+ public:
+  // A rule with no alternatives yet; fill it with AddAlternative (it may refer to itself).
+  int32_t NewRule();
+  void AddAlternative(int32_t rule, const std::vector<Element>& sequence);
+  // The index of `set` in byte_sets (equal sets share one index).
+  int32_t Intern(const ByteSet& set);
+  Element Byte(unsigned char byte) { return Element::Bytes(Intern(ByteSet().set(byte))); }
+  // One kBytes element per byte of `text`.
+  std::vector<Element> Literal(std::string_view text);
+
+  void set_root(int32_t rule) { root_ = rule; }
+  int32_t root() const { return root_; }
+  const std::vector<Element>& elements() const { return elements_; }
+  const std::vector<int32_t>& alternatives(int32_t rule) const { return rules_[rule]; }
+  const ByteSet& byte_set(int32_t index) const { return byte_sets_[index]; }
+  int32_t num_rules() const { return static_cast<int32_t>(rules_.size()); }
+  // Elements below this index are JsonPrelude()'s, identical in every grammar built on it.
+  int32_t prelude_size() const { return prelude_size_; }
+  void set_prelude_size(int32_t size) { prelude_size_ = size; }
+
+ private:
+  std::vector<Element> elements_;
+  std::vector<std::vector<int32_t>> rules_;  // per rule: the first element of each alternative
+  std::vector<ByteSet> byte_sets_;
+  int32_t root_ = -1;
+  int32_t prelude_size_ = 0;
+};
+
+}  // namespace mkserve::grammar

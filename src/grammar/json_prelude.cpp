@@ -1,0 +1,207 @@
+#include "grammar/json_prelude.h"
+
+namespace mkserve::grammar {
+namespace {
+
+using Seq = std::vector<Element>;
+
+ByteSet Range(unsigned char first, unsigned char last) {
+  ByteSet set;
+  for (int b = first; b <= last; ++b) set.set(b);
+  return set;
+}
+
+ByteSet Chars(std::string_view chars) {
+  ByteSet set;
+  for (char c : chars) set.set(static_cast<unsigned char>(c));
+  return set;
+}
+
+Seq Join(std::initializer_list<Seq> parts) {
+  Seq out;
+  for (const Seq& part : parts) out.insert(out.end(), part.begin(), part.end());
+  return out;
+}
+
+class PreludeWriter {
+ public:
+  explicit PreludeWriter(Grammar& g) : g_(g) {}
+
+  Element Set(const ByteSet& set) { return Element::Bytes(g_.Intern(set)); }
+  Element Rule(int32_t rule) { return Element::Rule(rule); }
+  Seq Lit(std::string_view text) { return g_.Literal(text); }
+  int32_t Alternatives(std::initializer_list<Seq> alternatives) {
+    int32_t rule = g_.NewRule();
+    for (const Seq& alternative : alternatives) g_.AddAlternative(rule, alternative);
+    return rule;
+  }
+  int32_t Rep(const Seq& item, int min, int max) { return Repeat(g_, item, min, max); }
+
+  JsonRules Write() {
+    JsonRules r;
+    const Element digit = Set(Range('0', '9'));
+    const Element hex = Set(Range('0', '9') | Range('a', 'f') | Range('A', 'F'));
+    r.text = Rep({Set(ByteSet().set())}, 0, -1);
+    r.ws = Rep({Set(Chars(" \t\n\r"))}, 0, kMaxWhitespaceBytes);
+
+    // String content: printable ASCII but quote and backslash, escapes, and well-formed UTF-8.
+    const Element cont = Set(Range(0x80, 0xbf));
+    ByteSet plain = Range(0x20, 0x7f);
+    plain.reset('"');
+    plain.reset('\\');
+    // The characters are alternatives of the loop rule itself (not a rule of their own), so the
+    // token cache of a character position covers whole runs of characters, not one.
+    const std::vector<Seq> character = {
+        {Set(plain)},
+        {Set(Chars("\\")), Set(Chars("\"\\/bfnrt"))},
+        {Set(Chars("\\")), Set(Chars("u")), hex, hex, hex, hex},
+        {Set(Range(0xc2, 0xdf)), cont},
+        {Set(Chars("\xe0")), Set(Range(0xa0, 0xbf)), cont},
+        {Set(Range(0xe1, 0xec) | Range(0xee, 0xef)), cont, cont},
+        {Set(Chars("\xed")), Set(Range(0x80, 0x9f)), cont},
+        {Set(Chars("\xf0")), Set(Range(0x90, 0xbf)), cont, cont},
+        {Set(Range(0xf1, 0xf3)), cont, cont, cont},
+        {Set(Chars("\xf4")), Set(Range(0x80, 0x8f)), cont, cont},
+    };
+    const int32_t characters = g_.NewRule();
+    g_.AddAlternative(characters, {});
+    for (const Seq& alternative : character) {
+      g_.AddAlternative(characters, Join({alternative, {Rule(characters)}}));
+    }
+    r.string = Alternatives({Join({Lit("\""), {Rule(characters)}, Lit("\"")})});
+
+    const int32_t more_digits = Rep({digit}, 0, kMaxIntegerDigits - 1);
+    r.integer = Alternatives({
+        {Set(Chars("-")), Set(Range('0', '9'))},  // -0 is valid JSON
+        {Set(Chars("-")), Set(Range('1', '9')), Rule(more_digits)},
+        {Set(Range('0', '9'))},
+        {Set(Range('1', '9')), Rule(more_digits)},
+    });
+    const int32_t fraction =
+        Alternatives({{}, {Set(Chars(".")), Rule(Rep({digit}, 1, kMaxFractionDigits))}});
+    const int32_t exponent = Alternatives(
+        {{},
+         {Set(Chars("eE")), Rule(Rep({digit}, 1, kMaxExponentDigits))},
+         {Set(Chars("eE")), Set(Chars("+-")), Rule(Rep({digit}, 1, kMaxExponentDigits))}});
+    r.number = Alternatives({{Rule(r.integer), Rule(fraction), Rule(exponent)}});
+    r.boolean = Alternatives({Lit("true"), Lit("false")});
+    r.null = Alternatives({Lit("null")});
+
+    // value, object and array refer to each other: make the rules first.
+    r.value = g_.NewRule();
+    r.object = g_.NewRule();
+    r.array = g_.NewRule();
+    for (int32_t rule : {r.object, r.array, r.string, r.number, r.boolean, r.null}) {
+      g_.AddAlternative(r.value, {Rule(rule)});
+    }
+    const Element ws = Rule(r.ws);
+    const int32_t member =
+        Alternatives({Join({{Rule(r.string), ws}, Lit(":"), {ws, Rule(r.value)}})});
+    const int32_t object_more = g_.NewRule();
+    g_.AddAlternative(object_more, Lit("}"));
+    g_.AddAlternative(object_more, Join({Lit(","), {ws, Rule(member), ws, Rule(object_more)}}));
+    g_.AddAlternative(r.object, Join({Lit("{"), {ws}, Lit("}")}));
+    g_.AddAlternative(r.object, Join({Lit("{"), {ws, Rule(member), ws, Rule(object_more)}}));
+    const int32_t array_more = g_.NewRule();
+    g_.AddAlternative(array_more, Lit("]"));
+    g_.AddAlternative(array_more, Join({Lit(","), {ws, Rule(r.value), ws, Rule(array_more)}}));
+    g_.AddAlternative(r.array, Join({Lit("["), {ws}, Lit("]")}));
+    g_.AddAlternative(r.array, Join({Lit("["), {ws, Rule(r.value), ws, Rule(array_more)}}));
+
+    WriteFormats(r, digit, hex);
+    return r;
+  }
+
+ private:
+  void WriteFormats(JsonRules& r, Element digit, Element hex) {
+    const Element quote = Set(Chars("\""));
+    const int32_t month = Alternatives(
+        {{Set(Chars("0")), Set(Range('1', '9'))}, {Set(Chars("1")), Set(Range('0', '2'))}});
+    const int32_t day = Alternatives({{Set(Chars("0")), Set(Range('1', '9'))},
+                                      {Set(Chars("12")), digit},
+                                      {Set(Chars("3")), Set(Chars("01"))}});
+    const int32_t hour =
+        Alternatives({{Set(Chars("01")), digit}, {Set(Chars("2")), Set(Range('0', '3'))}});
+    const Element sixty = Set(Range('0', '5'));
+    const int32_t date = Alternatives(
+        {Join({{digit, digit, digit, digit}, Lit("-"), {Rule(month)}, Lit("-"), {Rule(day)}})});
+    const int32_t fraction = Alternatives({{}, {Set(Chars(".")), Rule(Rep({digit}, 1, 9))}});
+    const int32_t offset =
+        Alternatives({Lit("Z"), Join({{Set(Chars("+-")), Rule(hour)}, Lit(":"), {sixty, digit}})});
+    const int32_t time = Alternatives({Join({{Rule(hour)},
+                                             Lit(":"),
+                                             {sixty, digit},
+                                             Lit(":"),
+                                             {sixty, digit, Rule(fraction), Rule(offset)}})});
+    r.date = Alternatives({{quote, Rule(date), quote}});
+    r.time = Alternatives({{quote, Rule(time), quote}});
+    r.date_time = Alternatives({Join({{quote, Rule(date)}, Lit("T"), {Rule(time), quote}})});
+
+    // local@domain.tld: dot-separated atoms of the common address characters.
+    const Element atom_char =
+        Set(Range('a', 'z') | Range('A', 'Z') | Range('0', '9') | Chars("!#$%&'*+/=?^_`{|}~-"));
+    const Element label_char =
+        Set(Range('a', 'z') | Range('A', 'Z') | Range('0', '9') | Chars("-"));
+    const int32_t atom = Rep({atom_char}, 1, 64);
+    const int32_t label = Rep({label_char}, 1, 63);
+    const int32_t local =
+        Alternatives({{Rule(atom), Rule(Rep(Join({Lit("."), {Rule(atom)}}), 0, -1))}});
+    const int32_t domain =
+        Alternatives({{Rule(label), Rule(Rep(Join({Lit("."), {Rule(label)}}), 1, -1))}});
+    r.email = Alternatives({Join({{quote, Rule(local)}, Lit("@"), {Rule(domain), quote}})});
+
+    auto hexes = [&](int n) { return Seq(n, hex); };
+    r.uuid = Alternatives({Join({{quote},
+                                 hexes(8),
+                                 Lit("-"),
+                                 hexes(4),
+                                 Lit("-"),
+                                 hexes(4),
+                                 Lit("-"),
+                                 hexes(4),
+                                 Lit("-"),
+                                 hexes(12),
+                                 {quote}})});
+  }
+
+  Grammar& g_;
+};
+
+}  // namespace
+
+int32_t Repeat(Grammar& grammar, const std::vector<Element>& item, int min, int max) {
+  int32_t tail = grammar.NewRule();
+  grammar.AddAlternative(tail, {});
+  if (max < 0) {
+    Seq again = item;
+    again.push_back(Element::Rule(tail));
+    grammar.AddAlternative(tail, again);
+  } else {
+    for (int i = min; i < max; ++i) {  // up to max - min more, each optional
+      int32_t longer = grammar.NewRule();
+      grammar.AddAlternative(longer, {});
+      Seq again = item;
+      again.push_back(Element::Rule(tail));
+      grammar.AddAlternative(longer, again);
+      tail = longer;
+    }
+  }
+  Seq body;
+  for (int i = 0; i < min; ++i) body.insert(body.end(), item.begin(), item.end());
+  body.push_back(Element::Rule(tail));
+  int32_t rule = grammar.NewRule();
+  grammar.AddAlternative(rule, body);
+  return rule;
+}
+
+const JsonPrelude& JsonPreludeGrammar() {
+  static const JsonPrelude prelude = [] {
+    JsonPrelude p;
+    p.rules = PreludeWriter(p.grammar).Write();
+    p.grammar.set_prelude_size(static_cast<int32_t>(p.grammar.elements().size()));
+    return p;
+  }();
+  return prelude;
+}
+
+}  // namespace mkserve::grammar

@@ -1,0 +1,49 @@
+// The JSON rules every JSON grammar starts from: any value, object, array, string (optionally of
+// a format), number, integer, boolean and null, plus bounded whitespace and free text. They are
+// written in the same order into every grammar, so their element positions (and the token caches of
+// those positions) are the same everywhere.
+#pragma once
+
+#include <cstdint>
+
+#include "grammar/grammar.h"
+
+namespace mkserve::grammar {
+
+// Whitespace between JSON tokens is at most this many bytes, so a model cannot pad forever.
+inline constexpr int kMaxWhitespaceBytes = 20;
+// Digits of an integer part, a fraction and an exponent.
+inline constexpr int kMaxIntegerDigits = 20;
+inline constexpr int kMaxFractionDigits = 20;
+inline constexpr int kMaxExponentDigits = 3;
+
+struct JsonRules {
+  int32_t text = -1;  // any bytes, no special token (e.g. free reasoning before a JSON answer)
+  int32_t ws = -1;    // 0 to kMaxWhitespaceBytes of space, tab, newline, carriage return
+  int32_t value = -1;
+  int32_t object = -1;
+  int32_t array = -1;
+  int32_t string = -1;  // a whole string, quotes included
+  int32_t number = -1;
+  int32_t integer = -1;
+  int32_t boolean = -1;
+  int32_t null = -1;
+  // Strings of a format, quotes included.
+  int32_t date = -1;       // 2024-01-31
+  int32_t time = -1;       // 13:45:00Z: optional fraction, then Z or +hh:mm (RFC 3339)
+  int32_t date_time = -1;  // date T time
+  int32_t email = -1;
+  int32_t uuid = -1;
+};
+
+// A grammar holding only the prelude (root unset), and its rules.
+struct JsonPrelude {
+  Grammar grammar;
+  JsonRules rules;
+};
+const JsonPrelude& JsonPreludeGrammar();
+
+// Matches `item` between `min` and `max` times (max < 0: unbounded) in a new rule.
+int32_t Repeat(Grammar& grammar, const std::vector<Element>& item, int min, int max);
+
+}  // namespace mkserve::grammar

@@ -1,0 +1,366 @@
+#include "grammar/json_schema.h"
+
+#include <functional>
+#include <set>
+#include <vector>
+
+namespace mkserve::grammar {
+namespace {
+
+using Seq = std::vector<Element>;
+
+const std::set<std::string>& Annotations() {
+  static const std::set<std::string> kAnnotations = {
+      "title", "description", "default",    "examples", "$schema",
+      "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
+  return kAnnotations;
+}
+
+const std::set<std::string>& Keywords() {
+  static const std::set<std::string> kKeywords = {
+      "type",        "properties", "required", "additionalProperties",
+      "items",       "minItems",   "maxItems", "enum",
+      "const",       "anyOf",      "$ref",     "$defs",
+      "definitions", "format"};
+  return kKeywords;
+}
+
+std::string Quoted(const std::string& text) { return "'" + text + "'"; }
+
+void Append(Seq& to, const Seq& more) { to.insert(to.end(), more.begin(), more.end()); }
+
+// Keywords beside $ref, anyOf, enum or const that would be silently dropped.
+void RefuseSiblings(const Json& schema, const std::string& keyword, const std::string& where) {
+  for (const auto& [key, value] : schema.items()) {
+    if (key == keyword || Annotations().count(key) || key == "$defs" || key == "definitions") {
+      continue;
+    }
+    if ((keyword == "enum" || keyword == "const") && key == "type") continue;  // redundant
+    throw SchemaError(where, Quoted(keyword) + " together with " + Quoted(key) +
+                                 " is not supported; move " + Quoted(key) + " into the " +
+                                 Quoted(keyword) + " alternatives or drop it");
+  }
+}
+
+int Count(const Json& schema, const char* key, const std::string& where, int fallback) {
+  const auto it = schema.find(key);
+  if (it == schema.end()) return fallback;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+    throw SchemaError(where + "." + key, "must be a non-negative integer");
+  }
+  if (it->get<int64_t>() > kMaxCountedItems) {
+    throw SchemaError(where + "." + key,
+                      "values above " + std::to_string(kMaxCountedItems) + " are not supported");
+  }
+  return static_cast<int>(it->get<int64_t>());
+}
+
+}  // namespace
+
+JsonGrammarBuilder::JsonGrammarBuilder() {
+  const JsonPrelude& prelude = JsonPreludeGrammar();
+  grammar_ = prelude.grammar;
+  rules_ = prelude.rules;
+}
+
+int32_t JsonGrammarBuilder::AddSchema(const Json& schema, const std::string& where) {
+  document_ = &schema;
+  document_where_ = where;
+  int32_t rule = Compile(schema, where);
+  document_ = nullptr;
+  return rule;
+}
+
+Grammar JsonGrammarBuilder::Finish(int32_t root) && {
+  CheckLeftRecursion();
+  grammar_.set_root(root);
+  return std::move(grammar_);
+}
+
+int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where) {
+  if (schema.is_boolean()) {
+    if (schema.get<bool>()) return rules_.value;
+    throw SchemaError(where, "the schema 'false' matches nothing");
+  }
+  if (!schema.is_object()) throw SchemaError(where, "a schema must be an object or a boolean");
+  for (const auto& [key, value] : schema.items()) {
+    if (!Keywords().count(key) && !Annotations().count(key)) {
+      throw SchemaError(where, Quoted(key) + " is not supported");
+    }
+  }
+  if (schema.contains("$ref")) {
+    RefuseSiblings(schema, "$ref", where);
+    if (!schema["$ref"].is_string()) throw SchemaError(where + ".$ref", "must be a string");
+    return CompileRef(schema["$ref"].get<std::string>(), where + ".$ref");
+  }
+  if (schema.contains("const")) {
+    RefuseSiblings(schema, "const", where);
+    return LiteralRule(schema["const"]);
+  }
+  if (schema.contains("enum")) {
+    RefuseSiblings(schema, "enum", where);
+    const Json& values = schema["enum"];
+    if (!values.is_array() || values.empty()) {
+      throw SchemaError(where + ".enum", "must be a non-empty array");
+    }
+    int32_t rule = grammar_.NewRule();
+    for (const Json& value : values)
+      grammar_.AddAlternative(rule, {Element::Rule(LiteralRule(value))});
+    return rule;
+  }
+  if (schema.contains("anyOf")) {
+    RefuseSiblings(schema, "anyOf", where);
+    const Json& options = schema["anyOf"];
+    if (!options.is_array() || options.empty()) {
+      throw SchemaError(where + ".anyOf", "must be a non-empty array of schemas");
+    }
+    int32_t rule = grammar_.NewRule();
+    rule_where_[rule] = where + ".anyOf";
+    for (size_t i = 0; i < options.size(); ++i) {
+      int32_t option = Compile(options[i], where + ".anyOf[" + std::to_string(i) + "]");
+      grammar_.AddAlternative(rule, {Element::Rule(option)});
+    }
+    return rule;
+  }
+  const auto type = schema.find("type");
+  if (type == schema.end()) {
+    if (schema.contains("properties") || schema.contains("additionalProperties")) {
+      return CompileObject(schema, where);
+    }
+    if (schema.contains("items")) return CompileArray(schema, where);
+    if (schema.contains("format")) return CompileString(schema, where);
+    return rules_.value;  // no constraint: any JSON value
+  }
+  if (type->is_string()) return CompileType(type->get<std::string>(), schema, where);
+  if (!type->is_array() || type->empty()) {
+    throw SchemaError(where + ".type", "must be a type name or a non-empty array of them");
+  }
+  int32_t rule = grammar_.NewRule();
+  for (size_t i = 0; i < type->size(); ++i) {
+    const Json& name = (*type)[i];
+    if (!name.is_string()) {
+      throw SchemaError(where + ".type[" + std::to_string(i) + "]", "must be a type name");
+    }
+    grammar_.AddAlternative(rule,
+                            {Element::Rule(CompileType(name.get<std::string>(), schema, where))});
+  }
+  return rule;
+}
+
+int32_t JsonGrammarBuilder::CompileType(const std::string& type, const Json& schema,
+                                        const std::string& where) {
+  if (type == "object") return CompileObject(schema, where);
+  if (type == "array") return CompileArray(schema, where);
+  if (type == "string") return CompileString(schema, where);
+  if (type == "number") return rules_.number;
+  if (type == "integer") return rules_.integer;
+  if (type == "boolean") return rules_.boolean;
+  if (type == "null") return rules_.null;
+  throw SchemaError(where + ".type", "unknown type " + Quoted(type) +
+                                         "; expected object, array, string, number, integer, "
+                                         "boolean or null");
+}
+
+int32_t JsonGrammarBuilder::CompileRef(const std::string& ref, const std::string& where) {
+  if (ref.empty() || ref[0] != '#') {
+    throw SchemaError(
+        where, "only references into this schema ('#...') are supported, got " + Quoted(ref));
+  }
+  const std::string key = document_where_ + ref;
+  if (auto it = ref_rules_.find(key); it != ref_rules_.end()) return it->second;
+  const Json* target = nullptr;
+  try {
+    target = &document_->at(Json::json_pointer(ref.substr(1)));
+  } catch (const Json::exception&) {
+    throw SchemaError(where, "the reference " + Quoted(ref) + " points to nothing in the schema");
+  }
+  // The rule exists before its body is compiled, so the body may refer back to it.
+  int32_t rule = grammar_.NewRule();
+  ref_rules_[key] = rule;
+  rule_where_[rule] = where;
+  std::string target_where = document_where_;
+  for (char c : ref.substr(1)) target_where += c == '/' ? '.' : c;
+  int32_t body = Compile(*target, target_where);
+  grammar_.AddAlternative(rule, {Element::Rule(body)});
+  return rule;
+}
+
+int32_t JsonGrammarBuilder::CompileObject(const Json& schema, const std::string& where) {
+  const Element ws = Element::Rule(rules_.ws);
+  static const Json kEmpty = Json::object();
+  const auto properties_it = schema.find("properties");
+  const Json& properties = properties_it == schema.end() ? kEmpty : *properties_it;
+  if (!properties.is_object()) throw SchemaError(where + ".properties", "must be an object");
+  std::set<std::string> required;
+  if (const auto it = schema.find("required"); it != schema.end()) {
+    if (!it->is_array()) throw SchemaError(where + ".required", "must be an array of names");
+    for (const Json& name : *it) {
+      if (!name.is_string()) throw SchemaError(where + ".required", "must be an array of names");
+      if (!properties.contains(name.get<std::string>())) {
+        throw SchemaError(where + ".required", "names " + Quoted(name.get<std::string>()) +
+                                                   ", which is not in 'properties'");
+      }
+      required.insert(name.get<std::string>());
+    }
+  }
+  const auto additional_it = schema.find("additionalProperties");
+  const bool closed =
+      additional_it != schema.end() && additional_it->is_boolean() && !additional_it->get<bool>();
+  if (properties.empty()) {
+    if (closed) {
+      int32_t rule = grammar_.NewRule();
+      Seq empty = grammar_.Literal("{");
+      empty.push_back(ws);
+      Append(empty, grammar_.Literal("}"));
+      grammar_.AddAlternative(rule, empty);
+      return rule;
+    }
+    if (additional_it == schema.end() || additional_it->is_boolean()) return rules_.object;
+    // A map: any keys, every value of the additionalProperties schema.
+    int32_t value = Compile(*additional_it, where + ".additionalProperties");
+    Seq member{Element::Rule(rules_.string), ws};
+    Append(member, grammar_.Literal(":"));
+    member.push_back(ws);
+    member.push_back(Element::Rule(value));
+    Seq more = grammar_.Literal(",");
+    more.push_back(ws);
+    Append(more, member);
+    more.insert(more.begin(), ws);
+    int32_t members = Repeat(grammar_, more, 0, -1);
+    int32_t rule = grammar_.NewRule();
+    Seq open = grammar_.Literal("{");
+    open.push_back(ws);
+    Seq empty = open;
+    Append(empty, grammar_.Literal("}"));
+    grammar_.AddAlternative(rule, empty);
+    Seq full = open;
+    Append(full, member);
+    full.push_back(Element::Rule(members));
+    full.push_back(ws);
+    Append(full, grammar_.Literal("}"));
+    grammar_.AddAlternative(rule, full);
+    return rule;
+  }
+  // Properties in the schema's order; optional ones may be skipped. first[i]: the members from
+  // property i on when none was written yet; rest[i]: the same after one was (so a comma leads).
+  std::vector<std::pair<std::string, const Json*>> listed;
+  for (const auto& [name, subschema] : properties.items()) listed.emplace_back(name, &subschema);
+  const size_t n = listed.size();
+  std::vector<int32_t> first(n + 1), rest(n + 1);
+  first[n] = grammar_.NewRule();
+  grammar_.AddAlternative(first[n], {});
+  rest[n] = first[n];
+  for (size_t i = n; i-- > 0;) {
+    const auto& [name, subschema] = listed[i];
+    int32_t value = Compile(*subschema, where + ".properties." + name);
+    Seq member = grammar_.Literal(Json(name).dump());
+    member.push_back(ws);
+    Append(member, grammar_.Literal(":"));
+    member.push_back(ws);
+    member.push_back(Element::Rule(value));
+    const bool optional = !required.count(name);
+    rest[i] = grammar_.NewRule();
+    Seq after{ws};
+    Append(after, grammar_.Literal(","));
+    after.push_back(ws);
+    Append(after, member);
+    after.push_back(Element::Rule(rest[i + 1]));
+    grammar_.AddAlternative(rest[i], after);
+    if (optional) grammar_.AddAlternative(rest[i], {Element::Rule(rest[i + 1])});
+    first[i] = grammar_.NewRule();
+    Seq lead = member;
+    lead.push_back(Element::Rule(rest[i + 1]));
+    grammar_.AddAlternative(first[i], lead);
+    if (optional) grammar_.AddAlternative(first[i], {Element::Rule(first[i + 1])});
+  }
+  int32_t rule = grammar_.NewRule();
+  Seq body = grammar_.Literal("{");
+  body.push_back(ws);
+  body.push_back(Element::Rule(first[0]));
+  body.push_back(ws);
+  Append(body, grammar_.Literal("}"));
+  grammar_.AddAlternative(rule, body);
+  return rule;
+}
+
+int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& where) {
+  const Element ws = Element::Rule(rules_.ws);
+  int32_t item = rules_.value;
+  if (const auto it = schema.find("items"); it != schema.end()) {
+    if (it->is_array()) {
+      throw SchemaError(where + ".items", "tuple 'items' (an array of schemas) is not supported");
+    }
+    item = Compile(*it, where + ".items");
+  }
+  const int min = Count(schema, "minItems", where, 0);
+  const int max = schema.contains("maxItems") ? Count(schema, "maxItems", where, 0) : -1;
+  if (max >= 0 && max < min) throw SchemaError(where + ".maxItems", "is less than minItems");
+  int32_t rule = grammar_.NewRule();
+  Seq open = grammar_.Literal("[");
+  open.push_back(ws);
+  if (min == 0) {
+    Seq empty = open;
+    Append(empty, grammar_.Literal("]"));
+    grammar_.AddAlternative(rule, empty);
+  }
+  if (max == 0) return rule;
+  Seq more{ws};
+  Append(more, grammar_.Literal(","));
+  more.push_back(ws);
+  more.push_back(Element::Rule(item));
+  int32_t others = Repeat(grammar_, more, std::max(min - 1, 0), max < 0 ? -1 : max - 1);
+  Seq full = open;
+  full.push_back(Element::Rule(item));
+  full.push_back(Element::Rule(others));
+  full.push_back(ws);
+  Append(full, grammar_.Literal("]"));
+  grammar_.AddAlternative(rule, full);
+  return rule;
+}
+
+int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string& where) {
+  const auto format = schema.find("format");
+  if (format == schema.end()) return rules_.string;
+  const std::string name = format->is_string() ? format->get<std::string>() : format->dump();
+  if (name == "date-time") return rules_.date_time;
+  if (name == "date") return rules_.date;
+  if (name == "time") return rules_.time;
+  if (name == "email") return rules_.email;
+  if (name == "uuid") return rules_.uuid;
+  throw SchemaError(where + ".format", "format " + Quoted(name) +
+                                           " is not supported (supported: date-time, date, "
+                                           "time, email, uuid)");
+}
+
+int32_t JsonGrammarBuilder::LiteralRule(const Json& value) {
+  int32_t rule = grammar_.NewRule();
+  grammar_.AddAlternative(rule, grammar_.Literal(value.dump()));
+  return rule;
+}
+
+// A rule whose alternative starts with a rule reference, following such first references back to
+// itself, would expand forever without matching a byte.
+void JsonGrammarBuilder::CheckLeftRecursion() const {
+  const int32_t num_rules = grammar_.num_rules();
+  std::vector<int> state(num_rules, 0);  // 0 unvisited, 1 on the path, 2 done
+  std::function<void(int32_t)> visit = [&](int32_t rule) {
+    state[rule] = 1;
+    for (int32_t first : grammar_.alternatives(rule)) {
+      const Element& element = grammar_.elements()[first];
+      if (element.kind != Element::Kind::kRule) continue;
+      if (state[element.value] == 1) {
+        auto it = rule_where_.find(element.value);
+        throw SchemaError(it != rule_where_.end() ? it->second : document_where_,
+                          "the schema refers to itself without any text in between ($ref or "
+                          "anyOf cycle)");
+      }
+      if (state[element.value] == 0) visit(element.value);
+    }
+    state[rule] = 2;
+  };
+  for (int32_t rule = 0; rule < num_rules; ++rule) {
+    if (state[rule] == 0) visit(rule);
+  }
+}
+
+}  // namespace mkserve::grammar

@@ -1,0 +1,70 @@
+// Compiles JSON Schema into grammar rules: the subset OpenAI's structured outputs accept.
+//
+// Supported: type (one or a list, e.g. ["string", "null"]); object with properties, required
+// (other properties may be left out) and additionalProperties (a schema without properties makes
+// a map; with properties, only the listed ones are generated, which every additionalProperties
+// value allows); array with items, minItems, maxItems (up to kMaxCountedItems); enum; const;
+// anyOf; $ref into the document ("#", "#/$defs/x", any JSON pointer; recursion allowed);
+// $defs/definitions; string formats date-time, date, time, email, uuid; number, integer,
+// boolean, null. Annotations (title, description, default, examples, $schema, $id, $comment,
+// deprecated, readOnly, writeOnly) are ignored. Any other keyword is refused by name.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/error.h"
+#include "grammar/grammar.h"
+#include "grammar/json_prelude.h"
+
+namespace mkserve::grammar {
+
+using Json = nlohmann::ordered_json;
+
+inline constexpr int kMaxCountedItems = 256;
+
+// A schema the compiler refuses: `where` is the JSON path of the offending part (e.g.
+// "response_format.json_schema.schema.properties.tags"), `message` says what is wrong there.
+class SchemaError : public Error {
+ public:
+  SchemaError(std::string where, const std::string& message)
+      : Error(where + ": " + message), where_(std::move(where)) {}
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+};
+
+// Builds one grammar from the JSON prelude plus any number of compiled schemas.
+class JsonGrammarBuilder {
+ public:
+  JsonGrammarBuilder();
+
+  Grammar& grammar() { return grammar_; }
+  const JsonRules& rules() const { return rules_; }
+  // The rule matching `schema`; `where` names it in errors. Throws SchemaError.
+  int32_t AddSchema(const Json& schema, const std::string& where);
+  // The grammar with `root` as its root. Throws SchemaError(where of the culprit) when a rule
+  // can reach itself without matching anything (a $ref or anyOf cycle).
+  Grammar Finish(int32_t root) &&;
+
+ private:
+  int32_t Compile(const Json& schema, const std::string& where);
+  int32_t CompileRef(const std::string& ref, const std::string& where);
+  int32_t CompileType(const std::string& type, const Json& schema, const std::string& where);
+  int32_t CompileObject(const Json& schema, const std::string& where);
+  int32_t CompileArray(const Json& schema, const std::string& where);
+  int32_t CompileString(const Json& schema, const std::string& where);
+  int32_t LiteralRule(const Json& value);
+  void CheckLeftRecursion() const;
+
+  Grammar grammar_;
+  JsonRules rules_;
+  const Json* document_ = nullptr;  // the schema being added: $ref targets live in it
+  std::string document_where_;
+  std::map<std::string, int32_t> ref_rules_;   // by document path + pointer
+  std::map<int32_t, std::string> rule_where_;  // for cycle errors
+};
+
+}  // namespace mkserve::grammar

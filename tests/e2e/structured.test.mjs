@@ -1,0 +1,208 @@
+// Structured outputs on the tiny random model (CPU backend; CUDA with MKSERVE_E2E_BACKEND=cuda):
+// response_format json_object / json_schema and tool_choice "required" / named are enforced by
+// constrained decoding, so even random weights produce JSON that parses and matches the schema,
+// streamed or not; unsupported schemas and formats are 400s that name the feature.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { makeTinyModel, startServer, client, MODEL_BACKEND_ARGS } from './harness.mjs';
+
+let model, server, openai;
+before(async () => {
+  model = makeTinyModel();
+  server = await startServer(model.modelDir, [...MODEL_BACKEND_ARGS]);
+  openai = client(server);
+});
+after(async () => { await server?.stop(); model?.cleanup(); });
+
+const SEEDS = [1, 2, 3, 4, 5, 6];
+const NO_THINKING = { chat_template_kwargs: { enable_thinking: false } };
+const user = (content) => [{ role: 'user', content }];
+
+// The checks for the schema subset these tests use; returns the first violation or null.
+function violation(schema, value, path = '$') {
+  if (schema.anyOf) {
+    return schema.anyOf.some((s) => violation(s, value, path) === null) ? null : `${path}: no anyOf branch`;
+  }
+  if (schema.enum) return schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value)) ? null : `${path}: not in enum`;
+  const types = [schema.type].flat();
+  const typeOf = (v) => v === null ? 'null' : Array.isArray(v) ? 'array'
+    : Number.isInteger(v) && types.includes('integer') ? 'integer' : typeof v;
+  if (schema.type && !types.includes(typeOf(value))) return `${path}: ${typeOf(value)} is not ${types}`;
+  if (typeOf(value) === 'object') {
+    for (const key of schema.required ?? []) if (!(key in value)) return `${path}: missing ${key}`;
+    for (const [key, v] of Object.entries(value)) {
+      const sub = schema.properties?.[key];
+      if (!sub) { if (schema.additionalProperties === false) return `${path}: extra ${key}`; continue; }
+      const inner = violation(sub, v, `${path}.${key}`);
+      if (inner) return inner;
+    }
+  }
+  if (typeOf(value) === 'array') {
+    if (schema.minItems !== undefined && value.length < schema.minItems) return `${path}: too few items`;
+    if (schema.maxItems !== undefined && value.length > schema.maxItems) return `${path}: too many items`;
+    for (let i = 0; i < value.length; i++) {
+      const inner = schema.items ? violation(schema.items, value[i], `${path}[${i}]`) : null;
+      if (inner) return inner;
+    }
+  }
+  if (schema.format === 'date' && !/^\d{4}-\d{2}-\d{2}$/.test(value)) return `${path}: not a date`;
+  return null;
+}
+
+const PERSON = {
+  type: 'object',
+  properties: {
+    name: { type: 'string' },
+    age: { type: 'integer' },
+    role: { enum: ['admin', 'user', 'guest'] },
+    active: { type: 'boolean' },
+    born: { type: 'string', format: 'date' },
+    scores: { type: 'array', items: { type: 'number' }, maxItems: 3 },
+    manager: { anyOf: [{ $ref: '#/$defs/ref' }, { type: 'null' }] },
+  },
+  required: ['name', 'age', 'role', 'active', 'born', 'scores', 'manager'],
+  additionalProperties: false,
+  $defs: { ref: { type: 'object', properties: { id: { type: 'integer' } }, required: ['id'], additionalProperties: false } },
+};
+const PERSON_FORMAT = { type: 'json_schema', json_schema: { name: 'person', schema: PERSON, strict: true } };
+
+// Every seed's answer that ends on its own must parse and match; a cut by max_tokens is honest
+// ("length"), but random weights write long strings, so only half the seeds must finish (none
+// would if the grammar never let the model end).
+function checkAnswers(results, schema) {
+  let complete = 0;
+  for (const { finish, content } of results) {
+    if (finish === 'length') continue;
+    assert.equal(finish, 'stop');
+    const value = JSON.parse(content);
+    assert.equal(violation(schema, value), null, content);
+    complete++;
+  }
+  assert.ok(complete >= results.length / 2, `only ${complete} of ${results.length} finished`);
+}
+
+test('response_format json_object: every answer is a JSON object', async () => {
+  const results = [];
+  for (const seed of SEEDS) {
+    const response = await openai.chat.completions.create({
+      messages: user('Describe a cat as JSON.'), response_format: { type: 'json_object' },
+      max_tokens: 600, seed, ...NO_THINKING,
+    });
+    results.push({ finish: response.choices[0].finish_reason, content: response.choices[0].message.content });
+  }
+  checkAnswers(results, { type: 'object' });
+});
+
+test('response_format json_schema: answers match the schema, streamed or not', async () => {
+  const results = [];
+  for (const seed of SEEDS) {
+    const request = { messages: user('Make up a person.'), response_format: PERSON_FORMAT, max_tokens: 800, seed, temperature: 0.7, ...NO_THINKING };
+    const whole = await openai.chat.completions.create(request);
+    let streamed = '';
+    let finish = null;
+    for await (const chunk of await openai.chat.completions.create({ ...request, stream: true })) {
+      streamed += chunk.choices[0]?.delta?.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(streamed, whole.choices[0].message.content);
+    assert.equal(finish, whole.choices[0].finish_reason);
+    results.push({ finish, content: streamed });
+  }
+  checkAnswers(results, PERSON);
+});
+
+test('reasoning comes first, then the constrained answer', async () => {
+  // A bias makes the model close its reasoning at once; the grammar then forces the JSON block.
+  const response = await openai.chat.completions.create({
+    messages: user('Think, then answer.'), response_format: { type: 'json_object' }, max_tokens: 400,
+    seed: 3, chat_template_kwargs: { enable_thinking: true }, logit_bias: { 1011: 30 },
+  });
+  const choice = response.choices[0];
+  assert.equal(choice.finish_reason, 'stop');
+  assert.equal(typeof JSON.parse(choice.message.content), 'object');
+});
+
+const TOOLS = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: {
+    type: 'object', properties: { city: { type: 'string' }, unit: { enum: ['c', 'f'] } },
+    required: ['city', 'unit'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'add', description: 'Adds two integers', parameters: {
+    type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },
+    required: ['a', 'b'], additionalProperties: false } } },
+];
+const schemaOf = (name) => TOOLS.find((t) => t.function.name === name).function.parameters;
+
+async function streamedCall(request) {
+  const calls = [];
+  let finish = null;
+  for await (const chunk of await openai.chat.completions.create({ ...request, stream: true })) {
+    for (const delta of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      calls[delta.index] ??= { name: '', arguments: '' };
+      calls[delta.index].name += delta.function?.name ?? '';
+      calls[delta.index].arguments += delta.function?.arguments ?? '';
+    }
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  return { calls, finish };
+}
+
+test('tool_choice named and required: a valid call whose arguments match the schema', async () => {
+  let complete = 0;
+  for (const seed of SEEDS) {
+    for (const tool_choice of [{ type: 'function', function: { name: 'add' } }, 'required']) {
+      const request = { messages: user('Add 2 and 3.'), tools: TOOLS, tool_choice, max_tokens: 500, seed, ...NO_THINKING };
+      const response = await openai.chat.completions.create(request);
+      const { calls, finish } = await streamedCall(request);
+      const choice = response.choices[0];
+      assert.equal(finish, choice.finish_reason);
+      if (finish === 'length') continue;
+      assert.equal(finish, 'tool_calls', JSON.stringify(choice.message));
+      assert.ok(choice.message.tool_calls.length >= 1);
+      if (typeof tool_choice === 'object') assert.equal(choice.message.tool_calls.length, 1);
+      assert.equal(calls.length, choice.message.tool_calls.length);
+      choice.message.tool_calls.forEach((call, i) => {
+        if (typeof tool_choice === 'object') assert.equal(call.function.name, 'add');
+        assert.equal(calls[i].name, call.function.name);
+        assert.equal(calls[i].arguments, call.function.arguments);
+        assert.equal(violation(schemaOf(call.function.name), JSON.parse(calls[i].arguments)), null, calls[i].arguments);
+      });
+      complete++;
+    }
+  }
+  assert.ok(complete >= SEEDS.length, `only ${complete} of ${2 * SEEDS.length} calls finished`);
+});
+
+async function expectApiError(promise, param, message) {
+  await assert.rejects(promise, (error) => {
+    assert.ok(error instanceof OpenAI.APIError, String(error));
+    assert.equal(error.status, 400, error.message);
+    assert.equal(error.param, param);
+    assert.match(error.message, message);
+    return true;
+  });
+}
+
+test('unsupported schemas and formats are 400s that name them; text is plain', async () => {
+  const withSchema = (schema) => ({ messages: user('x'), max_tokens: 4,
+    response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', patternProperties: { x: {} } })),
+    'response_format.json_schema.schema', /'patternProperties' is not supported/);
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: 'a+' } } })),
+    'response_format.json_schema.schema.properties.s', /'pattern' is not supported/);
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', format: 'ipv4' })),
+    'response_format.json_schema.schema.format', /format 'ipv4' is not supported/);
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'xml' } }),
+    'response_format.type', /unknown response_format type 'xml'/);
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_schema' } }),
+    'response_format.json_schema', /is required/);
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), tool_choice: 'required',
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } } } }] }),
+  'tools[0].function.parameters.properties.n', /'minimum' is not supported/);
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_object' }, ignore_eos: true }),
+    null, /ignore_eos cannot be combined with a constrained output/);
+  await expectApiError(openai.chat.completions.create({ messages: [...user('x'), { role: 'assistant', content: '{' }],
+    response_format: { type: 'json_object' } }), 'messages', /cannot continue an assistant prefill/);
+  const text = await openai.chat.completions.create({ messages: user('x'), response_format: { type: 'text' }, max_tokens: 4, ...NO_THINKING });
+  assert.ok(['stop', 'length'].includes(text.choices[0].finish_reason));
+});

@@ -1,0 +1,139 @@
+#include "grammar/grammar_matcher.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "grammar/json_schema.h"
+#include "grammar_test_util.h"
+
+namespace mkserve::grammar {
+namespace {
+
+constexpr int32_t kSpecialA = 0;  // special tokens at the start of the synthetic vocabulary
+constexpr int32_t kSpecialB = 1;
+constexpr int32_t kEnd = 2;
+
+// Tokens that stress the matcher: every single byte, JSON punctuation glued to text, escapes
+// split anywhere, UTF-8 characters cut in the middle, and random byte strings.
+std::shared_ptr<const TokenVocabulary> StressVocabulary(uint32_t seed, int extra) {
+  std::vector<std::string> bytes = {"<A>", "<B>", "<END>"};
+  std::vector<bool> special = {true, true, true};
+  auto add = [&](std::string text) {
+    bytes.push_back(std::move(text));
+    special.push_back(false);
+  };
+  for (int b = 0; b < 256; ++b) add(std::string(1, static_cast<char>(b)));
+  for (const char* text :
+       {"\"",        "\":",  "\": \"",   "\",",      "\"}",    "\"]",  "{\"",      "[\"",
+        "\\\"",      "\\",   "\\u",      "\\u00",    "00e9",   "\\n",  "true",     "false",
+        "null",      "nul",  "1.5",      "-0",       "e+1",    "  ",   "\n  ",     "\n\n",
+        "\xc3",      "\xa9", "\xc3\xa9", "\xe2\x82", "\xac\"", "name", "\"name\"", "age",
+        "\"age\": ", "2024", "-01-",     "T12",      ":00Z\"", "@",    ".com\"",   "abc\"",
+        "},{",       "]}",   "[]",       "{}"}) {
+    add(text);
+  }
+  add("");  // an empty ordinary token is never allowed
+  std::mt19937 random(seed);
+  const std::string alphabet = "{}[]\":,. \n\\-+eE0123456789abcnrtu@TZxyz\xc3\xa9\xe2\x82\xac";
+  for (int i = 0; i < extra; ++i) {
+    std::string text;
+    int length = 1 + static_cast<int>(random() % 6);
+    for (int j = 0; j < length; ++j) text += alphabet[random() % alphabet.size()];
+    add(text);
+  }
+  return std::make_shared<TokenVocabulary>(bytes, special);
+}
+
+// Walks random allowed tokens and checks, at every step, that the mask equals trying each token.
+void CheckMaskAgainstBruteForce(const Grammar& grammar, uint32_t seed, int steps) {
+  auto vocabulary = StressVocabulary(seed, 600);
+  auto compiled = std::make_shared<CompiledGrammar>(grammar, vocabulary);
+  GrammarMatcher matcher(compiled);
+  std::mt19937 random(seed);
+  std::vector<uint32_t> mask(MaskWords(vocabulary->size()));
+  const std::vector<int32_t> end_ids = {kEnd};
+  for (int step = 0; step < steps; ++step) {
+    matcher.FillMask(end_ids, mask);
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < vocabulary->size(); ++id) {
+      GrammarMatcher trial = matcher;
+      bool expected = id == kEnd ? matcher.can_end() : trial.Accept(id);
+      ASSERT_EQ(MaskAllows(mask, id), expected)
+          << "step " << step << " token " << id << " '" << vocabulary->bytes(id) << "'";
+      if (expected && id != kEnd) allowed.push_back(id);
+    }
+    if (allowed.empty()) {
+      EXPECT_TRUE(matcher.can_end()) << "a dead end at step " << step;
+      return;
+    }
+    ASSERT_TRUE(matcher.Accept(allowed[random() % allowed.size()]));
+  }
+}
+
+TEST(GrammarMatcherTest, MaskEqualsBruteForceForJsonObject) {
+  JsonGrammarBuilder builder;
+  int32_t root = builder.rules().object;
+  Grammar grammar = std::move(builder).Finish(root);
+  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 60);
+}
+
+TEST(GrammarMatcherTest, MaskEqualsBruteForceForSchema) {
+  JsonGrammarBuilder builder;
+  int32_t root = builder.AddSchema(Json::parse(R"({"type": "object", "properties": {
+      "name": {"type": "string"}, "age": {"type": ["integer", "null"]},
+      "when": {"type": "string", "format": "date-time"},
+      "tags": {"type": "array", "items": {"enum": ["a", "b\"c", 1.5]}, "maxItems": 3}},
+      "required": ["name", "tags"], "additionalProperties": false})"),
+                                   "schema");
+  Grammar grammar = std::move(builder).Finish(root);
+  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 60);
+}
+
+TEST(GrammarMatcherTest, SpecialTokensOnlyWhereTheGrammarNamesThem) {
+  JsonGrammarBuilder builder;
+  Grammar& g = builder.grammar();
+  int32_t root = g.NewRule();
+  g.AddAlternative(root, {Element::Token(kSpecialA), Element::Rule(builder.rules().object),
+                          Element::Token(kSpecialB)});
+  Grammar grammar = std::move(builder).Finish(root);
+  for (uint32_t seed = 1; seed <= 3; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 40);
+
+  auto compiled = std::make_shared<CompiledGrammar>(grammar, StressVocabulary(1, 0));
+  GrammarMatcher matcher(compiled);
+  EXPECT_FALSE(matcher.Accept(kSpecialB));
+  EXPECT_TRUE(matcher.Accept(kSpecialA));
+  EXPECT_FALSE(matcher.Accept(kSpecialA));
+  EXPECT_FALSE(matcher.can_end());
+}
+
+TEST(GrammarMatcherTest, EndOnlyWhenComplete) {
+  auto grammar = CompileSchema(Json::parse(R"({"type": "integer"})"));
+  GrammarMatcher matcher(grammar);
+  std::vector<uint32_t> mask(MaskWords(256));
+  const std::vector<int32_t> end_ids = {'X'};
+  matcher.FillMask(end_ids, mask);
+  EXPECT_FALSE(MaskAllows(mask, 'X'));
+  EXPECT_TRUE(MaskAllows(mask, '-'));
+  EXPECT_FALSE(MaskAllows(mask, 'a'));
+  ASSERT_TRUE(matcher.Accept('4'));
+  matcher.FillMask(end_ids, mask);
+  EXPECT_TRUE(MaskAllows(mask, 'X'));
+  EXPECT_TRUE(MaskAllows(mask, '2'));
+  EXPECT_FALSE(matcher.Accept('-'));  // a refused token changes nothing
+  EXPECT_TRUE(matcher.can_end());
+}
+
+TEST(GrammarMatcherTest, WhitespaceIsBounded) {
+  auto grammar = CompileSchema(Json::parse(R"({"type": "array"})"));
+  GrammarMatcher matcher(grammar);
+  ASSERT_TRUE(matcher.Accept('['));
+  int spaces = 0;
+  while (spaces < 1000 && matcher.Accept(' ')) ++spaces;
+  EXPECT_EQ(spaces, kMaxWhitespaceBytes);
+  EXPECT_TRUE(matcher.Accept(']'));
+  EXPECT_TRUE(matcher.can_end());
+}
+
+}  // namespace
+}  // namespace mkserve::grammar
