@@ -4,7 +4,7 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
-//   v1: initial layout.
+//   v1: initial layout (arg[kArgSequence] and the attention slot rule are part of v1).
 #pragma once
 
 #include <cstdint>
@@ -135,14 +135,20 @@ enum TaskArg : uint32_t {
   kArgTileRows = 8,  // claim ops, kMoeFinalize: rows per expert row block
   kArgTiles = 9,     // kMoeFinalize: gate/up tiles per row block (the down items' wait target)
   kArgTiles2 = 10,   // kMoeFinalize: down tiles per row block
-  kArgArgCount = 18,
+  // Every task: its position in the schedule's global (wave) order. The device ignores it; the
+  // verifier checks lists against it and the timeline export names tasks by it.
+  kArgSequence = 17,
+  kArgCount = 18,
 };
 
 // One full-attention work item, built per step from the rows' live lengths (identical for every
 // full layer of the step, so one queue serves all of them; the claim task supplies the layer).
-// Split `split` of (row, kv_head) covers KV pages [page_begin, page_end). The splits of one
-// (row, kv head) carry arrive weights that sum to the combine's static target (its split slots),
-// so the combine's target never depends on the live length.
+// Split `split` of (row, kv_head) covers KV pages [page_begin, page_end) of the row's full-group
+// block table and writes partial slot `split`. The combine of (row, kv head) reads a fixed number
+// of slots (arg[kArgSplits], its static wait target); a row with fewer splits than slots gives its
+// last split arrive_weight = slots - split, and that split also writes LSE = -inf into the unused
+// slots (split, split + arrive_weight), so every slot is written exactly once and the combine's
+// target never depends on the live length.
 struct alignas(16) AttentionWorkItem {
   uint32_t row;
   uint32_t kv_head;
