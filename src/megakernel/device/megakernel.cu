@@ -37,11 +37,12 @@ __device__ inline volatile uint32_t& Volatile(uint32_t& v) {
 __device__ void ControllerLoop(const TaskDescriptor* tasks, uint32_t count, KernelSmem& s) {
   const int lane = threadIdx.x % 32;
   for (uint32_t i = 0; i < count; ++i) {
+    uint32_t go = 1;
     if (lane == 0) {
       while (i - Volatile(s.consumed) >= kRingSlots && Volatile(s.stop) == 0) __nanosleep(20);
+      go = Volatile(s.stop) == 0;
     }
-    __syncwarp();
-    if (Volatile(s.stop) != 0) return;
+    if (__shfl_sync(0xffffffffu, go, 0) == 0) return;  // one decision for the whole warp
     if (lane < kTaskWords / 4) {
       reinterpret_cast<uint4*>(&s.ring[i % kRingSlots])[lane] =
           reinterpret_cast<const uint4*>(&tasks[i])[lane];

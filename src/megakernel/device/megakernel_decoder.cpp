@@ -274,12 +274,14 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   p.queue_counts = up.queue_counts.data();
   p.queue_heads = up.queue_heads.data();
   p.counters = up.counters.data();
+  int64_t records = 0;
   if (options_.record_timeline) {
-    const int64_t records = static_cast<int64_t>(num_sms_) * up.max_tasks_per_sm;
+    records = static_cast<int64_t>(num_sms_) * up.max_tasks_per_sm;
     if (timeline_.count() < records) timeline_ = cuda::DeviceBuffer<TaskTimestamp>(records);
     p.timeline = timeline_.data();
   }
   const ZeroRegion zero[] = {
+      {p.timeline, records * static_cast<int64_t>(sizeof(TaskTimestamp) / sizeof(uint32_t))},
       {up.counters.data(), up.counters.count()},
       {up.queue_heads.data(), up.queue_heads.count()},
       {p.expert_counts, static_cast<int64_t>(config_.num_layers) * p.num_experts},
@@ -301,21 +303,12 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, start_, done_));
 }
 
-std::vector<TimelineEntry> MegakernelDecoder::LastTimeline() const {
-  std::vector<TimelineEntry> entries;
-  if (!options_.record_timeline || last_schedule_ == nullptr) return entries;
-  const Schedule& schedule = *last_schedule_;
-  const int64_t width = schedule.max_tasks_per_sm();
-  std::vector<TaskTimestamp> times(static_cast<size_t>(num_sms_ * width));
-  MKSERVE_CUDA_CHECK(cudaMemcpy(times.data(), timeline_.data(),
-                                times.size() * sizeof(TaskTimestamp), cudaMemcpyDeviceToHost));
-  for (int64_t sm = 0; sm < num_sms_; ++sm) {
-    for (size_t i = 0; i < schedule.sm_tasks[sm].size(); ++i) {
-      entries.push_back({static_cast<int32_t>(sm), static_cast<int32_t>(i),
-                         schedule.sm_tasks[sm][i], times[sm * width + i]});
-    }
-  }
-  return entries;
+std::vector<TaskTimestamp> MegakernelDecoder::LastTimeline() const {
+  if (!options_.record_timeline || last_schedule_ == nullptr) return {};
+  std::vector<TaskTimestamp> records(num_sms_ * last_schedule_->max_tasks_per_sm());
+  MKSERVE_CUDA_CHECK(cudaMemcpy(records.data(), timeline_.data(),
+                                records.size() * sizeof(TaskTimestamp), cudaMemcpyDeviceToHost));
+  return records;
 }
 
 }  // namespace mkserve::megakernel

@@ -31,16 +31,8 @@ struct MegakernelDecoderOptions {
   int64_t max_batch = 64;
   // A step that has not finished after this long is abandoned: BackendFatalError.
   std::chrono::milliseconds watchdog{10000};
-  bool record_timeline = false;  // per-task (start, end) of the last step, see LastTimeline
+  bool record_timeline = false;  // per-task (start, end) of the last step: LastTimeline
   SchedulePolicy policy = SchedulePolicy::Default();
-};
-
-// One task of the last step's timeline.
-struct TimelineEntry {
-  int32_t sm = 0;
-  int32_t index = 0;  // position in the SM's list
-  TaskDescriptor task{};
-  TaskTimestamp time{};
 };
 
 class MegakernelDecoder {
@@ -62,8 +54,9 @@ class MegakernelDecoder {
   float last_step_ms() const { return last_step_ms_; }
   // The schedule the last step ran (null before the first).
   const Schedule* last_schedule() const { return last_schedule_; }
-  // Every executed task of the last step, when options.record_timeline.
-  std::vector<TimelineEntry> LastTimeline() const;
+  // The last step's per-task times when options.record_timeline (else empty), laid out as
+  // TimelineToChromeTrace reads them: [sm * max_tasks_per_sm + index], zeros for no task.
+  std::vector<TaskTimestamp> LastTimeline() const;
 
  private:
   struct Uploaded;  // one schedule in device memory

@@ -39,7 +39,7 @@ __device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t targ
   while (*counter < target) {
     __nanosleep(32);
     if ((++spins & 1023u) == 0 && p.abort_flag != nullptr && *p.abort_flag != 0) {
-      atomicExch(p.aborted, 1u);
+      if (p.aborted != nullptr) atomicExch(p.aborted, 1u);
       return false;
     }
   }
