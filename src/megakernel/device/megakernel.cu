@@ -174,6 +174,8 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
       return RunExpertClaims(p, d, true, s);
     case kMoeCombine:
       return OpMoeCombine(p, d);
+    case kLmHead:
+      return OpLmHead(p, d, s.op.xs);
     default:  // kNop; the host refuses opcodes the kernel does not run
       return;
   }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/decode_bench.h"
@@ -22,5 +24,11 @@ MegakernelPoint BenchMegakernelDecode(cuda::CudaBackend& backend, MegakernelDeco
                                       int64_t batch, int64_t context_tokens, int warmup_steps,
                                       int timed_steps, double read_bytes_per_second,
                                       int64_t distinct_experts);
+
+// Where a recorded step's time went (decoder with record_timeline, after a Run): per opcode the
+// task count, mean and longest task; for layer `layer`, each opcode's first start and last end
+// relative to the previous layer's last join. A short text table.
+std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTimestamp> records,
+                              int64_t layer);
 
 }  // namespace mkserve::megakernel

@@ -1,6 +1,7 @@
 // megakernel_bench: the megakernel's decode step next to the layered path's (CUDA graphs on), at
 // batch 1, 8 and 64 with an 8K context, random North Mini Code weights and a random KV cache.
 // Prints one markdown table. Usage: megakernel_bench [layers] [context_tokens]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -40,6 +41,19 @@ int main(int argc, char** argv) {
           static_cast<long long>(batch), static_cast<long long>(context), layered.step_ms,
           layered.tokens_per_second, mk.decode.step_ms, mk.kernel_ms, mk.decode.tokens_per_second,
           mk.decode.tokens_per_second / layered.tokens_per_second, mk.decode.percent_of_sol);
+    }
+    // Where the time goes: one recorded step per batch size.
+    megakernel::MegakernelDecoderOptions traced;
+    traced.record_timeline = true;
+    megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(),
+                                           backend->kv_pool(), traced);
+    for (int64_t batch : {1, 64}) {
+      megakernel::BenchMegakernelDecode(*backend, recorder, batch, context, 1, 1, read, 0);
+      const std::vector<megakernel::TaskTimestamp> records = recorder.LastTimeline();
+      std::printf("\nbatch %lld, %s", static_cast<long long>(batch),
+                  megakernel::TimelineBreakdown(*recorder.last_schedule(), records,
+                                                std::min<int64_t>(10, layers - 1))
+                      .c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "megakernel_bench: %s\n", e.what());
