@@ -117,6 +117,7 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.moe_out = Alloc(float_buffers_, B * k * H);
   p.aborted = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, 1));
   layer_params_ = cuda::DeviceBuffer<LayerParams>(config.num_layers);
+  if (options_.record_routing) routing_ = cuda::DeviceBuffer<int32_t>(config.num_layers * B * k);
   p.abort_flag = watchdog_.device_flag();
   MKSERVE_CUDA_CHECK(cudaEventCreate(&start_));
   MKSERVE_CUDA_CHECK(cudaEventCreate(&done_));
@@ -274,6 +275,7 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   p.queue_counts = up.queue_counts.data();
   p.queue_heads = up.queue_heads.data();
   p.counters = up.counters.data();
+  p.routing = routing_.data();
   int64_t records = 0;
   if (options_.record_timeline) {
     records = static_cast<int64_t>(num_sms_) * up.max_tasks_per_sm;
@@ -298,9 +300,24 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   LaunchMegakernel(p, lists, stream);
   MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
   last_schedule_ = &schedule;
+  last_batch_ = B;
   watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters,
                  "megakernel: the decode step of " + std::to_string(B) + " rows");
   MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, start_, done_));
+}
+
+std::vector<int32_t> MegakernelDecoder::LastRouting() const {
+  if (!options_.record_routing || last_batch_ == 0) return {};
+  const int64_t k = config_.num_experts_per_token, row_ids = last_batch_ * k;
+  std::vector<int32_t> ids;
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    if (config_.layers[l].ffn != FfnKind::kMoe) continue;
+    const size_t at = ids.size();
+    ids.resize(at + row_ids);
+    MKSERVE_CUDA_CHECK(cudaMemcpy(ids.data() + at, routing_.data() + l * last_batch_ * k,
+                                  row_ids * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  }
+  return ids;
 }
 
 std::vector<TaskTimestamp> MegakernelDecoder::LastTimeline() const {

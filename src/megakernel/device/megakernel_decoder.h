@@ -32,6 +32,7 @@ struct MegakernelDecoderOptions {
   // A step that has not finished after this long is abandoned: BackendFatalError.
   std::chrono::milliseconds watchdog{10000};
   bool record_timeline = false;  // per-task (start, end) of the last step: LastTimeline
+  bool record_routing = false;   // the experts every MoE layer chose in the last step: LastRouting
   SchedulePolicy policy = SchedulePolicy::Default();
 };
 
@@ -57,6 +58,9 @@ class MegakernelDecoder {
   // The last step's per-task times when options.record_timeline (else empty), laid out as
   // TimelineToChromeTrace reads them: [sm * max_tasks_per_sm + index], zeros for no task.
   std::vector<TaskTimestamp> LastTimeline() const;
+  // The last step's expert ids when options.record_routing (else empty), as RoutingOverride
+  // takes them: [moe layer][row][top_k], in the order top-k picked them.
+  std::vector<int32_t> LastRouting() const;
 
  private:
   struct Uploaded;  // one schedule in device memory
@@ -75,6 +79,8 @@ class MegakernelDecoder {
   cuda::DeviceBuffer<int32_t> step_inputs_;  // tokens, positions, block tables, queue counts
   cuda::DeviceBuffer<LayerParams> layer_params_;
   cuda::DeviceBuffer<TaskTimestamp> timeline_;
+  cuda::DeviceBuffer<int32_t> routing_;  // [layers][max_batch][top_k] when record_routing
+  int64_t last_batch_ = 0;
   StepWatchdog watchdog_;
   cudaEvent_t start_ = nullptr, done_ = nullptr;
   ScheduleCache cache_;

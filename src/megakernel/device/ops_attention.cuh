@@ -16,9 +16,15 @@ namespace mkserve::megakernel {
 inline constexpr int kAttnHeadDim = 128;  // the decoder checks the model's head_dim
 inline constexpr int kDimsPerLane = kAttnHeadDim / 32;
 
+// K rows padded by one bf16 pair: lane j reading pair d of key j hits bank (j + d) % 32, so the
+// 32 lanes' score loops (one key each) never conflict. V rows are read along head_dim.
+inline constexpr int kKeyRowPairs = kAttnHeadDim / 2 + 1;
+
 struct AttentionSmem {
-  bf16 k[kBlockTokens][kAttnHeadDim];
+  __nv_bfloat162 k[kBlockTokens][kKeyRowPairs];
   bf16 v[kBlockTokens][kAttnHeadDim];
+  float q[kWorkerWarps][kAttnHeadDim];  // each warp's query, scaled into the log2 domain
+  float prob[kWorkerWarps][kBlockTokens];
 };
 
 __device__ inline int64_t StatIndex(const StepParams& p, int row, int head, int split) {
@@ -55,7 +61,7 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   for (int h0 = 0; h0 < per_kv; h0 += kWorkerWarps) {  // warp-uniform: whole passes of 8 heads
     const int head = kv_head * per_kv + h0 + warp;
     const bool active = h0 + warp < per_kv;
-    float q[kDimsPerLane], acc[kDimsPerLane] = {};
+    float acc[kDimsPerLane] = {};
     float m = -INFINITY, l = 0.0f;
     if (active) {
       const bf16* qrow = p.q + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim;
@@ -63,13 +69,13 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
       const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
       for (int i = 0; i < kDimsPerLane / 2; ++i) {
         const float2 f = __bfloat1622float2(pairs[i]);
-        q[2 * i] = f.x * q_scale;
-        q[2 * i + 1] = f.y * q_scale;
+        s.q[warp][lane * kDimsPerLane + 2 * i] = f.x * q_scale;
+        s.q[warp][lane * kDimsPerLane + 2 * i + 1] = f.y * q_scale;
       }
     }
     for (int page = begin; page < end; ++page) {
       const int32_t block = layer.block_tables[static_cast<int64_t>(row) * layer.max_pages + page];
-      WorkerSync();  // the previous page is consumed
+      WorkerSync();  // the previous page is consumed (and every warp's query is in place)
       constexpr int kVecsPerRow = kAttnHeadDim / cuda::kVecElements;
       for (int i = threadIdx.x; i < 2 * kBlockTokens * kVecsPerRow; i += kWorkerThreads) {
         const int kv = i / (kBlockTokens * kVecsPerRow), t = (i / kVecsPerRow) % kBlockTokens;
@@ -77,33 +83,44 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
         const bf16* src = layer.kv_cache +
                           ((static_cast<int64_t>(block) * kBlockTokens + t) * 2 + kv) * kv_width +
                           kv_head * kAttnHeadDim + vec * cuda::kVecElements;
-        bf16* dst = (kv == 0 ? s.k[t] : s.v[t]) + vec * cuda::kVecElements;
-        *reinterpret_cast<uint4*>(dst) = LoadCg(src);
+        const uint4 value = LoadCg(src);
+        if (kv == 0) {  // padded rows are only 4-byte aligned
+          const uint32_t words[4] = {value.x, value.y, value.z, value.w};
+          for (int w = 0; w < 4; ++w) {
+            s.k[t][vec * 4 + w] = *reinterpret_cast<const __nv_bfloat162*>(&words[w]);
+          }
+        } else {
+          *reinterpret_cast<uint4*>(&s.v[t][vec * cuda::kVecElements]) = value;
+        }
       }
       WorkerSync();
       if (!active) continue;
-      float mine[2] = {-INFINITY, -INFINITY};  // scores of keys lane and lane + 32
-      for (int j = 0; j < kBlockTokens; ++j) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(&s.k[j][lane * kDimsPerLane]);
-        const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-        float dot = 0.0f;
-        for (int i = 0; i < kDimsPerLane / 2; ++i) {
-          const float2 f = __bfloat1622float2(pairs[i]);
-          dot = fmaf(q[2 * i], f.x, fmaf(q[2 * i + 1], f.y, dot));
-        }
-        dot = cuda::WarpSum(dot);
-        const int64_t key = static_cast<int64_t>(page) * kBlockTokens + j;
-        if (lane == j % 32 && key >= first_key && key <= position) mine[j / 32] = dot;
+      // Lane j scores keys j and j + 32 against the whole query.
+      float dot0 = 0.0f, dot1 = 0.0f;
+#pragma unroll 8
+      for (int d = 0; d < kAttnHeadDim / 2; ++d) {
+        const float2 qd = *reinterpret_cast<const float2*>(&s.q[warp][2 * d]);
+        const float2 k0 = __bfloat1622float2(s.k[lane][d]);
+        const float2 k1 = __bfloat1622float2(s.k[lane + 32][d]);
+        dot0 = fmaf(qd.x, k0.x, fmaf(qd.y, k0.y, dot0));
+        dot1 = fmaf(qd.x, k1.x, fmaf(qd.y, k1.y, dot1));
       }
-      const float page_max = cuda::WarpMax(fmaxf(mine[0], mine[1]));
+      const int64_t key0 = static_cast<int64_t>(page) * kBlockTokens + lane, key1 = key0 + 32;
+      const float score0 = key0 >= first_key && key0 <= position ? dot0 : -INFINITY;
+      const float score1 = key1 >= first_key && key1 <= position ? dot1 : -INFINITY;
+      const float page_max = cuda::WarpMax(fmaxf(score0, score1));
       const float m_new = fmaxf(m, page_max);
       if (m_new == -INFINITY) continue;
       const float correction = exp2f(m - m_new);
-      const float p0 = exp2f(mine[0] - m_new), p1 = exp2f(mine[1] - m_new);
+      const float p0 = exp2f(score0 - m_new), p1 = exp2f(score1 - m_new);
       l = l * correction + cuda::WarpSum(p0 + p1);
       for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= correction;
+      s.prob[warp][lane] = p0;
+      s.prob[warp][lane + 32] = p1;
+      __syncwarp();
+#pragma unroll 8
       for (int j = 0; j < kBlockTokens; ++j) {
-        const float pj = __shfl_sync(0xffffffffu, j < 32 ? p0 : p1, j % 32);
+        const float pj = s.prob[warp][j];
         const uint2 raw = *reinterpret_cast<const uint2*>(&s.v[j][lane * kDimsPerLane]);
         const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
         for (int i = 0; i < kDimsPerLane / 2; ++i) {
@@ -112,6 +129,7 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
           acc[2 * i + 1] = fmaf(pj, f.y, acc[2 * i + 1]);
         }
       }
+      __syncwarp();  // prob is rewritten by the next page
       m = m_new;
     }
     if (active && direct) {

@@ -68,7 +68,8 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d) {
       taken[i] = false;
     }
     float weights_sum = 0.0f, top_logit = 0.0f;
-    float my_weight = 0.0f;  // lane j keeps pick j's weight
+    float my_weight = 0.0f;  // lane j keeps pick j
+    int my_id = 0;
     for (int j = 0; j < p.top_k; ++j) {
       float best = -INFINITY;
       int best_id = INT_MAX;
@@ -95,16 +96,20 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d) {
       if (j == 0) top_logit = best;
       const float w = p.sigmoid_router ? 1.0f / (1.0f + expf(-best)) : expf(best - top_logit);
       weights_sum += w;
-      if (lane == j) my_weight = w;
-      if (lane == 0) {
-        const int a = row * p.top_k + j;
-        p.topk_ids[a] = best_id;
-        p.topk_slot[a] = static_cast<int32_t>(atomicAdd(counts + best_id, 1u));
+      if (lane == j) {
+        my_weight = w;
+        my_id = best_id;
       }
     }
     const bool divide = !p.sigmoid_router || p.renormalize;
-    if (lane < p.top_k) {
-      p.topk_weights[row * p.top_k + lane] = divide ? my_weight / weights_sum : my_weight;
+    if (lane < p.top_k) {  // the k bucket slots are taken concurrently, one lane each
+      const int a = row * p.top_k + lane;
+      p.topk_ids[a] = my_id;
+      p.topk_weights[a] = divide ? my_weight / weights_sum : my_weight;
+      p.topk_slot[a] = static_cast<int32_t>(atomicAdd(counts + my_id, 1u));
+      if (p.routing != nullptr) {
+        p.routing[(static_cast<int64_t>(d.layer) * p.batch + row) * p.top_k + lane] = my_id;
+      }
     }
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
@@ -115,6 +120,7 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d) {
 }
 
 struct FinalizeSmem {
+  int32_t counts[kMaxExperts];
   int32_t offsets[kMaxExperts + 1];
   int32_t first_block[kMaxExperts + 1];
 };
@@ -129,10 +135,14 @@ __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& 
   const int up_tiles = static_cast<int>(d.arg[kArgTiles]);
   const int down_tiles = static_cast<int>(d.arg[kArgTiles2]);
   const uint32_t blocks_per_expert = (p.batch + rows_per_block - 1) / rows_per_block;
+  for (int e = threadIdx.x; e < p.num_experts; e += kWorkerThreads) {
+    s.counts[e] = static_cast<int32_t>(LoadCgU(counts + e));  // all loads in flight at once
+  }
+  WorkerSync();
   if (threadIdx.x == 0) {
     int offset = 0, blocks = 0;
     for (int e = 0; e < p.num_experts; ++e) {
-      const int c = static_cast<int>(LoadCgU(counts + e));
+      const int c = s.counts[e];
       s.offsets[e] = offset;
       s.first_block[e] = blocks;
       offset += c;
@@ -158,7 +168,7 @@ __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& 
     int e = 0;  // the expert owning global row block `block`
     while (s.first_block[e + 1] <= block) ++e;
     const int rb = block - s.first_block[e];
-    const int count = static_cast<int>(LoadCgU(counts + e));
+    const int count = s.counts[e];
     ExpertWorkItem item{};
     item.expert = e;
     item.row_block = rb;

@@ -110,6 +110,7 @@ struct StepParams {
   const volatile uint32_t* abort_flag = nullptr;  // host-mapped: nonzero makes every wait give up
   uint32_t* aborted = nullptr;                    // device: set when a wait gave up
   TaskTimestamp* timeline = nullptr;              // optional: [sms][max_tasks_per_sm]
+  int32_t* routing = nullptr;  // optional: [layers][batch][top_k] the experts top-k chose
 };
 
 // The task lists, as Schedule::PackedTasks lays them out: SM s runs tasks[s * max_tasks_per_sm

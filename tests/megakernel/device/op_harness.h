@@ -87,7 +87,10 @@ struct TinyModel {
     return ints.back().data();
   }
 
-  TinyModel() {
+  int batch, top_k;  // rows and experts per row the buffers hold (defaults kBatch, kTopK)
+
+  explicit TinyModel(int rows = kBatch, int experts_per_row = kTopK)
+      : batch(rows), top_k(experts_per_row) {
     embed = RandomBf16Values(int64_t{kVocab} * kHidden, 1);
     norm_gamma = RandomBf16Values(kHidden, 2, 0.2f);
     for (float& g : norm_gamma) g = cuda::testing::RoundBf16(1.0f + g);
@@ -100,34 +103,34 @@ struct TinyModel {
     layer.experts_down = Bf16(experts_down);
     layer.intermediate = kExpertWidth;
     layer_buffer = ToDevice(std::vector<LayerParams>{layer});
-    p.batch = kBatch;
+    p.batch = batch;
     p.hidden = kHidden;
     p.num_heads = kHeads;
     p.num_kv_heads = kKvHeads;
     p.head_dim = kHeadDim;
     p.vocab = kVocab;
     p.num_experts = kExperts;
-    p.top_k = kTopK;
+    p.top_k = top_k;
     p.num_layers = 1;
     p.logit_scale = 0.5f;
     p.layers = layer_buffer.data();
     p.embed = p.lm_head = Bf16(embed);
     p.final_norm = layer.input_norm;
-    const int64_t B = kBatch, H = kHidden;
+    const int64_t B = batch, H = kHidden;
     p.residual = Floats(B * H);
     p.x_norm = Bf16(std::vector<float>(B * H, NAN));
     p.x_norm_f32 = Floats(B * H);
     p.attn_out = Floats(B * H, 0.0f);
     p.ffn_out = Floats(B * H, 0.0f);
     p.router_logits = Floats(B * kExperts, 0.0f);
-    p.topk_ids = Ints(B * kTopK);
-    p.topk_weights = Floats(B * kTopK);
-    p.topk_slot = Ints(B * kTopK);
+    p.topk_ids = Ints(B * top_k);
+    p.topk_weights = Floats(B * top_k);
+    p.topk_slot = Ints(B * top_k);
     p.expert_counts = reinterpret_cast<uint32_t*>(Ints(kExperts, 0));
     p.bucket_offsets = Ints(kExperts + 1);
-    p.bucket_assignment = Ints(B * kTopK);
-    p.moe_hidden = Bf16(std::vector<float>(B * kTopK * kExpertWidth, NAN));
-    p.moe_out = Floats(B * kTopK * H);
+    p.bucket_assignment = Ints(B * top_k);
+    p.moe_hidden = Bf16(std::vector<float>(B * top_k * kExpertWidth, NAN));
+    p.moe_out = Floats(B * top_k * H);
     p.logits = Floats(B * kVocab);
     p.max_splits = 4;
   }

@@ -231,11 +231,12 @@ void RunSlidingAttention(int splits) {
 TEST(MegakernelOps, SlidingAttentionOneSplitWritesOutputDirectly) { RunSlidingAttention(1); }
 TEST(MegakernelOps, SlidingAttentionThreeSplitsAndCombine) { RunSlidingAttention(3); }
 
-// Router -> top-k -> finalize -> claimed expert gate/up and down -> combine, in one launch.
-TEST(MegakernelOps, MoeChainMatchesCpu) {
+// Router -> top-k -> finalize -> claimed expert gate/up and down -> combine, in one launch:
+// `batch` rows routed to `top_k` of 16 experts, `rows_per_block` routed rows per expert item.
+void RunMoeChain(int batch, int top_k, int rows_per_block) {
   cuda::testing::RequireGpu();
-  M m;
-  const int B = M::kBatch, H = M::kHidden, E = M::kExperts, K = M::kTopK, I = M::kExpertWidth;
+  M m(batch, top_k);
+  const int B = batch, H = M::kHidden, E = M::kExperts, K = top_k, I = M::kExpertWidth;
   const std::vector<float> x = RandomBf16Values(int64_t{B} * H, 31);
   m.p.x_norm = m.Bf16(x);
   m.floats.push_back(ToDevice(x));
@@ -243,10 +244,11 @@ TEST(MegakernelOps, MoeChainMatchesCpu) {
   m.p.tiles.router = 8;
   m.p.tiles.expert_up = 32;
   m.p.tiles.expert_down = 128;
-  m.p.tiles.expert_rows = 4;
-  const int rows_per_block = 4, up_tiles = I / 32, down_tiles = H / 128;
+  m.p.tiles.expert_rows = rows_per_block;
+  const int up_tiles = I / 32, down_tiles = H / 128;
   const int blocks_per_expert = (B + rows_per_block - 1) / rows_per_block;
-  const int max_blocks = E + (B * K - E) / rows_per_block;
+  const int used = std::min(E, B * K);
+  const int max_blocks = used + (B * K - used) / rows_per_block;
   DeviceBuffer<ExpertWorkItem> items(2 * max_blocks * std::max(up_tiles, down_tiles));
   m.p.expert_items = items.data();
   DeviceBuffer<uint32_t> offsets =
@@ -274,7 +276,8 @@ TEST(MegakernelOps, MoeChainMatchesCpu) {
       order.push_back(t);
     }
   }
-  for (int g = 0; g < 3; ++g) {
+  const int topk_groups = (B + 3) / 4;
+  for (int g = 0; g < topk_groups; ++g) {
     TaskDescriptor t = Task(kTopK);
     t.row_begin = 4 * g;
     t.row_end = std::min(B, 4 * g + 4);
@@ -286,7 +289,7 @@ TEST(MegakernelOps, MoeChainMatchesCpu) {
   TaskDescriptor fin = Task(kMoeFinalize);
   fin.row_end = B;
   fin.wait0_counter = topk_done;
-  fin.wait0_target = 3;
+  fin.wait0_target = topk_groups;
   fin.signal_counter = finalize_done;
   fin.arg[kArgQueue] = 0;
   fin.arg[kArgQueue2] = 1;
@@ -361,6 +364,10 @@ TEST(MegakernelOps, MoeChainMatchesCpu) {
   }
   ExpectClose(ToHost(m.floats[3]), want, 2e-3f, 2e-2f, "ffn_out");
 }
+
+TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
+// Blocks of up to 64 routed rows (batch 64's expert_rows): several staging passes per item.
+TEST(MegakernelOps, MoeChainLargeBlocksMatchesCpu) { RunMoeChain(48, 8, 64); }
 
 }  // namespace
 }  // namespace mkserve::megakernel::testing
