@@ -4,6 +4,8 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.1: kArgOutBegin / kArgOutEnd (as device/task_abi_ext.h asked; drop the copies there).
+//         Static kAttention: k_begin / k_end are pages counted from the row's window start.
 //   v1: initial layout (arg[kArgSequence] and the attention slot rule are part of v1).
 #pragma once
 
@@ -135,14 +137,20 @@ enum TaskArg : uint32_t {
   kArgTileRows = 8,  // claim ops, kMoeFinalize: rows per expert row block
   kArgTiles = 9,     // kMoeFinalize: gate/up tiles per row block (the down items' wait target)
   kArgTiles2 = 10,   // kMoeFinalize: down tiles per row block
+  // Static GEMM ops (kQkv, kOProj, kDenseGateUp, kDenseDown, kRouter, kLmHead): the tile's output
+  // features [out_begin, out_end) in the op's own output space: kQkv the fused q|k|v rows,
+  // kDenseGateUp intermediate index i (gate row i and up row i), kOProj / kDenseDown hidden,
+  // kRouter experts, kLmHead vocabulary.
+  kArgOutBegin = 11,
+  kArgOutEnd = 12,
   // Every task: its position in the schedule's global (wave) order. The device ignores it; the
   // verifier checks lists against it and the timeline export names tasks by it.
   kArgSequence = 17,
   kArgCount = 18,
 };
 
-// One full-attention work item, built per step from the rows' live lengths (identical for every
-// full layer of the step, so one queue serves all of them; the claim task supplies the layer).
+// One full-attention work item, built by the host per step from the rows' live lengths (the same
+// items for every full layer of the step; the claim task supplies the layer and counter bases).
 // Split `split` of (row, kv_head) covers KV pages [page_begin, page_end) of the row's full-group
 // block table and writes partial slot `split`. The combine of (row, kv head) reads a fixed number
 // of slots (arg[kArgSplits], its static wait target); a row with fewer splits than slots gives its
@@ -179,18 +187,20 @@ struct alignas(16) ExpertWorkItem {
   uint32_t row_count;
   uint32_t wait_unit;  // kNoCounter, or (expert, row block) gate/up counter unit
   uint32_t wait_target;
-  uint32_t signal_unit;  // gate/up: the (expert, row block) unit; down: unused (per-row table)
+  uint32_t signal_unit;  // gate/up: the (expert, row block) unit; down: kNoCounter (per row)
   uint32_t arrive_weight;
   uint32_t signal_count;
   uint32_t reserved[2];
 };
 static_assert(sizeof(ExpertWorkItem) == 48);
 
-// Buffers the host zeroes before every step (together with all counters and the queue heads),
-// because tasks add into them.
+// Buffers the host zeroes before every step (together with all counters and queue cursors),
+// because tasks add into them. They hold one layer at a time: the consumer clears what it read
+// (the join its attn_out and ffn_out rows, top-k its router logits row), so the next layer's adds
+// start from zero again.
 enum ScratchBuffer : uint32_t {
   kScratchAttnOut = 0,       // [B][hidden] fp32, O-proj split-K adds
-  kScratchFfnOut = 1,        // [B][hidden] fp32, dense down split-K adds / MoE combine
+  kScratchFfnOut = 1,        // [B][hidden] fp32, dense down split-K adds
   kScratchRouterLogits = 2,  // [B][experts] fp32, router split-K adds
   kScratchExpertCounts = 3,  // [layers][experts] uint32, top-k bucket slots
   kScratchQueueHeads = 4,    // [queues] uint32, claim cursors
