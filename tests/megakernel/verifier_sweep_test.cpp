@@ -1,0 +1,59 @@
+// Every (batch, bucket) schedule the server can select for North Mini Code on a 132-SM GPU
+// (H100 / H200) passes the verifier.
+#include <gtest/gtest.h>
+
+#include "megakernel/schedule/schedule_cache.h"
+#include "megakernel/schedule/verifier.h"
+#include "model/presets.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+ScheduleCache NorthCache() {
+  // The server's default context limit is the model's max_position_embeddings.
+  return ScheduleCache(NmcPreset(), kMaxBatch, DefaultBucketBounds(500000), 132,
+                       SchedulePolicy::Default());
+}
+
+// Counters, order, queues and deadlock for every batch and bucket. Buckets that share a
+// schedule are checked once, with the largest bucket's work: the ragged instance (claims over
+// rows of every length, every row on the same experts), and for the largest bucket also the
+// instance with the most items (every row at the longest context, routing spread wide).
+TEST(VerifierSweepTest, EveryBatchAndBucketOfNorthSynchronises) {
+  ScheduleCache cache = NorthCache();
+  const size_t buckets = cache.bucket_bounds().size();
+  for (int64_t batch = 1; batch <= kMaxBatch; ++batch) {
+    for (size_t b = 0; b < buckets; ++b) {
+      if (cache.RepresentativeBucket(batch, b) != b) continue;
+      const Schedule& schedule = cache.Get(batch, b);
+      const auto instances = StandardWork(cache.config(), batch, schedule.bucket);
+      for (size_t i : {size_t{1}, size_t{0}}) {
+        if (i == 0 && b + 1 != buckets) continue;
+        const VerifyReport report =
+            VerifySchedule(cache.config(), schedule, instances[i], VerifyChecks::kSynchronisation);
+        ASSERT_TRUE(report.ok()) << "batch " << batch << " bucket " << cache.bucket_bounds()[b]
+                                 << " instance " << i << ": " << report.Summary();
+      }
+    }
+  }
+}
+
+// Everything, data checks included, on a spread of batch sizes and instances (the data checks
+// cost about 20x the synchronisation checks, so they are sampled).
+TEST(VerifierSweepTest, SampledBatchesOfNorthPassTheDataChecks) {
+  ScheduleCache cache = NorthCache();
+  const std::vector<std::pair<int64_t, std::vector<size_t>>> samples = {
+      {1, {0, 1, 2}}, {9, {1, 2}}, {64, {1}}};
+  for (const auto& [batch, instances] : samples) {
+    const Schedule& schedule = cache.Select(batch, 8192);
+    const auto work = StandardWork(cache.config(), batch, schedule.bucket);
+    for (size_t i : instances) {
+      const VerifyReport report = VerifySchedule(cache.config(), schedule, work[i]);
+      ASSERT_TRUE(report.ok()) << "batch " << batch << " instance " << i << ": "
+                               << report.Summary();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mkserve::megakernel
