@@ -46,6 +46,11 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
       num_sms_(MegakernelGridSize()),
       cache_(config, options_.max_batch, DefaultBucketBounds(config.max_position_embeddings),
              MegakernelGridSize(), options_.policy) {
+  if (options_.max_batch < 1 || options_.max_batch > kMaxMegakernelBatch) {
+    throw Error("megakernel: max_batch " + std::to_string(options_.max_batch) + " outside 1.." +
+                std::to_string(kMaxMegakernelBatch) +
+                " (larger batches are not verified yet: run them on the layered path)");
+  }
   if (config.head_dim != 128 || config.norm != NormKind::kRmsNorm ||
       config.num_shared_experts != 0 || config.num_experts > 256 ||
       config.num_experts_per_token > 16 || config.hidden_size % 8 != 0 ||

@@ -1,6 +1,7 @@
 // megakernel_bench: the megakernel's decode step next to the layered path's (CUDA graphs on), at
-// batch 1, 8 and 64 with an 8K context, random North Mini Code weights and a random KV cache.
-// Prints one markdown table. Usage: megakernel_bench [layers] [context_tokens]
+// batch 1, 8, 32 and 64 (layered only: the megakernel refuses it) with an 8K context, random North
+// Mini Code weights and a random KV cache. Prints one markdown table, then where the time of one
+// recorded step went. Usage: megakernel_bench [layers] [context_tokens]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -32,8 +33,14 @@ int main(int argc, char** argv) {
     std::printf(
         "| batch | context | layered ms | layered tok/s | megakernel ms | kernel ms | "
         "megakernel tok/s | speedup | %% SoL |\n|---|---|---|---|---|---|---|---|---|\n");
-    for (int64_t batch : {1, 8, 64}) {
+    for (int64_t batch : {1, 8, 32, 64}) {
       const cuda::DecodePoint layered = cuda::BenchDecode(*backend, batch, context, 3, 10, read);
+      if (batch > megakernel::kMaxMegakernelBatch) {  // refused: not verified at this size
+        std::printf("| %lld | %lld | %.3f | %.0f | - | - | - | - | - |\n",
+                    static_cast<long long>(batch), static_cast<long long>(context), layered.step_ms,
+                    layered.tokens_per_second);
+        continue;
+      }
       const megakernel::MegakernelPoint mk = megakernel::BenchMegakernelDecode(
           *backend, decoder, batch, context, 3, 10, read, layered.distinct_experts);
       std::printf(
@@ -47,7 +54,7 @@ int main(int argc, char** argv) {
     traced.record_timeline = true;
     megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(),
                                            backend->kv_pool(), traced);
-    for (int64_t batch : {1, 64}) {
+    for (int64_t batch : {int64_t{1}, megakernel::kMaxMegakernelBatch}) {
       megakernel::BenchMegakernelDecode(*backend, recorder, batch, context, 1, 1, read, 0);
       const std::vector<megakernel::TaskTimestamp> records = recorder.LastTimeline();
       std::printf("\nbatch %lld, %s", static_cast<long long>(batch),
