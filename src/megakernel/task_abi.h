@@ -4,8 +4,11 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.2: static kAttention as the device runs it: no page range in k_begin / k_end; one split
+//         writes attn_in and then the layer has no combine (the builder used to add one, which
+//         overwrote attn_in from stale slot-0 statistics whenever a sliding layer had one split,
+//         i.e. at batch > 32).
 //   v1.1: kArgOutBegin / kArgOutEnd (as device/task_abi_ext.h asked; drop the copies there).
-//         Static kAttention: k_begin / k_end are pages counted from the row's window start.
 //   v1: initial layout (arg[kArgSequence] and the attention slot rule are part of v1).
 #pragma once
 
@@ -35,16 +38,18 @@ enum Opcode : uint32_t {
   // layer 0's input norm. Signals once per task.
   kEmbed = 1,
   // rows [row_begin, row_end): residual += attn_out + ffn_out, then x_norm = RMSNorm(residual)
-  // with the input norm of layer+1 (flag kFlagFinalNorm: the model's final norm). Zeroes nothing:
-  // the host zeroes accumulate-into buffers before the step (see ScratchBuffer).
+  // with the input norm of layer+1 (flag kFlagFinalNorm: the model's final norm). Clears the
+  // attn_out and ffn_out rows it read, for the next layer's adds (see ScratchBuffer).
   kJoin = 2,
   // One output tile of the fused QKV projection of x_norm. arg[kArgQkvPart] says Q, K or V,
   // arg[kArgKvHead] the KV head the tile belongs to. RoPE in the epilogue when kFlagRope; K and V
   // tiles are written into the paged cache at each row's position through the layer's group table.
   kQkv = 3,
-  // Split-KV paged decode attention for rows [row_begin, row_end), KV head arg[kArgKvHead],
-  // KV pages [k_begin, k_end) of the row's window (clamped to the live length), GQA: all query
-  // heads of the KV head. Writes partial output + log-sum-exp for (row, kv head, split).
+  // Split-KV paged decode attention for rows [row_begin, row_end), KV head arg[kArgKvHead], GQA:
+  // all query heads of the KV head. Split `split` of arg[kArgSplits] takes its share of the pages
+  // of the row's live window (k_begin / k_end are not used). With several splits it writes the
+  // partial output + log-sum-exp of slot `split` for the combine; with one split it writes the
+  // normalised output into attn_in itself and the schedule has no combine for that layer.
   kAttention = 4,
   // Claims AttentionWorkItem records from queue arg[kArgQueue] until it is empty, running each as
   // a kAttention. Used for full-attention layers, whose split count follows the live length.
@@ -104,8 +109,8 @@ struct alignas(16) TaskDescriptor {
   uint32_t layer;          // decoder layer; num_layers for kLmHead / kSample
   uint32_t tile;           // output tile index along the op's output features (GEMMs)
   uint32_t split;          // split-K index (GEMMs) or KV split index (kAttention)
-  uint32_t k_begin;        // GEMMs: first K element; attention: first KV page of the split
-  uint32_t k_end;          // one past the last K element / KV page
+  uint32_t k_begin;        // GEMMs: first K element
+  uint32_t k_end;          // one past the last K element
   uint32_t row_begin;      // first batch row the task covers
   uint32_t row_end;        // one past the last batch row
   uint32_t wait0_counter;  // counter id or kNoCounter

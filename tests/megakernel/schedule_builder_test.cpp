@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -58,6 +60,26 @@ TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
   EXPECT_EQ((per_op[{0, kDenseDown}]), 64);
   EXPECT_EQ((per_op[{0, kRouter}]), 0);
   EXPECT_EQ((per_op[{49, kLmHead}]), 262144 / 64);
+}
+
+// Past 32 rows there are enough (row, KV head) units for the SMs: one sliding split, which writes
+// attn_in itself, so the layer has no combine and O-proj waits on the attention tasks directly.
+TEST(ScheduleBuilderTest, OneSlidingSplitHasNoCombine) {
+  const ModelConfig config = NmcPreset(4);
+  const Schedule schedule = Build(config, 64, 8192, 132);
+  ASSERT_EQ(schedule.tiles.sliding_splits, 1);
+  std::set<uint32_t> attention_signals, oproj_waits;
+  int combines = 0;
+  for (const auto& list : schedule.sm_tasks) {
+    for (const TaskDescriptor& task : list) {
+      if (task.layer != 1) continue;
+      if (task.opcode == kAttentionCombine) ++combines;
+      if (task.opcode == kAttention) attention_signals.insert(task.signal_counter);
+      if (task.opcode == kOProj) oproj_waits.insert(task.wait0_counter);
+    }
+  }
+  EXPECT_EQ(combines, 0);
+  EXPECT_EQ(attention_signals, oproj_waits);
 }
 
 TEST(ScheduleBuilderTest, GlobalOrderStartsWithEmbedAndEndsWithTheLmHead) {

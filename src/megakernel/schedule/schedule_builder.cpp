@@ -181,34 +181,36 @@ class Builder {
     }
 
     // Attention: heads_done[h] is reached when every row's output of KV head h is in attn_in.
-    // Attention writes split slots; the combine of (row, KV head) merges them into attn_in and
-    // heads_done[h] is reached when every row's output of KV head h is there.
+    // Attention writes split slots and the combine of (row, KV head) merges them into attn_in;
+    // a sliding layer with one split writes attn_in directly and has no combine. heads_done[h] is
+    // reached when every row's output of KV head h is in attn_in.
     const bool sliding = spec.attention == AttentionKind::kSliding;
-    const uint32_t heads_done =
-        counters_.Add(Wave::kAttentionCombine, l, kv_heads, static_cast<uint32_t>(batch_));
-    const double page_bytes = 2.0 * 2.0 * kBlockTokensForCost * head_dim;
     const int64_t slots = sliding ? tiles_.sliding_splits : tiles_.full_split_slots;
-    const uint32_t split_done = counters_.Add(Wave::kAttention, l, batch_ * kv_heads,
-                                              static_cast<uint32_t>(slots), !sliding);
+    const bool combine = !sliding || slots > 1;
+    const uint32_t heads_done = counters_.Add(combine ? Wave::kAttentionCombine : Wave::kAttention,
+                                              l, kv_heads, static_cast<uint32_t>(batch_));
+    const uint32_t split_done = combine ? counters_.Add(Wave::kAttention, l, batch_ * kv_heads,
+                                                        static_cast<uint32_t>(slots), !sliding)
+                                        : kNoCounter;
+    const double page_bytes = 2.0 * 2.0 * kBlockTokensForCost * head_dim;
     if (sliding) {
-      // Static splits: split s reads its share of the bucket's window pages (counted from the
-      // row's window start; the device clamps to the row's last page).
-      const int64_t pages = bucket_.max_sliding_pages;
+      // Split s of S takes its share of the row's live window pages (the device cuts it).
       for (int64_t row = 0; row < batch_; ++row) {
         for (int64_t head = 0; head < kv_heads; ++head) {
           for (int64_t split = 0; split < slots; ++split) {
             TaskDescriptor task = NewTask(kAttention, layer);
             SetRows(task, row, row + 1);
             task.split = static_cast<uint32_t>(split);
-            task.k_begin = static_cast<uint32_t>(split * pages / slots);
-            task.k_end = static_cast<uint32_t>((split + 1) * pages / slots);
             SetWait(task, 0, qkv_done + static_cast<uint32_t>(head), qkv_per_head);
-            task.signal_counter = split_done + static_cast<uint32_t>(row * kv_heads + head);
+            task.signal_counter = combine
+                                      ? split_done + static_cast<uint32_t>(row * kv_heads + head)
+                                      : heads_done + static_cast<uint32_t>(head);
             task.flags = kFlagSliding;
             task.arg[kArgKvHead] = static_cast<uint32_t>(head);
             task.arg[kArgWindow] = static_cast<uint32_t>(spec.window_tokens);
             task.arg[kArgSplits] = static_cast<uint32_t>(slots);
-            wave(Wave::kAttention).push_back({task, page_bytes * (task.k_end - task.k_begin)});
+            wave(Wave::kAttention)
+                .push_back({task, page_bytes * bucket_.max_sliding_pages / slots});
           }
         }
       }
@@ -227,7 +229,7 @@ class Builder {
         wave(Wave::kAttention).push_back({task, share});
       }
     }
-    for (int64_t row = 0; row < batch_; ++row) {
+    for (int64_t row = 0; combine && row < batch_; ++row) {
       for (int64_t head = 0; head < kv_heads; ++head) {
         TaskDescriptor task = NewTask(kAttentionCombine, layer);
         SetRows(task, row, row + 1);

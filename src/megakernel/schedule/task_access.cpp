@@ -158,8 +158,13 @@ void TaskAccesses(const ModelConfig& config, const Schedule& schedule, const Tas
       out.push_back(Read(Tensor::kQ, l, r0, r1, head * group_width, (head + 1) * group_width));
       out.push_back(Read(Tensor::kKvNew, l, r0, r1, head * d, (head + 1) * d));
       out.push_back(Read(Tensor::kKvNew, l, r0, r1, kv + head * d, kv + (head + 1) * d));
-      out.push_back(Write(Tensor::kAttnPartial, l, r0, r1, head * slots + task.split,
-                          head * slots + task.split + 1));
+      if (slots == 1) {  // one split: attn_in directly, no combine
+        out.push_back(
+            Write(Tensor::kAttnIn, l, r0, r1, head * group_width, (head + 1) * group_width));
+      } else {
+        out.push_back(Write(Tensor::kAttnPartial, l, r0, r1, head * slots + task.split,
+                            head * slots + task.split + 1));
+      }
       break;
     }
     case kAttentionCombine:

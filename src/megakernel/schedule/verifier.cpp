@@ -532,49 +532,51 @@ class Verifier {
   // Node id of the first task of an SM's list (static nodes come first, in SM order).
   int32_t SmFirst(int32_t sm) const { return sm_first_[sm]; }
 
-  // KV pages: the splits of each (row, KV head) cover the pages they must, exactly once.
+  // KV pages: each (row, KV head) of a static layer runs splits 0..S-1 of one S exactly once (the
+  // device cuts the live window into S shares), and the full-attention items of each (row, KV
+  // head) cover the row's live pages exactly once.
   void CheckAttentionPages() {
-    using Key = std::tuple<uint32_t, uint32_t, uint32_t>;  // layer, row, head
-    std::map<Key, std::vector<std::pair<uint32_t, uint32_t>>> ranges;
+    using Key = std::tuple<uint32_t, uint32_t, uint32_t>;              // layer, row, head
+    std::map<Key, std::vector<std::pair<uint32_t, uint32_t>>> splits;  // (split, of)
     for (const Node& node : nodes_) {
       if (node.sm < 0 || !node.valid || node.task->opcode != kAttention) continue;
       const TaskDescriptor& t = *node.task;
       for (uint32_t row = t.row_begin; row < t.row_end; ++row) {
-        ranges[{t.layer, row, t.arg[kArgKvHead]}].push_back({t.k_begin, t.k_end});
+        splits[{t.layer, row, t.arg[kArgKvHead]}].push_back({t.split, t.arg[kArgSplits]});
       }
     }
-    auto check = [&](std::vector<std::pair<uint32_t, uint32_t>>& spans, uint32_t pages,
-                     const std::string& what) {
-      std::sort(spans.begin(), spans.end());
-      uint32_t at = 0;
-      for (const auto& [begin, end] : spans) {
-        if (begin != at || end < begin) {
-          Fail(begin < at ? VerifyFailureKind::kDoubleWrite : VerifyFailureKind::kCoverageGap,
-               what + ": KV pages from " + std::to_string(at) + " are not covered exactly once");
-          return;
-        }
-        at = end;
+    for (auto& [key, list] : splits) {
+      std::sort(list.begin(), list.end());
+      bool exact = true;
+      for (size_t i = 0; i < list.size(); ++i) {
+        exact = exact && list[i].first == i && list[i].second == list.size();
       }
-      if (at != pages) {
-        Fail(VerifyFailureKind::kCoverageGap, what + ": splits cover KV pages 0.." +
-                                                  std::to_string(at) + " of " +
-                                                  std::to_string(pages));
+      if (!exact) {
+        Fail(VerifyFailureKind::kCoverageGap,
+             "attention of layer " + std::to_string(std::get<0>(key)) + " row " +
+                 std::to_string(std::get<1>(key)) + " head " + std::to_string(std::get<2>(key)) +
+                 " does not run splits 0.." + std::to_string(list.size()) +
+                 " of one split count exactly once");
       }
-    };
-    for (auto& [key, spans] : ranges) {
-      check(spans, static_cast<uint32_t>(schedule_.bucket.max_sliding_pages),
-            "layer " + std::to_string(std::get<0>(key)) + " row " +
-                std::to_string(std::get<1>(key)) + " head " + std::to_string(std::get<2>(key)));
     }
     std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint32_t, uint32_t>>> items;
     for (const AttentionWorkItem& item : attention_items_) {
       items[{item.row, item.kv_head}].push_back({item.page_begin, item.page_end});
     }
     for (auto& [key, spans] : items) {
-      const int64_t pages = (work_.live_lengths[key.first] + 63) / 64;
-      check(spans, static_cast<uint32_t>(pages),
-            "full-attention items of row " + std::to_string(key.first) + " head " +
-                std::to_string(key.second));
+      const uint32_t pages = static_cast<uint32_t>((work_.live_lengths[key.first] + 63) / 64);
+      std::sort(spans.begin(), spans.end());
+      uint32_t at = 0;
+      for (const auto& [begin, end] : spans) {
+        if (begin != at || end <= begin) break;
+        at = end;
+      }
+      if (at != pages) {
+        Fail(VerifyFailureKind::kCoverageGap,
+             "full-attention items of row " + std::to_string(key.first) + " head " +
+                 std::to_string(key.second) + " do not cover its " + std::to_string(pages) +
+                 " pages exactly once");
+      }
     }
   }
 
@@ -748,9 +750,13 @@ class Verifier {
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       add(Tensor::kResidual, l);
       add(Tensor::kXNorm, l);
-      for (Tensor t : {Tensor::kQ, Tensor::kKvNew, Tensor::kAttnPartial, Tensor::kAttnIn,
-                       Tensor::kAttnOut, Tensor::kFfnOut}) {
+      for (Tensor t :
+           {Tensor::kQ, Tensor::kKvNew, Tensor::kAttnIn, Tensor::kAttnOut, Tensor::kFfnOut}) {
         add(t, l);
+      }
+      if (config_.layers[l].attention == AttentionKind::kFull ||
+          schedule_.tiles.sliding_splits > 1) {
+        add(Tensor::kAttnPartial, l);
       }
       if (config_.layers[l].ffn == FfnKind::kDense) {
         add(Tensor::kDenseHidden, l);
