@@ -27,10 +27,9 @@
 
 namespace mkserve::megakernel {
 
-// The most rows a step may have. Batches of 33..64 rows (the schedule then uses one sliding
-// split, two rows per row task and 64-row expert blocks) gave wrong logits on the H200 (row
-// cosine 0.75..0.995 against the layered path, worst for short contexts); until that is found
-// they stay on the layered path.
+// The most rows a step may have. Batch 64 gave wrong logits on the H200 (a combine after a single
+// sliding split read partial states the split had not written; fixed since, not yet re-run on a
+// GPU): larger batches stay on the layered path until the decoder test passes at 64.
 inline constexpr int64_t kMaxMegakernelBatch = 32;
 
 struct MegakernelDecoderOptions {

@@ -2,7 +2,7 @@
 // (one worker warp per query head), and the combine of a (row, KV head)'s splits. Log2-domain
 // online softmax, scale 1/sqrt(head_dim), as the layered kernels compute it. Static (sliding)
 // splits cut the row's window pages as the layered SplitRange does; claimed (full-attention)
-// items name their pages of the row's block table. One split alone writes attn_in directly.
+// items name their pages of the row's block table. One split alone also writes attn_in itself.
 #pragma once
 
 #include <cmath>
@@ -46,8 +46,8 @@ __device__ inline PageRange WindowSplit(const StepParams& p, int window, int row
   return {begin, min(first_page + num_pages, begin + per_split)};
 }
 
-// Pages [pages.begin, pages.end) of one row and KV head: the partial state of slot `split`, or,
-// when `direct`, the normalised output into attn_in.
+// Pages [pages.begin, pages.end) of one row and KV head: the partial state of slot `split`, and,
+// when `direct` (the only split), the normalised output into attn_in as well.
 __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer, int window,
                                    int row, int kv_head, int split, PageRange pages, bool direct,
                                    AttentionSmem& s) {
@@ -132,11 +132,8 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
       __syncwarp();  // prob is rewritten by the next page
       m = m_new;
     }
-    if (active && direct) {
-      bf16* out = p.attn_in + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim +
-                  lane * kDimsPerLane;
-      for (int i = 0; i < kDimsPerLane; ++i) out[i] = __float2bfloat16(acc[i] / l);
-    } else if (active) {
+    if (active) {
+      // The partial state always: a schedule may still merge a single split with a combine.
       const int64_t at = StatIndex(p, row, head, split);
       float* out = p.attn_partial + at * kAttnHeadDim + lane * kDimsPerLane;
       for (int i = 0; i < kDimsPerLane; ++i) out[i] = acc[i];
@@ -144,6 +141,11 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
         p.attn_stats[2 * at] = m;
         p.attn_stats[2 * at + 1] = l;
       }
+    }
+    if (active && direct) {
+      bf16* out = p.attn_in + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim +
+                  lane * kDimsPerLane;
+      for (int i = 0; i < kDimsPerLane; ++i) out[i] = __float2bfloat16(acc[i] / l);
     }
   }
   WorkerSync();  // shared memory free for the next task

@@ -188,7 +188,9 @@ struct AttentionCase {
   }
 };
 
-void RunSlidingAttention(int splits) {
+// `combine`: the splits' partial states are merged by kAttentionCombine (with one split, the
+// schedule may still do so: the split then writes both attn_in and its partial state).
+void RunSlidingAttention(int splits, bool combine) {
   cuda::testing::RequireGpu();
   AttentionCase c;
   DeviceBuffer<uint32_t> counters =
@@ -205,12 +207,12 @@ void RunSlidingAttention(int splits) {
         t.arg[kArgKvHead] = h;
         t.arg[kArgWindow] = AttentionCase::kWindow;
         t.arg[kArgSplits] = splits;
-        if (splits > 1) t.signal_counter = r * M::kKvHeads + h;
+        if (combine) t.signal_counter = r * M::kKvHeads + h;
         order.push_back(t);
       }
     }
   }
-  if (splits > 1) {
+  if (combine) {
     for (int r = 0; r < AttentionCase::kRows; ++r) {
       for (int h = 0; h < M::kKvHeads; ++h) {
         TaskDescriptor t = Task(kAttentionCombine);
@@ -228,8 +230,9 @@ void RunSlidingAttention(int splits) {
   ExpectClose(ToHostFloat(c.m.bf16s.back()), c.Reference(), 1e-2f, 1e-2f, "attn_in");
 }
 
-TEST(MegakernelOps, SlidingAttentionOneSplitWritesOutputDirectly) { RunSlidingAttention(1); }
-TEST(MegakernelOps, SlidingAttentionThreeSplitsAndCombine) { RunSlidingAttention(3); }
+TEST(MegakernelOps, SlidingAttentionOneSplitWritesOutputDirectly) { RunSlidingAttention(1, false); }
+TEST(MegakernelOps, SlidingAttentionOneSplitThenCombine) { RunSlidingAttention(1, true); }
+TEST(MegakernelOps, SlidingAttentionThreeSplitsAndCombine) { RunSlidingAttention(3, true); }
 
 // Router -> top-k -> finalize -> claimed expert gate/up and down -> combine, in one launch:
 // `batch` rows routed to `top_k` of 16 experts, `rows_per_block` routed rows per expert item.
