@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "engine/kv_layout.h"
 #include "megakernel/schedule/work_queues.h"
 
 namespace mkserve::megakernel {
@@ -192,7 +193,7 @@ class Builder {
     const uint32_t split_done = combine ? counters_.Add(Wave::kAttention, l, batch_ * kv_heads,
                                                         static_cast<uint32_t>(slots), !sliding)
                                         : kNoCounter;
-    const double page_bytes = 2.0 * 2.0 * kBlockTokensForCost * head_dim;
+    const double page_bytes = 2.0 * 2.0 * kBlockTokens * head_dim;  // K and V, bf16
     if (sliding) {
       // Split s of S takes its share of the row's live window pages (the device cuts it).
       for (int64_t row = 0; row < batch_; ++row) {
@@ -451,7 +452,6 @@ class Builder {
 
   // A task's fixed cost in byte-equivalents (waits, descriptor fetch, pipeline fill).
   static constexpr double kTaskOverheadBytes = 16384;
-  static constexpr double kBlockTokensForCost = 64;
 
   const ModelConfig& config_;
   int64_t batch_;

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "engine/kv_layout.h"
 #include "megakernel/schedule/opcode_names.h"
 #include "megakernel/schedule/task_access.h"
 #include "megakernel/schedule/work_queues.h"
@@ -564,7 +565,8 @@ class Verifier {
       items[{item.row, item.kv_head}].push_back({item.page_begin, item.page_end});
     }
     for (auto& [key, spans] : items) {
-      const uint32_t pages = static_cast<uint32_t>((work_.live_lengths[key.first] + 63) / 64);
+      const uint32_t pages =
+          static_cast<uint32_t>((work_.live_lengths[key.first] + kBlockTokens - 1) / kBlockTokens);
       std::sort(spans.begin(), spans.end());
       uint32_t at = 0;
       for (const auto& [begin, end] : spans) {
