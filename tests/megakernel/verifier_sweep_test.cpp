@@ -38,19 +38,25 @@ TEST(VerifierSweepTest, EveryBatchAndBucketOfNorthSynchronises) {
   }
 }
 
-// Everything, data checks included, on a spread of batch sizes and instances (the data checks
-// cost about 20x the synchronisation checks, so they are sampled).
+// Everything, data checks included, on a spread of batch sizes, buckets and instances (the data
+// checks cost several times the synchronisation checks, so they are sampled).
 TEST(VerifierSweepTest, SampledBatchesOfNorthPassTheDataChecks) {
   ScheduleCache cache = NorthCache();
-  const std::vector<std::pair<int64_t, std::vector<size_t>>> samples = {
-      {1, {0, 1, 2}}, {9, {1, 2}}, {64, {1}}};
-  for (const auto& [batch, instances] : samples) {
-    const Schedule& schedule = cache.Select(batch, 8192);
-    const auto work = StandardWork(cache.config(), batch, schedule.bucket);
-    for (size_t i : instances) {
+  struct Sample {
+    int64_t batch;
+    int64_t context;
+    std::vector<size_t> instances;
+  };
+  const std::vector<Sample> samples = {
+      {1, 8192, {0, 1, 2}}, {1, 500000, {0, 2}}, {2, 2048, {1, 2}}, {9, 8192, {1, 2}},
+      {32, 8192, {1}},      {33, 8192, {0, 1}},  {64, 8192, {1, 2}}};
+  for (const Sample& sample : samples) {
+    const Schedule& schedule = cache.Select(sample.batch, sample.context);
+    const auto work = StandardWork(cache.config(), sample.batch, schedule.bucket);
+    for (size_t i : sample.instances) {
       const VerifyReport report = VerifySchedule(cache.config(), schedule, work[i]);
-      ASSERT_TRUE(report.ok()) << "batch " << batch << " instance " << i << ": "
-                               << report.Summary();
+      ASSERT_TRUE(report.ok()) << "batch " << sample.batch << " context " << sample.context
+                               << " instance " << i << ": " << report.Summary();
     }
   }
 }

@@ -928,23 +928,49 @@ class Verifier {
       if (added) wait_sets_.push_back(key);
       wait_set_[id] = it->second;
     }
+    // lift_[k]: when every producer of wait set k's counters waits on one same set, that set.
+    lift_.assign(wait_sets_.size(), -1);
+    for (size_t k = 0; k < wait_sets_.size(); ++k) {
+      int64_t common = -1;
+      bool same = true;
+      for (uint32_t c : wait_sets_[k]) {
+        if (c == kNoCounter) continue;
+        for (uint32_t a = arriver_begin_[c]; a < arriver_begin_[c + 1] && same; ++a) {
+          const int64_t set = wait_set_[arrivers_[a]];
+          same = common < 0 || common == set;
+          common = set;
+        }
+      }
+      if (same && common >= 0 && common != static_cast<int64_t>(k)) lift_[k] = common;
+    }
+  }
+
+  // True when `node` signals a counter of wait set k.
+  bool Feeds(int32_t node, uint32_t k) const {
+    const Node& n = nodes_[node];
+    for (uint32_t s = n.signal_begin; s < n.signal_end; ++s) {
+      for (uint32_t c : wait_sets_[k]) {
+        if (c == signals_[s].counter) return true;
+      }
+    }
+    return false;
   }
 
   // Records that `descendant` must transitively wait on `ancestor`.
   void Require(int32_t descendant, int32_t ancestor, VerifyFailureKind kind, int32_t access) {
     if (descendant == ancestor) return;
-    const Node& d = nodes_[descendant];
-    const Node& a = nodes_[ancestor];
-    for (int w = 0; w < d.num_waits; ++w) {  // direct: the ancestor signals a counter d waits on
-      for (uint32_t s = a.signal_begin; s < a.signal_end; ++s) {
-        if (signals_[s].counter == d.wait_counter[w]) return;
-      }
+    // The ancestors of a node with wait set k are the producers of k's counters plus, when those
+    // producers share one wait set, that set's ancestors: climb while that holds.
+    uint32_t k = wait_set_[descendant];
+    for (int steps = 0; steps < 64; ++steps) {
+      if (Feeds(ancestor, k)) return;
+      if (lift_[k] < 0) break;
+      k = static_cast<uint32_t>(lift_[k]);
     }
-    const uint64_t pair =
-        static_cast<uint64_t>(wait_set_[descendant]) << 32 | static_cast<uint32_t>(ancestor);
+    const uint64_t pair = static_cast<uint64_t>(k) << 32 | static_cast<uint32_t>(ancestor);
     if (!asked_.insert(pair).second) return;  // the same question, the same answer
-    const uint64_t sort_key = static_cast<uint64_t>(wait_set_[descendant]) << 32 |
-                              static_cast<uint32_t>(INT32_MAX - order_[ancestor]);
+    const uint64_t sort_key =
+        static_cast<uint64_t>(k) << 32 | static_cast<uint32_t>(INT32_MAX - order_[ancestor]);
     queries_.push_back({sort_key, descendant, ancestor, kind, access});
   }
 
@@ -957,7 +983,10 @@ class Verifier {
     std::vector<uint32_t> seen(nodes_.size(), 0);
     uint32_t epoch = 0;
     std::priority_queue<std::pair<int32_t, int32_t>> frontier;  // (order, node)
+    std::vector<uint32_t> counter_seen(schedule_.counters.size(), 0);
     auto discover = [&](uint32_t counter) {
+      if (counter_seen[counter] == epoch) return;  // its producers are already discovered
+      counter_seen[counter] = epoch;
       for (uint32_t a = arriver_begin_[counter]; a < arriver_begin_[counter + 1]; ++a) {
         const int32_t n = arrivers_[a];
         if (seen[n] != epoch) {
@@ -1025,6 +1054,7 @@ class Verifier {
   std::vector<AccessRecord> accesses_;
   std::vector<WaitSet> wait_sets_;  // distinct wait sets
   std::vector<uint32_t> wait_set_;  // per node
+  std::vector<int64_t> lift_;       // per wait set, see InternWaitSets
   std::unordered_set<uint64_t> asked_;
   std::vector<AncestorQuery> queries_;
 };
