@@ -40,6 +40,20 @@ TEST(ScheduleCacheTest, RejectsBadConfigurations) {
   EXPECT_THROW(cache.Get(1, 1), Error);
 }
 
+TEST(ScheduleCacheTest, APolicyThatCouldHangIsRefusedWhenItsScheduleIsBuilt) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  std::erase(policy.layer_waves, Wave::kJoin);
+  policy.layer_waves.insert(policy.layer_waves.begin(), Wave::kJoin);
+  ScheduleCache cache(TinyPreset(), 4, {1024}, 3, policy);
+  try {
+    cache.Get(2, 0);
+    FAIL() << "a schedule with the join before its inputs was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("order_violation"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.num_built(), 0u);
+}
+
 TEST(ContextBucketTest, PagesFollowTheWindow) {
   const ModelConfig config = NmcPreset(4);  // window 4096 tokens = 64 pages
   const ContextBucket small = BucketForContext(config, 1000);

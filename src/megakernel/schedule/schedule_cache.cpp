@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "megakernel/schedule/schedule_builder.h"
+#include "megakernel/schedule/verifier.h"
 
 namespace mkserve::megakernel {
 
@@ -69,8 +70,19 @@ const Schedule& ScheduleCache::Get(int64_t batch, size_t bucket_index) {
   if (!slot) {
     const ContextBucket context = bucket(representative);
     const TileShapes tiles = ChooseTileShapes(config_, batch, context, num_sms_);
-    slot = std::make_unique<Schedule>(
+    auto schedule = std::make_unique<Schedule>(
         BuildSchedule(config_, batch, context, num_sms_, tiles, policy_));
+    // A policy or tile choice that could hang the GPU is refused here, not found by the watchdog.
+    const RunTimeWork ragged = StandardWork(config_, batch, context)[1];
+    const VerifyReport report =
+        VerifySchedule(config_, *schedule, ragged, VerifyChecks::kSynchronisation);
+    if (!report.ok()) {
+      schedules_.erase({batch, representative});
+      throw Error("the megakernel schedule for batch " + std::to_string(batch) + " and " +
+                  std::to_string(context.max_context_tokens) +
+                  " tokens fails verification (check the schedule policy): " + report.Summary());
+    }
+    slot = std::move(schedule);
   }
   return *slot;
 }

@@ -27,7 +27,9 @@ class ScheduleCache {
   // (including the token being decoded). Throws when no bucket is long enough.
   size_t BucketIndexFor(int64_t longest_context) const;
 
-  // The schedule for `batch` rows in bucket `bucket_index`, built now if it is not cached.
+  // The schedule for `batch` rows in bucket `bucket_index`, built now if it is not cached. A
+  // schedule is verified (counters, order, queues, deadlock; ragged rows, every row on the same
+  // experts) before it is cached; one that fails throws mkserve::Error with the verifier's report.
   // Not thread-safe: one engine thread selects schedules.
   const Schedule& Get(int64_t batch, size_t bucket_index);
   const Schedule& Select(int64_t batch, int64_t longest_context) {
