@@ -1,6 +1,8 @@
 // The schedule verifier: simulates one step of a schedule on the CPU, for one instance of the
 // work only known at run time, and reports every way the step could hang or compute from data
-// that is not ready. CI runs it for every (batch, bucket) the server can select.
+// that is not ready. CI runs the synchronisation checks for every (batch, bucket) the server can
+// select and the data checks on a sample; ScheduleCache runs the synchronisation checks on every
+// schedule it builds.
 //
 // What is checked (each failure names its kind):
 //  - descriptors: opcodes, layers, rows, counter ids, queue ids in range (kBadDescriptor,
