@@ -1,30 +1,39 @@
-// Split-KV paged decode attention for one (row, KV head, split), all query heads of the KV head
-// (one worker warp per query head), and the combine of a (row, KV head)'s splits. Log2-domain
-// online softmax, scale 1/sqrt(head_dim), as the layered kernels compute it. Static (sliding)
-// splits cut the row's window pages as the layered SplitRange does; claimed (full-attention)
-// items name their pages of the row's block table. One split alone also writes attn_in itself.
+// Split-KV paged decode attention for one (row, KV head, split) on tensor cores, and the combine
+// of a (row, KV head)'s splits. The KV head's query heads are the m16 rows of mma.sync m16n8k16
+// (cuda::mma_attention, shared with the layered kernel); each worker warp takes one 16-key slice
+// of every other page of the split through its own cp.async stages, then the warps' softmax
+// states are merged in shared memory. Log2-domain online softmax, scale 1/sqrt(head_dim), P
+// rounded to bf16 before P.V, as the layered kernel computes it. Static (sliding) splits cut the
+// row's window pages as the layered SplitRange does; claimed (full-attention) items name their
+// pages of the row's block table. One split alone also writes attn_in itself.
 #pragma once
 
 #include <cmath>
 
+#include "backends/cuda/decode_attention_mma.cuh"
 #include "engine/kv_layout.h"
 #include "megakernel/device/sync.cuh"
 #include "model/model_config.h"
 
 namespace mkserve::megakernel {
 
+namespace mma = cuda::mma_attention;
+
 inline constexpr int kAttnHeadDim = 128;  // the decoder checks the model's head_dim
 inline constexpr int kDimsPerLane = kAttnHeadDim / 32;
-
-// K rows padded by one bf16 pair: lane j reading pair d of key j hits bank (j + d) % 32, so the
-// 32 lanes' score loops (one key each) never conflict. V rows are read along head_dim.
-inline constexpr int kKeyRowPairs = kAttnHeadDim / 2 + 1;
+inline constexpr int kAttnStages = 2;  // per warp: one slice in flight while one is used
+// Warp w takes slice w % 4 of pages begin + w / 4, begin + w / 4 + kPageLanes, ...
+inline constexpr int kPageLanes = kWorkerWarps / mma::kSlicesPerPage;
+static_assert(kPageLanes * mma::kSlicesPerPage == kWorkerWarps);
 
 struct AttentionSmem {
-  __nv_bfloat162 k[kBlockTokens][kKeyRowPairs];
-  bf16 v[kBlockTokens][kAttnHeadDim];
-  float q[kWorkerWarps][kAttnHeadDim];  // each warp's query, scaled into the log2 domain
-  float prob[kWorkerWarps][kBlockTokens];
+  union {
+    bf16 stages[kWorkerWarps][kAttnStages][mma::kStageElements<kAttnHeadDim>];
+    struct {  // after the page loop: every warp's (o, m, l) rows, warp w at rows w * kRows
+      float o[kWorkerWarps * mma::kRows][kAttnHeadDim];
+      float ml[kWorkerWarps * mma::kRows][2];
+    } merge;
+  };
 };
 
 __device__ inline int64_t StatIndex(const StepParams& p, int row, int head, int split) {
@@ -51,101 +60,64 @@ __device__ inline PageRange WindowSplit(const StepParams& p, int window, int row
 __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer, int window,
                                    int row, int kv_head, int split, PageRange pages, bool direct,
                                    AttentionSmem& s) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kStage = mma::kStageElements<kAttnHeadDim>;
+  const int warp = threadIdx.x / 32;
+  const int slice = warp % mma::kSlicesPerPage;
   const int32_t position = p.positions[row];
   const int64_t first_key = window > 0 ? FirstKeyInWindow(position, window) : 0;
-  const int begin = pages.begin, end = pages.end;
-  const int kv_width = p.num_kv_heads * kAttnHeadDim;
+  const int64_t kv_width = static_cast<int64_t>(p.num_kv_heads) * kAttnHeadDim;
   const int per_kv = p.num_heads / p.num_kv_heads;
-  const float q_scale = cuda::kLog2e / sqrtf(static_cast<float>(kAttnHeadDim));
-  for (int h0 = 0; h0 < per_kv; h0 += kWorkerWarps) {  // warp-uniform: whole passes of 8 heads
-    const int head = kv_head * per_kv + h0 + warp;
-    const bool active = h0 + warp < per_kv;
-    float acc[kDimsPerLane] = {};
-    float m = -INFINITY, l = 0.0f;
-    if (active) {
-      const bf16* qrow = p.q + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim;
-      const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(qrow + lane * kDimsPerLane));
-      const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-      for (int i = 0; i < kDimsPerLane / 2; ++i) {
-        const float2 f = __bfloat1622float2(pairs[i]);
-        s.q[warp][lane * kDimsPerLane + 2 * i] = f.x * q_scale;
-        s.q[warp][lane * kDimsPerLane + 2 * i + 1] = f.y * q_scale;
-      }
+  const float scale = cuda::kLog2e / sqrtf(static_cast<float>(kAttnHeadDim));
+  const int32_t* table = layer.block_tables + static_cast<int64_t>(row) * layer.max_pages;
+  bf16* stages = s.stages[warp][0];
+  const auto load = [&](int page, int stage) {
+    mma::LoadSlice<kAttnHeadDim>(layer.kv_cache, kv_width, table[page], slice, kv_head,
+                                 stages + stage * kStage);
+  };
+  mma::SliceState<kAttnHeadDim> st;
+  mma::LoadQueryRows<kAttnHeadDim>(
+      p.q + (static_cast<int64_t>(row) * p.num_heads + kv_head * per_kv) * kAttnHeadDim, per_kv,
+      st);
+  const int first_page = pages.begin + warp / mma::kSlicesPerPage;
+  if (first_page < pages.end) load(first_page, 0);
+  cuda::CpAsyncCommit();
+  int stage = 0;
+  for (int page = first_page; page < pages.end; page += kPageLanes) {
+    if (page + kPageLanes < pages.end) load(page + kPageLanes, stage ^ 1);
+    cuda::CpAsyncCommit();   // empty groups too: the wait counts groups
+    cuda::CpAsyncWait<1>();  // this page's group has landed
+    __syncwarp();            // and is visible to every lane
+    const bf16* k_rows = stages + stage * kStage;
+    const int64_t first = static_cast<int64_t>(page) * kBlockTokens + slice * mma::kSliceKeys;
+    if (first <= position && first + mma::kSliceKeys > first_key) {
+      float scores[2][4];
+      mma::SliceScores<kAttnHeadDim>(st, k_rows, scale, scores);
+      mma::MaskSlice(first_key, position, first, scores);
+      mma::AccumulateSlice<kAttnHeadDim>(st, scores,
+                                         k_rows + mma::kSliceKeys * mma::kStride<kAttnHeadDim>);
     }
-    for (int page = begin; page < end; ++page) {
-      const int32_t block = layer.block_tables[static_cast<int64_t>(row) * layer.max_pages + page];
-      WorkerSync();  // the previous page is consumed (and every warp's query is in place)
-      constexpr int kVecsPerRow = kAttnHeadDim / cuda::kVecElements;
-      for (int i = threadIdx.x; i < 2 * kBlockTokens * kVecsPerRow; i += kWorkerThreads) {
-        const int kv = i / (kBlockTokens * kVecsPerRow), t = (i / kVecsPerRow) % kBlockTokens;
-        const int vec = i % kVecsPerRow;
-        const bf16* src = layer.kv_cache +
-                          ((static_cast<int64_t>(block) * kBlockTokens + t) * 2 + kv) * kv_width +
-                          kv_head * kAttnHeadDim + vec * cuda::kVecElements;
-        const uint4 value = LoadCg(src);
-        if (kv == 0) {  // padded rows are only 4-byte aligned
-          const uint32_t words[4] = {value.x, value.y, value.z, value.w};
-          for (int w = 0; w < 4; ++w) {
-            s.k[t][vec * 4 + w] = *reinterpret_cast<const __nv_bfloat162*>(&words[w]);
-          }
-        } else {
-          *reinterpret_cast<uint4*>(&s.v[t][vec * cuda::kVecElements]) = value;
-        }
-      }
-      WorkerSync();
-      if (!active) continue;
-      // Lane j scores keys j and j + 32 against the whole query.
-      float dot0 = 0.0f, dot1 = 0.0f;
-#pragma unroll 8
-      for (int d = 0; d < kAttnHeadDim / 2; ++d) {
-        const float2 qd = *reinterpret_cast<const float2*>(&s.q[warp][2 * d]);
-        const float2 k0 = __bfloat1622float2(s.k[lane][d]);
-        const float2 k1 = __bfloat1622float2(s.k[lane + 32][d]);
-        dot0 = fmaf(qd.x, k0.x, fmaf(qd.y, k0.y, dot0));
-        dot1 = fmaf(qd.x, k1.x, fmaf(qd.y, k1.y, dot1));
-      }
-      const int64_t key0 = static_cast<int64_t>(page) * kBlockTokens + lane, key1 = key0 + 32;
-      const float score0 = key0 >= first_key && key0 <= position ? dot0 : -INFINITY;
-      const float score1 = key1 >= first_key && key1 <= position ? dot1 : -INFINITY;
-      const float page_max = cuda::WarpMax(fmaxf(score0, score1));
-      const float m_new = fmaxf(m, page_max);
-      if (m_new == -INFINITY) continue;
-      const float correction = exp2f(m - m_new);
-      const float p0 = exp2f(score0 - m_new), p1 = exp2f(score1 - m_new);
-      l = l * correction + cuda::WarpSum(p0 + p1);
-      for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= correction;
-      s.prob[warp][lane] = p0;
-      s.prob[warp][lane + 32] = p1;
-      __syncwarp();
-#pragma unroll 8
-      for (int j = 0; j < kBlockTokens; ++j) {
-        const float pj = s.prob[warp][j];
-        const uint2 raw = *reinterpret_cast<const uint2*>(&s.v[j][lane * kDimsPerLane]);
-        const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-        for (int i = 0; i < kDimsPerLane / 2; ++i) {
-          const float2 f = __bfloat1622float2(pairs[i]);
-          acc[2 * i] = fmaf(pj, f.x, acc[2 * i]);
-          acc[2 * i + 1] = fmaf(pj, f.y, acc[2 * i + 1]);
-        }
-      }
-      __syncwarp();  // prob is rewritten by the next page
-      m = m_new;
+    __syncwarp();  // every lane is done with the stage before it is refilled
+    stage ^= 1;
+  }
+  cuda::CpAsyncWait<0>();
+  WorkerSync();  // every warp is done with its stages: they become the merge area
+  mma::StoreWarpState<kAttnHeadDim>(st, warp * mma::kRows, &s.merge.o[0][0], &s.merge.ml[0][0]);
+  WorkerSync();
+  for (int i = threadIdx.x; i < per_kv * kAttnHeadDim; i += kWorkerThreads) {
+    const int h = i / kAttnHeadDim, d = i % kAttnHeadDim;
+    const mma::MergedState m =
+        mma::MergeWarpStates<kAttnHeadDim>(&s.merge.o[0][0], &s.merge.ml[0][0], kWorkerWarps, h, d);
+    const int head = kv_head * per_kv + h;
+    // The partial state always: a schedule may still merge a single split with a combine.
+    const int64_t at = StatIndex(p, row, head, split);
+    p.attn_partial[at * kAttnHeadDim + d] = m.acc;
+    if (d == 0) {
+      p.attn_stats[2 * at] = m.max;
+      p.attn_stats[2 * at + 1] = m.sum;
     }
-    if (active) {
-      // The partial state always: a schedule may still merge a single split with a combine.
-      const int64_t at = StatIndex(p, row, head, split);
-      float* out = p.attn_partial + at * kAttnHeadDim + lane * kDimsPerLane;
-      for (int i = 0; i < kDimsPerLane; ++i) out[i] = acc[i];
-      if (lane == 0) {
-        p.attn_stats[2 * at] = m;
-        p.attn_stats[2 * at + 1] = l;
-      }
-    }
-    if (active && direct) {
-      bf16* out = p.attn_in + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim +
-                  lane * kDimsPerLane;
-      for (int i = 0; i < kDimsPerLane; ++i) out[i] = __float2bfloat16(acc[i] / l);
+    if (direct) {
+      p.attn_in[(static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim + d] =
+          __float2bfloat16(m.sum > 0.0f ? m.acc / m.sum : 0.0f);
     }
   }
   WorkerSync();  // shared memory free for the next task
@@ -160,35 +132,38 @@ __device__ inline void OpAttention(const StepParams& p, const TaskDescriptor& d,
   }
 }
 
-// attn_in[row][head] = the splits' merged output (bf16). Slots holding no keys (sum 0) are
-// skipped.
+// attn_in[row][head] = the splits' merged output (bf16). Lane s reads split s's (max, sum), so
+// all of them arrive in one round trip; slots holding no keys (sum 0) get weight 0 and their
+// partial outputs, which may never have been written, are not read.
 __device__ inline void OpAttentionCombine(const StepParams& p, const TaskDescriptor& d) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kv_head = static_cast<int>(d.arg[kArgKvHead]);
-  const int splits = static_cast<int>(d.arg[kArgSplits]);
+  const int splits = static_cast<int>(d.arg[kArgSplits]);  // <= 32: the decoder checks
   const int per_kv = p.num_heads / p.num_kv_heads;
   for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
-    for (int h = warp; h < per_kv; h += kWorkerWarps) {
+    for (int h = warp; h < per_kv; h += kWorkerWarps) {  // warp-uniform
       const int head = kv_head * per_kv + h;
-      float top = -INFINITY;
-      for (int sp = 0; sp < splits; ++sp) {
-        const int64_t at = StatIndex(p, row, head, sp);
-        if (LoadCgF(p.attn_stats + 2 * at + 1) > 0.0f) {
-          top = fmaxf(top, LoadCgF(p.attn_stats + 2 * at));
-        }
+      const int64_t first = StatIndex(p, row, head, 0);
+      float max = -INFINITY, sum = 0.0f;
+      if (lane < splits) {
+        max = LoadCgF(p.attn_stats + 2 * (first + lane));
+        sum = LoadCgF(p.attn_stats + 2 * (first + lane) + 1);
       }
-      float num[kDimsPerLane] = {}, den = 0.0f;
+      const bool live = sum > 0.0f;
+      const float top = cuda::WarpMax(live ? max : -INFINITY);
+      const float weight = live ? exp2f(max - top) : 0.0f;
+      const float den = cuda::WarpSum(weight * sum);
+      float num[kDimsPerLane] = {};
+#pragma unroll 4
       for (int sp = 0; sp < splits; ++sp) {
-        const int64_t at = StatIndex(p, row, head, sp);
-        const float sum = LoadCgF(p.attn_stats + 2 * at + 1);
-        if (!(sum > 0.0f)) continue;
-        const float w = exp2f(LoadCgF(p.attn_stats + 2 * at) - top);
-        den += w * sum;
-        const float4 a = LoadCgF4(p.attn_partial + at * kAttnHeadDim + lane * kDimsPerLane);
-        num[0] += w * a.x;
-        num[1] += w * a.y;
-        num[2] += w * a.z;
-        num[3] += w * a.w;
+        const float w = __shfl_sync(0xffffffffu, weight, sp);
+        if (w > 0.0f) {
+          const float4 a = LoadCgF4(p.attn_partial + (first + sp) * kAttnHeadDim + lane * 4);
+          num[0] += w * a.x;
+          num[1] += w * a.y;
+          num[2] += w * a.z;
+          num[3] += w * a.w;
+        }
       }
       bf16* out = p.attn_in + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim +
                   lane * kDimsPerLane;

@@ -208,5 +208,20 @@ TEST_F(MegakernelVsLayered, RefusesBatchesAboveItsMaximum) {
   EXPECT_THROW(small.Run(plan, logits.data(), backend_->stream()), Error);
 }
 
+// The attention MMA holds a KV head's query heads as its 16 rows: a model with more query heads
+// per KV head is refused, never run.
+TEST_F(MegakernelVsLayered, RefusesMoreThan16QueryHeadsPerKvHead) {
+  Load(1);
+  ModelConfig wide = backend_->config();
+  wide.num_kv_heads = 1;  // all 32 query heads on one KV head
+  try {
+    MegakernelDecoder decoder(wide, backend_->weights(), backend_->kv_pool());
+    ADD_FAILURE() << "a model with 32 query heads per KV head was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16 query heads per KV head"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace mkserve::megakernel::testing
