@@ -254,6 +254,15 @@ __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
   const int width = down ? p.tiles.expert_down : p.tiles.expert_up;
   const int out0 = static_cast<int>(item.tile) * width, out1 = out0 + width;
   const int b0 = static_cast<int>(item.bucket_begin), rows = static_cast<int>(item.row_count);
+  // The whole item's weights to L2 first: the dot loop alone keeps too few bytes in flight.
+  if (!down) {
+    const bf16* gate = layer.experts_gate_up + item.expert * 2 * I * H + out0 * H;
+    PrefetchRows(gate, width, H, static_cast<int>(H) * 2);
+    PrefetchRows(gate + I * H, width, H, static_cast<int>(H) * 2);
+  } else {
+    PrefetchRows(layer.experts_down + item.expert * H * I + out0 * I, width, I,
+                 static_cast<int>(I) * 2);
+  }
   if (!down) {
     const GateUpTile tile{p.x_norm, H,    layer.experts_gate_up + item.expert * 2 * I * H,
                           H,        I,    p.moe_hidden,
