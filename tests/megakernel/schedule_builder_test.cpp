@@ -37,13 +37,13 @@ TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
   ASSERT_EQ(schedule.sm_tasks.size(), 132u);
   std::map<std::pair<uint32_t, uint32_t>, int> per_op;  // (layer, opcode) -> tasks
   for (const TaskDescriptor* task : InGlobalOrder(schedule)) ++per_op[{task->layer, task->opcode}];
-  // Layer 1 is a sliding MoE layer: (32 q heads + 2 x 4 kv heads) x 128 / 64 QKV tiles, 8 static
-  // splits per (row, kv head) at 8K, 2048 / 64 x 4 O-proj tiles, 128 / 64 x 4 router tiles.
+  // Layer 1 is a sliding MoE layer: (32 q heads + 2 x 4 kv heads) x 128 / 64 QKV tiles, 16 static
+  // splits per (row, kv head) at 8K, 2048 / 64 x 4 O-proj tiles, 128 / 16 x 4 router tiles.
   EXPECT_EQ((per_op[{1, kQkv}]), (32 + 8) * 2);
-  EXPECT_EQ((per_op[{1, kAttention}]), 4 * 8);
+  EXPECT_EQ((per_op[{1, kAttention}]), 4 * 16);
   EXPECT_EQ((per_op[{1, kAttentionCombine}]), 4);
   EXPECT_EQ((per_op[{1, kOProj}]), 32 * 4);
-  EXPECT_EQ((per_op[{1, kRouter}]), 2 * 4);
+  EXPECT_EQ((per_op[{1, kRouter}]), 8 * 4);
   EXPECT_EQ((per_op[{1, kTopK}]), 1);
   EXPECT_EQ((per_op[{1, kMoeFinalize}]), 1);
   EXPECT_EQ((per_op[{1, kExpertGateUpClaim}]), 132);

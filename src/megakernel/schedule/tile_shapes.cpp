@@ -48,7 +48,7 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   }
   tiles.dense_down_tile = DividingTile(config.hidden_size, 64);
   if (config.num_experts > 0) {
-    tiles.router_tile = DividingTile(config.num_experts, 64);
+    tiles.router_tile = DividingTile(config.num_experts, 16);  // one warp: 2 experts, not 8
     tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, 64);
   }
   tiles.router_splits = config.hidden_size % 4 == 0 ? 4 : 1;

@@ -26,7 +26,7 @@ struct TileShapes {
   int64_t lm_head_tile = 64;        // vocabulary entries per LM head task
   int64_t sliding_splits = 1;       // static KV splits per (row, KV head) in sliding layers
   int64_t full_split_slots = 1;     // most KV splits per (row, KV head) in full layers (claimed)
-  int64_t min_pages_per_split = 8;  // the full-layer queue never cuts a row finer than this
+  int64_t min_pages_per_split = 4;  // the full-layer queue never cuts a row finer than this
   int64_t attention_claimers = 1;   // claim tasks per full-attention layer
   int64_t expert_claimers = 1;      // claim tasks per MoE layer, for each of its two queues
 
