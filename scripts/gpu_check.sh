@@ -2,9 +2,10 @@
 # GPU check for the CUDA backend, run on the GPU machine from the repository root with an
 # already-built build directory:
 #   scripts/gpu_check.sh [BUILD_DIR]        (default: build-cuda)
-# Runs every CUDA test binary (kernels vs CPU loops, weights, HF golden fixtures, CudaBackend vs
-# CpuBackend), compute-sanitizer on the small golden model when available, then the decode /
-# prefill benchmark. Logs go to $OUT (default /tmp/out); a short summary table is printed last.
+# Runs every CUDA test binary (kernels vs CPU loops, weights, HF golden fixtures, the megakernel
+# ops and decoder, CudaBackend vs CpuBackend), compute-sanitizer on the small golden model when
+# available, then the decode / prefill benchmark. Logs go to $OUT (default /tmp/out); a short
+# summary table is printed last.
 # Env: BENCH_ARGS overrides the benchmark flags (add --breakdown for per-op times);
 # SANITIZER_FILTER picks the golden tests memcheck runs; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip;
 # BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over);
@@ -21,14 +22,17 @@
 set -u
 TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test
        cuda_prefill_test cuda_gpu_sampler_test cuda_ragged_full_width_test cuda_engine_test
-       cuda_fatal_fault_test cuda_hf_full_width_test)
+       cuda_fatal_fault_test cuda_hf_full_width_test megakernel_ops_test megakernel_decoder_test)
+test_subdir() {  # test name -> its folder under the build's tests/
+  [[ $1 == megakernel_* ]] && echo megakernel/device || echo backends/cuda
+}
 if [[ "${1:-}" == --pack ]]; then
   from=${2:-build-cuda}
   to=${3:-build-cuda-pack}
-  mkdir -p "$to/tests/backends/cuda"
+  mkdir -p "$to/tests/backends/cuda" "$to/tests/megakernel/device"
   strip -o "$to/mkserve" "$from/mkserve" || echo "warning: no $from/mkserve" >&2
   for t in "${TESTS[@]}"; do
-    strip -o "$to/tests/backends/cuda/$t" "$from/tests/backends/cuda/$t" ||
+    strip -o "$to/tests/$(test_subdir "$t")/$t" "$from/tests/$(test_subdir "$t")/$t" ||
       echo "warning: $t not built, not packed" >&2
   done
   du -sh "$to"
@@ -51,7 +55,7 @@ fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed" >> "$OUT/nvidia-smi.txt"
 
 run_test() {  # name -> RESULT[name] = "passed/failed/total" or "missing"/"crashed (rc)"
-  local name=$1 binary="$TEST_DIR/$1"
+  local name=$1 binary="$BUILD_DIR/tests/$(test_subdir "$1")/$1"
   if [[ ! -x "$binary" ]]; then RESULT[$name]="missing binary"; return; fi
   timeout 600 "$binary" --gtest_output="xml:$OUT/$name.xml" > "$OUT/$name.log" 2>&1
   local rc=$?

@@ -31,15 +31,17 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: mkserve bench --random-weights [--model DIR] [--layers N] [--batch 1,8,64]\n"
-    "                     [--context 1024,8192] [--decode layered|NAME] [--prefill 1024,8192]\n"
+    "                     [--context 1024,8192] [--decode layered,NAME...] [--prefill 1024,8192]\n"
     "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
     "                     [--breakdown] [--sampling greedy|sampled]\n"
     "\n"
     "Random weights at North Mini Code geometry (or --model DIR's config.json geometry;\n"
     "--layers keeps the layer pattern with fewer layers, preset geometry only). Prints\n"
     "step ms, tok/s, bytes/step, distinct experts per layer, SoL tok/s and % SoL.\n"
-    "--decode: layered (default: eager kernels, then graphs where they apply) or one decode\n"
-    "path by name (eager, graph, ...).\n"
+    "--decode: a comma list, run in turn in one process: layered (default: eager kernels, then\n"
+    "graphs where they apply) or decode paths by name (eager, graph, megakernel). Rows are\n"
+    "labelled with the path that ran; \"vs layered\" divides by layered+graphs at the same point,\n"
+    "whose routed experts also set the SoL bytes of the other paths (same weights, same inputs).\n"
     "--breakdown: per-op GPU time of eager decode steps (CUDA events), bytes and GB/s.\n"
     "--sampling sampled: decode with temperature 0.7, top-p 0.95, seeded (the GPU sampler)\n"
     "instead of greedy argmax.\n";
@@ -81,17 +83,22 @@ BenchOptions ParseOptions(Args& args) {
   o.seed = static_cast<uint64_t>(args.Int("seed", 0));
   o.json_path = args.String("json", "");
   o.breakdown = args.Switch("breakdown");
-  const std::string decode = args.String("decode", "layered");
+  const std::vector<std::string> decode = args.StringList("decode", {"layered"});
   const std::string sampling = args.String("sampling", "greedy");
   args.Finish();
   if (sampling != "greedy" && sampling != "sampled") {
     throw Error("--sampling must be greedy or sampled, got " + sampling);
   }
   o.sampled = sampling == "sampled";
-  cuda::CheckDecodePathChoice(decode);
   // "layered" measures the eager kernels and the graphs where they apply, as before the paths.
-  o.decode_paths = decode == cuda::kLayeredDecode ? std::vector<std::string>{"eager", "layered"}
-                                                  : std::vector<std::string>{decode};
+  for (const std::string& name : decode) {
+    cuda::CheckDecodePathChoice(name);
+    if (name == cuda::kLayeredDecode) {
+      o.decode_paths.insert(o.decode_paths.end(), {"eager", "layered"});
+    } else {
+      o.decode_paths.push_back(name);
+    }
+  }
   if (o.steps < 1) throw Error("--steps must be at least 1");
   for (int64_t b : o.batches) {
     if (b < 1 || b > 64) throw Error("--batch values must be in 1..64, got " + std::to_string(b));
@@ -117,19 +124,50 @@ std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_
   return cuda::LoadCudaBackend(o.model_dir, options);
 }
 
+// The layered+graphs point at the same batch and context: the reference of the other paths.
+const cuda::DecodePoint* LayeredPoint(const std::vector<cuda::DecodePoint>& decode,
+                                      const cuda::DecodePoint& p) {
+  for (const auto& q : decode) {
+    if (q.path == "layered+graphs" && q.batch == p.batch && q.context_tokens == p.context_tokens) {
+      return &q;
+    }
+  }
+  return nullptr;
+}
+
+// Other paths route like the layered one (same weights, same inputs) but leave no routing where
+// CountDistinctExperts reads it: their SoL bytes come from the layered point.
+void TakeLayeredBytes(std::vector<cuda::DecodePoint>& decode) {
+  for (auto& p : decode) {
+    if (p.path.rfind("layered", 0) == 0) continue;
+    const cuda::DecodePoint* layered = LayeredPoint(decode, p);
+    if (layered == nullptr) continue;
+    p.distinct_experts = layered->distinct_experts;
+    p.bytes_per_step = layered->bytes_per_step;
+    p.sol_tokens_per_second = layered->sol_tokens_per_second;
+    p.percent_of_sol = 100.0 * p.tokens_per_second / p.sol_tokens_per_second;
+  }
+}
+
+// tok/s over the layered+graphs tok/s at the same point; 0 when there is none.
+double VsLayered(const std::vector<cuda::DecodePoint>& decode, const cuda::DecodePoint& p) {
+  const cuda::DecodePoint* layered = LayeredPoint(decode, p);
+  return layered != nullptr ? p.tokens_per_second / layered->tokens_per_second : 0.0;
+}
+
 void PrintTable(const std::vector<cuda::DecodePoint>& decode,
                 const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
   std::printf("\nstreaming read: %.2f TB/s\n\n", read_bw / 1e12);
   std::printf(
       "| path | batch | context | step ms | tok/s | MB/step | experts/layer | SoL tok/s "
-      "| %% SoL |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+      "| %% SoL | vs layered |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& p : decode) {
-    std::printf("| %s | %lld | %lld | %.3f | %.1f | %.1f | %lld | %.1f | %.1f |\n", p.path.c_str(),
-                static_cast<long long>(p.batch), static_cast<long long>(p.context_tokens),
-                p.step_ms, p.tokens_per_second, p.bytes_per_step / 1e6,
-                static_cast<long long>(p.distinct_experts), p.sol_tokens_per_second,
-                p.percent_of_sol);
+    std::printf("| %s | %lld | %lld | %.3f | %.1f | %.1f | %lld | %.1f | %.1f | %.2fx |\n",
+                p.path.c_str(), static_cast<long long>(p.batch),
+                static_cast<long long>(p.context_tokens), p.step_ms, p.tokens_per_second,
+                p.bytes_per_step / 1e6, static_cast<long long>(p.distinct_experts),
+                p.sol_tokens_per_second, p.percent_of_sol, VsLayered(decode, p));
   }
   std::printf("\n| prefill tokens | ms | tok/s |\n|---|---|---|\n");
   for (const auto& p : prefill) {
@@ -198,7 +236,8 @@ nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode,
                            {"bytes_per_step", p.bytes_per_step},
                            {"distinct_experts", p.distinct_experts},
                            {"sol_tok_s", p.sol_tokens_per_second},
-                           {"pct_sol", p.percent_of_sol}});
+                           {"pct_sol", p.percent_of_sol},
+                           {"vs_layered", VsLayered(decode, p)}});
   }
   for (const auto& p : prefill) {
     j["prefill"].push_back(
@@ -234,6 +273,7 @@ int RunBench(std::span<const std::string> argv) {
       }
     }
   }
+  TakeLayeredBytes(decode);
   backend->set_decode_path("eager");
   const std::vector<cuda::StepBreakdown> breakdowns = RunBreakdowns(*backend, *hooks, o);
   std::vector<cuda::PrefillPoint> prefill;

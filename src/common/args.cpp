@@ -80,17 +80,25 @@ double Args::Double(const std::string& name, double fallback) {
   throw Error("--" + name + " expects a number, got '" + *value + "'");
 }
 
-std::vector<int64_t> Args::IntList(const std::string& name, std::vector<int64_t> fallback) {
+std::vector<std::string> Args::StringList(const std::string& name,
+                                          std::vector<std::string> fallback) {
   auto value = Value(name);
   if (!value) return fallback;
-  std::vector<int64_t> result;
+  std::vector<std::string> result;
   size_t start = 0;
   while (start <= value->size()) {
     size_t comma = value->find(',', start);
     if (comma == std::string::npos) comma = value->size();
-    result.push_back(ParseInt(name, value->substr(start, comma - start)));
+    result.push_back(value->substr(start, comma - start));
     start = comma + 1;
   }
+  return result;
+}
+
+std::vector<int64_t> Args::IntList(const std::string& name, std::vector<int64_t> fallback) {
+  if (!Value(name)) return fallback;
+  std::vector<int64_t> result;
+  for (const std::string& item : StringList(name, {})) result.push_back(ParseInt(name, item));
   return result;
 }
 

@@ -23,6 +23,8 @@ class Args {
   double Double(const std::string& name, double fallback);
   // Comma-separated integers, e.g. --batch 1,2,4.
   std::vector<int64_t> IntList(const std::string& name, std::vector<int64_t> fallback);
+  // A comma-separated list ("a,b"); an empty item stays an empty string.
+  std::vector<std::string> StringList(const std::string& name, std::vector<std::string> fallback);
   // --name with no value.
   bool Switch(const std::string& name);
 

@@ -19,6 +19,14 @@ TEST(ArgsTest, ReadsValuesSwitchesAndLists) {
   EXPECT_NO_THROW(args.Finish());
 }
 
+TEST(ArgsTest, ReadsStringLists) {
+  Args args = Parse({"--decode", "layered,megakernel", "--empty", ""});
+  EXPECT_EQ(args.StringList("decode", {}), (std::vector<std::string>{"layered", "megakernel"}));
+  EXPECT_EQ(args.StringList("empty", {"x"}), (std::vector<std::string>{""}));
+  EXPECT_EQ(args.StringList("absent", {"layered"}), (std::vector<std::string>{"layered"}));
+  EXPECT_NO_THROW(args.Finish());
+}
+
 TEST(ArgsTest, RejectsUnknownDuplicateAndMalformedFlags) {
   Args unknown = Parse({"--modle", "dir"});
   EXPECT_THROW(unknown.Finish(), Error);

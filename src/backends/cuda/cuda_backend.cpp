@@ -97,6 +97,13 @@ StepPlan CudaBackend::Plan(const StepInputs& inputs) const {
   return BuildStepPlan(config_, kv_pool_->layout(), inputs, workspace_->max_num_tokens);
 }
 
+std::string_view CudaBackend::DecodePathFor(const StepInputs& inputs) const {
+  const StepPlan plan = Plan(inputs);
+  if (!plan.decode_only) return {};
+  const DecodePath* path = PickDecodePath(plan);
+  return path != nullptr ? path->name() : std::string_view{};
+}
+
 DecodePath* CudaBackend::PickDecodePath(const StepPlan& plan) const {
   if (!plan.decode_only) return nullptr;
   for (const auto& path : decode_paths_) {

@@ -60,6 +60,9 @@ class CudaBackend : public Backend {
   const std::string& decode_path() const { return options_.decode_path; }
   // The decode path of this name among those in use, or null.
   const DecodePath* FindDecodePath(std::string_view name) const;
+  // The name of the path that would run these decode-only inputs (benchmarks label their rows
+  // with it: a path may decline a step and leave it to the next); empty when not decode-only.
+  std::string_view DecodePathFor(const StepInputs& inputs) const;
 
   KvPool& kv_pool() { return *kv_pool_; }
   const StepWorkspace& workspace() const { return *workspace_; }

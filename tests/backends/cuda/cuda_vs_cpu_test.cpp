@@ -1,11 +1,12 @@
-// CudaBackend against CpuBackend (the fp32 oracle) on one random tiny North-shaped checkpoint:
-// a ragged batch of prefills across several KV pages and the sliding window, then greedy decode
-// with every row of the batch; each row must also match the same sequence run alone, and seeded
-// sampling must not depend on the batch slot. Every test runs once per registered decode path
-// (DecodePathNames()): a new path is tested by registering it.
+// CudaBackend against CpuBackend (the fp32 oracle) on one random tiny North-shaped checkpoint
+// (head_dim 128): a ragged batch of prefills across several KV pages and the sliding window, then
+// greedy decode with every row of the batch; each row must also match the same sequence run
+// alone, and seeded sampling must not depend on the batch slot. Every test runs once per
+// registered decode path (DecodePathNames()): a new path is tested by registering it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "backend_test_util.h"
 #include "backends/cpu/load_cpu_backend.h"
@@ -22,6 +23,15 @@ namespace {
 constexpr double kMinCosine = 0.999;
 constexpr int kDecodeSteps = 6;
 
+// The tiny North-shaped model with head_dim 128 (and hidden 128): a geometry every registered
+// decode path runs (the megakernel's op bodies are written for head_dim 128).
+ModelConfig VsCpuConfig() {
+  nlohmann::json json = TinyPreset(6).ToJson();
+  json["head_dim"] = 128;
+  json["hidden_size"] = 128;
+  return ModelConfig::FromJson(json);
+}
+
 int64_t NumGraphs(const CudaBackend& backend) {
   const auto* graph = dynamic_cast<const GraphDecodePath*>(backend.FindDecodePath("graph"));
   return graph != nullptr ? graph->num_graphs() : 0;
@@ -34,7 +44,7 @@ class CudaVsCpuTest : public ::testing::TestWithParam<std::string> {
         new std::filesystem::path(std::filesystem::temp_directory_path() / "mkserve_cuda_vs_cpu");
     RandomCheckpointOptions options;
     options.seed = 77;
-    WriteRandomCheckpoint(TinyPreset(6), options, *dir_);
+    WriteRandomCheckpoint(VsCpuConfig(), options, *dir_);
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(*dir_);

@@ -5,6 +5,7 @@
 #include "backends/cuda/decode/eager_decode_path.h"
 #include "backends/cuda/decode/graph_decode_path.h"
 #include "common/error.h"
+#include "megakernel/device/megakernel_decode_path.h"
 
 namespace mkserve::cuda {
 namespace {
@@ -20,6 +21,7 @@ struct Registered {
 constexpr Registered kPaths[] = {
     {"eager", MakeEagerDecodePath},
     {"graph", MakeGraphDecodePath},
+    {"megakernel", megakernel::MakeMegakernelDecodePath},
 };
 
 const Registered* Find(std::string_view name) {

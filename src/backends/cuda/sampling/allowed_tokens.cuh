@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "backends/cuda/row_scan.cuh"
-#include "backends/cuda/sample_rows.h"
+#include "backends/cuda/sampling/sample_rows.h"
+#include "backends/cuda/sampling/row_scan.cuh"
 
 namespace mkserve::cuda {
 

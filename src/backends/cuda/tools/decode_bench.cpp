@@ -118,9 +118,10 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) ms.push_back(TimeMs([&] { backend.Step(inputs); }));
   DecodePoint point;
-  // The labels of docs/performance.md: the eager kernels were "layered", graphs "layered+graphs".
-  const std::string& path = backend.decode_path();
-  point.path = path == "eager" ? "layered" : path == "layered" ? "layered+graphs" : path;
+  // The path that ran, not the one asked for (a path may decline a step), under the labels of
+  // docs/performance.md: the eager kernels are "layered", graphs "layered+graphs".
+  const std::string path(backend.DecodePathFor(inputs));
+  point.path = path == "eager" ? "layered" : path == "graph" ? "layered+graphs" : path;
   if (!sampling.is_greedy()) point.path += "+sampled";
   point.batch = batch;
   point.context_tokens = context_tokens;

@@ -1,0 +1,55 @@
+#include "megakernel/device/megakernel_decode_path.h"
+
+#include <optional>
+
+#include "backends/cuda/decode/argmax.h"
+#include "megakernel/device/megakernel_decoder.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+class MegakernelDecodePath : public cuda::DecodePath {
+ public:
+  explicit MegakernelDecodePath(const cuda::DecodePathContext& context) : c_(context) {
+    if (!MegakernelUnsupportedReason(c_.config)) {
+      MegakernelDecoderOptions options;
+      options.max_batch = std::min<int64_t>(kMaxMegakernelBatch, c_.options.max_batch);
+      decoder_.emplace(c_.config, c_.weights, c_.kv_pool, options);
+    }
+  }
+
+  std::string_view name() const override { return "megakernel"; }
+
+  // The decoder writes one logits row per sequence, in sequence order: the plan must want
+  // exactly those rows. Hooks (profiling, forced routing) need the layered kernels.
+  bool Accepts(const cuda::StepPlan& plan) const override {
+    if (!decoder_ || plan.num_sequences < 1 || plan.num_sequences > max_batch()) return false;
+    if (c_.options.hooks && c_.options.hooks->active()) return false;
+    if (static_cast<int64_t>(plan.logit_rows.size()) != plan.num_sequences) return false;
+    for (size_t r = 0; r < plan.logit_rows.size(); ++r) {
+      if (plan.logit_rows[r].token_index != static_cast<int32_t>(r)) return false;
+    }
+    return true;
+  }
+
+  void Run(const cuda::StepPlan& plan, cudaStream_t stream) override {
+    cuda::StepWorkspace& ws = c_.workspace;
+    decoder_->Run(plan, ws.logits.data(), stream);
+    cuda::ArgmaxRows(ws.logits.data(), plan.num_sequences, c_.config.vocab_size, ws.sampled.data(),
+                     stream);
+  }
+
+ private:
+  int64_t max_batch() const { return std::min<int64_t>(kMaxMegakernelBatch, c_.options.max_batch); }
+
+  const cuda::DecodePathContext& c_;
+  std::optional<MegakernelDecoder> decoder_;  // empty: the model is not one the kernel runs
+};
+
+}  // namespace
+
+std::unique_ptr<cuda::DecodePath> MakeMegakernelDecodePath(const cuda::DecodePathContext& context) {
+  return std::make_unique<MegakernelDecodePath>(context);
+}
+
+}  // namespace mkserve::megakernel

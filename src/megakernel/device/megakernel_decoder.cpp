@@ -1,0 +1,341 @@
+#include "megakernel/device/megakernel_decoder.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/core/cuda_check.h"
+#include "common/error.h"
+#include "megakernel/device/megakernel.h"
+#include "megakernel/schedule/context_bucket.h"
+#include "megakernel/schedule/work_queues.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+constexpr int32_t kMaxSplitSlots = 32;  // ChooseTileShapes caps splits at 32
+
+template <typename T>
+T* Alloc(std::vector<cuda::DeviceBuffer<T>>& owner, int64_t count) {
+  owner.emplace_back(std::max<int64_t>(count, 1));
+  MKSERVE_CUDA_CHECK(cudaMemset(owner.back().data(), 0, owner.back().bytes()));
+  return owner.back().data();
+}
+
+// Ops the kernel runs; a schedule with any other refuses to launch.
+bool KernelRuns(uint32_t opcode) { return opcode < kOpcodeCount && opcode != kSample; }
+
+}  // namespace
+
+struct MegakernelDecoder::Uploaded {
+  const Schedule* schedule = nullptr;
+  cuda::DeviceBuffer<TaskDescriptor> tasks;
+  cuda::DeviceBuffer<uint32_t> counts;
+  cuda::DeviceBuffer<uint32_t> counters;
+  cuda::DeviceBuffer<uint32_t> queue_offsets;
+  cuda::DeviceBuffer<uint32_t> queue_counts;
+  cuda::DeviceBuffer<uint32_t> queue_heads;
+  cuda::DeviceBuffer<ExpertWorkItem> expert_items;
+  cuda::DeviceBuffer<AttentionWorkItem> attention_items;
+  int64_t max_tasks_per_sm = 0;
+};
+
+std::optional<std::string> MegakernelUnsupportedReason(const ModelConfig& config) {
+  if (config.head_dim != 128 || config.norm != NormKind::kRmsNorm ||
+      config.num_shared_experts != 0 || config.num_experts > 256 ||
+      config.num_experts_per_token > 16 || config.hidden_size % 8 != 0 ||
+      config.hidden_size > 4096 || config.q_width() > 4096 || config.num_kv_heads < 1 ||
+      config.num_heads % config.num_kv_heads != 0 || config.num_heads / config.num_kv_heads > 16) {
+    return "the megakernel runs head_dim 128, RMSNorm, no shared experts, at most 256 experts and "
+           "top-16, hidden and q width multiples of 8 up to 4096, at most 16 query heads per KV "
+           "head; this model differs: use the layered path";
+  }
+  return std::nullopt;
+}
+
+MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::DeviceWeights& weights,
+                                     const cuda::KvPool& kv_pool, MegakernelDecoderOptions options)
+    : config_(config),
+      options_(std::move(options)),
+      num_sms_(MegakernelGridSize()),
+      cache_(config, options_.max_batch, DefaultBucketBounds(config.max_position_embeddings),
+             MegakernelGridSize(), options_.policy) {
+  if (options_.max_batch < 1 || options_.max_batch > kMaxMegakernelBatch) {
+    throw Error("megakernel: max_batch " + std::to_string(options_.max_batch) + " outside 1.." +
+                std::to_string(kMaxMegakernelBatch) +
+                " (larger batches are not verified yet: run them on the layered path)");
+  }
+  if (std::optional<std::string> why = MegakernelUnsupportedReason(config)) throw Error(*why);
+  const int64_t B = options_.max_batch, H = config.hidden_size, k = config.num_experts_per_token;
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const cuda::DeviceLayer& w = weights.layers()[l];
+    const LayerSpec& spec = config.layers[l];
+    LayerParams layer;
+    layer.input_norm = w.input_norm;
+    layer.qkv = w.qkv;
+    layer.o_proj = w.o_proj;
+    layer.dense_gate_up = w.dense.gate_up;
+    layer.dense_down = w.dense.down;
+    layer.router = w.router;
+    layer.experts_gate_up = w.experts_gate_up;
+    layer.experts_down = w.experts_down;
+    layer.intermediate = static_cast<int32_t>(spec.ffn_intermediate_size);
+    layer.kv_cache = kv_pool.layer_cache(l);
+    layer.window =
+        spec.attention == AttentionKind::kSliding ? static_cast<int32_t>(spec.window_tokens) : 0;
+    layer.uses_rope = spec.uses_rope ? 1 : 0;
+    layers_.push_back(layer);
+    group_of_layer_.push_back(kv_pool.group_of_layer(l));
+  }
+  StepParams& p = base_;
+  p.hidden = static_cast<int32_t>(H);
+  p.num_heads = static_cast<int32_t>(config.num_heads);
+  p.num_kv_heads = static_cast<int32_t>(config.num_kv_heads);
+  p.head_dim = static_cast<int32_t>(config.head_dim);
+  p.vocab = static_cast<int32_t>(config.vocab_size);
+  p.num_experts = static_cast<int32_t>(config.num_experts);
+  p.top_k = static_cast<int32_t>(k);
+  p.num_layers = static_cast<int32_t>(config.num_layers);
+  p.sigmoid_router = config.expert_selection == ExpertSelection::kSigmoid ? 1 : 0;
+  p.renormalize = config.norm_topk_prob ? 1 : 0;
+  p.norm_eps = config.norm_eps;
+  p.logit_scale = config.logit_scale;
+  p.rope_theta = static_cast<float>(config.rope_theta);
+  p.embed = weights.embed();
+  p.final_norm = weights.final_norm();
+  p.lm_head = weights.lm_head();
+  p.max_splits = kMaxSplitSlots;
+  const int64_t q_width = config.q_width(), experts = std::max<int64_t>(config.num_experts, 1);
+  const int64_t expert_width = std::max<int64_t>(config.expert_intermediate_size, 1);
+  p.residual = Alloc(float_buffers_, B * H);
+  p.x_norm = Alloc(bf16_buffers_, B * H);
+  p.x_norm_f32 = Alloc(float_buffers_, B * H);
+  p.q = Alloc(bf16_buffers_, B * q_width);
+  p.attn_partial = Alloc(float_buffers_, B * q_width * kMaxSplitSlots);
+  p.attn_stats = Alloc(float_buffers_, B * config.num_heads * kMaxSplitSlots * 2);
+  p.attn_in = Alloc(bf16_buffers_, B * q_width);
+  p.attn_out = Alloc(float_buffers_, B * H);
+  p.ffn_out = Alloc(float_buffers_, B * H);
+  p.ffn_hidden = Alloc(bf16_buffers_, B * std::max<int64_t>(config.dense_intermediate_size, 1));
+  p.router_logits = Alloc(float_buffers_, B * experts);
+  p.topk_ids = Alloc(int_buffers_, B * k);
+  p.topk_weights = Alloc(float_buffers_, B * k);
+  p.topk_slot = Alloc(int_buffers_, B * k);
+  p.expert_counts = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, config.num_layers * experts));
+  p.bucket_offsets = Alloc(int_buffers_, experts + 1);
+  p.bucket_assignment = Alloc(int_buffers_, B * k);
+  p.moe_hidden = Alloc(bf16_buffers_, B * k * expert_width);
+  p.moe_out = Alloc(float_buffers_, B * k * H);
+  p.aborted = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, 1));
+  layer_params_ = cuda::DeviceBuffer<LayerParams>(config.num_layers);
+  if (options_.record_routing) routing_ = cuda::DeviceBuffer<int32_t>(config.num_layers * B * k);
+  p.abort_flag = watchdog_.device_flag();
+  MKSERVE_CUDA_CHECK(cudaEventCreate(&start_));
+  MKSERVE_CUDA_CHECK(cudaEventCreate(&done_));
+}
+
+MegakernelDecoder::~MegakernelDecoder() {
+  if (done_ != nullptr) cudaEventDestroy(done_);
+  if (start_ != nullptr) cudaEventDestroy(start_);
+}
+
+MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& schedule) {
+  auto found = uploaded_.find(&schedule);
+  if (found != uploaded_.end()) return *found->second;
+  if (schedule.num_sms != num_sms_) {
+    throw Error("megakernel: schedule built for " + std::to_string(schedule.num_sms) +
+                " SMs, this device has " + std::to_string(num_sms_));
+  }
+  for (const auto& list : schedule.sm_tasks) {
+    for (const TaskDescriptor& task : list) {
+      if (!KernelRuns(task.opcode)) {
+        throw Error("megakernel: the schedule has opcode " + std::to_string(task.opcode) +
+                    ", which the kernel does not run (kSample: sample after the step)");
+      }
+    }
+  }
+  const TileShapes& t = schedule.tiles;
+  if (t.sliding_splits > kMaxSplitSlots || t.full_split_slots > kMaxSplitSlots ||
+      t.qkv_tile % 2 != 0) {
+    throw Error("megakernel: tile shapes need at most " + std::to_string(kMaxSplitSlots) +
+                " attention splits and an even qkv_tile");
+  }
+  auto up = std::make_unique<Uploaded>();
+  up->schedule = &schedule;
+  const std::vector<TaskDescriptor> packed = schedule.PackedTasks();
+  const std::vector<uint32_t> counts = schedule.TaskCounts();
+  up->max_tasks_per_sm = schedule.max_tasks_per_sm();
+  up->tasks = cuda::DeviceBuffer<TaskDescriptor>(static_cast<int64_t>(packed.size()));
+  MKSERVE_CUDA_CHECK(
+      cudaMemcpy(up->tasks.data(), packed.data(), up->tasks.bytes(), cudaMemcpyHostToDevice));
+  up->counts = cuda::DeviceBuffer<uint32_t>(static_cast<int64_t>(counts.size()));
+  MKSERVE_CUDA_CHECK(
+      cudaMemcpy(up->counts.data(), counts.data(), up->counts.bytes(), cudaMemcpyHostToDevice));
+  up->counters = cuda::DeviceBuffer<uint32_t>(
+      std::max<int64_t>(1, static_cast<int64_t>(schedule.counters.size())));
+  const int64_t queues = std::max<int64_t>(1, static_cast<int64_t>(schedule.queues.size()));
+  std::vector<uint32_t> offsets;
+  uint32_t expert_items = 0, attention_items = 0;
+  for (const QueueInfo& q : schedule.queues) {
+    offsets.push_back(q.kind == QueueKind::kAttention ? 0 : expert_items);
+    if (q.kind == QueueKind::kAttention) {
+      attention_items = std::max(attention_items, q.capacity);
+    } else {
+      expert_items += q.capacity;
+    }
+  }
+  offsets.resize(queues, 0);
+  up->queue_offsets = cuda::DeviceBuffer<uint32_t>(queues);
+  MKSERVE_CUDA_CHECK(cudaMemcpy(up->queue_offsets.data(), offsets.data(), up->queue_offsets.bytes(),
+                                cudaMemcpyHostToDevice));
+  up->queue_counts = cuda::DeviceBuffer<uint32_t>(queues);
+  up->queue_heads = cuda::DeviceBuffer<uint32_t>(queues);
+  up->expert_items = cuda::DeviceBuffer<ExpertWorkItem>(std::max<uint32_t>(1, expert_items));
+  up->attention_items =
+      cuda::DeviceBuffer<AttentionWorkItem>(std::max<uint32_t>(1, attention_items));
+  Uploaded& stored = *up;
+  uploaded_[&schedule] = std::move(up);
+  return stored;
+}
+
+void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream) {
+  int64_t longest = 0;
+  for (int32_t position : plan.positions) longest = std::max<int64_t>(longest, position + 1);
+  const Schedule& schedule = cache_.Select(plan.num_sequences, longest);
+  Launch(UploadedFor(schedule), plan, logits, stream);
+}
+
+void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* logits,
+                               cudaStream_t stream) {
+  const Schedule& schedule = *up.schedule;
+  const int64_t B = plan.num_sequences;
+  if (plan.num_tokens != B || B < 1 || B > options_.max_batch || schedule.batch != B) {
+    throw Error("megakernel: a step of " + std::to_string(B) + " decode rows (" +
+                std::to_string(plan.num_tokens) +
+                " tokens) does not fit: every row decodes one token, 1.." +
+                std::to_string(options_.max_batch) + " rows, schedule batch " +
+                std::to_string(schedule.batch));
+  }
+  // Step inputs in one upload: tokens, positions, then each KV group's block tables.
+  std::vector<int32_t> inputs(plan.token_ids.begin(), plan.token_ids.end());
+  inputs.insert(inputs.end(), plan.positions.begin(), plan.positions.end());
+  std::vector<size_t> table_at;
+  for (const auto& table : plan.block_tables) {
+    table_at.push_back(inputs.size());
+    inputs.insert(inputs.end(), table.begin(), table.end());
+  }
+  if (step_inputs_.count() < static_cast<int64_t>(inputs.size())) {
+    MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the old buffer may still be read
+    step_inputs_ = cuda::DeviceBuffer<int32_t>(static_cast<int64_t>(inputs.size()) * 2);
+  }
+  int32_t* base = step_inputs_.data();
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(base, inputs.data(), inputs.size() * sizeof(int32_t),
+                                     cudaMemcpyHostToDevice, stream));
+  std::vector<LayerParams> layers = layers_;
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    const int32_t group = group_of_layer_[l];  // KvLayout order, as the plan's tables
+    layers[l].block_tables = base + table_at[group];
+    layers[l].max_pages = static_cast<int32_t>(plan.max_pages[group]);
+  }
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(layer_params_.data(), layers.data(),
+                                     layers.size() * sizeof(LayerParams), cudaMemcpyHostToDevice,
+                                     stream));
+  // Queue counts: attention queues from the rows' live lengths; expert queues kMoeFinalize sets.
+  std::vector<uint32_t> queue_counts(up.queue_counts.count(), 0);
+  bool has_attention_queue = false;
+  for (const QueueInfo& q : schedule.queues) has_attention_queue |= q.kind == QueueKind::kAttention;
+  if (has_attention_queue) {
+    std::vector<int64_t> lengths(plan.positions.begin(), plan.positions.end());
+    for (int64_t& length : lengths) length += 1;
+    const std::vector<AttentionWorkItem> items = AttentionItemsForLengths(
+        config_, lengths, schedule.bucket.max_context_tokens, schedule.tiles, num_sms_);
+    if (static_cast<int64_t>(items.size()) > up.attention_items.count()) {
+      throw Error("megakernel: " + std::to_string(items.size()) +
+                  " attention items exceed the queue capacity " +
+                  std::to_string(up.attention_items.count()));
+    }
+    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(up.attention_items.data(), items.data(),
+                                       items.size() * sizeof(AttentionWorkItem),
+                                       cudaMemcpyHostToDevice, stream));
+    for (size_t q = 0; q < schedule.queues.size(); ++q) {
+      if (schedule.queues[q].kind == QueueKind::kAttention) {
+        queue_counts[q] = static_cast<uint32_t>(items.size());
+      }
+    }
+  }
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(up.queue_counts.data(), queue_counts.data(),
+                                     queue_counts.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                     stream));
+
+  StepParams p = base_;
+  p.batch = static_cast<int32_t>(B);
+  const TileShapes& t = schedule.tiles;
+  p.tiles =
+      TileWidths{static_cast<int32_t>(t.qkv_tile),       static_cast<int32_t>(t.oproj_tile),
+                 static_cast<int32_t>(t.dense_up_tile),  static_cast<int32_t>(t.dense_down_tile),
+                 static_cast<int32_t>(t.router_tile),    static_cast<int32_t>(t.lm_head_tile),
+                 static_cast<int32_t>(t.expert_up_tile), static_cast<int32_t>(t.expert_down_tile),
+                 static_cast<int32_t>(t.expert_rows)};
+  p.layers = layer_params_.data();
+  p.token_ids = base;
+  p.positions = base + B;
+  p.logits = logits;
+  p.expert_items = up.expert_items.data();
+  p.attention_items = up.attention_items.data();
+  p.queue_offsets = up.queue_offsets.data();
+  p.queue_counts = up.queue_counts.data();
+  p.queue_heads = up.queue_heads.data();
+  p.counters = up.counters.data();
+  p.routing = routing_.data();
+  int64_t records = 0;
+  if (options_.record_timeline) {
+    records = static_cast<int64_t>(num_sms_) * up.max_tasks_per_sm;
+    if (timeline_.count() < records) timeline_ = cuda::DeviceBuffer<TaskTimestamp>(records);
+    p.timeline = timeline_.data();
+  }
+  const ZeroRegion zero[] = {
+      {p.timeline, records * static_cast<int64_t>(sizeof(TaskTimestamp) / sizeof(uint32_t))},
+      {up.counters.data(), up.counters.count()},
+      {up.queue_heads.data(), up.queue_heads.count()},
+      {p.expert_counts, static_cast<int64_t>(config_.num_layers) * p.num_experts},
+      {p.attn_out, B * p.hidden},
+      {p.ffn_out, B * p.hidden},
+      {p.router_logits, B * p.num_experts},
+      {p.aborted, 1},
+  };
+  TaskLists lists{up.tasks.data(), up.counts.data(), num_sms_,
+                  static_cast<int32_t>(up.max_tasks_per_sm)};
+  watchdog_.Arm();
+  MKSERVE_CUDA_CHECK(cudaEventRecord(start_, stream));
+  ZeroRegions(zero, stream);
+  LaunchMegakernel(p, lists, stream);
+  MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
+  last_schedule_ = &schedule;
+  last_batch_ = B;
+  watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters,
+                 "megakernel: the decode step of " + std::to_string(B) + " rows");
+  MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, start_, done_));
+}
+
+std::vector<int32_t> MegakernelDecoder::LastRouting() const {
+  if (!options_.record_routing || last_batch_ == 0) return {};
+  const int64_t k = config_.num_experts_per_token, row_ids = last_batch_ * k;
+  std::vector<int32_t> ids;
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    if (config_.layers[l].ffn != FfnKind::kMoe) continue;
+    const size_t at = ids.size();
+    ids.resize(at + row_ids);
+    MKSERVE_CUDA_CHECK(cudaMemcpy(ids.data() + at, routing_.data() + l * last_batch_ * k,
+                                  row_ids * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  }
+  return ids;
+}
+
+std::vector<TaskTimestamp> MegakernelDecoder::LastTimeline() const {
+  if (!options_.record_timeline || last_schedule_ == nullptr) return {};
+  std::vector<TaskTimestamp> records(num_sms_ * last_schedule_->max_tasks_per_sm());
+  MKSERVE_CUDA_CHECK(cudaMemcpy(records.data(), timeline_.data(),
+                                records.size() * sizeof(TaskTimestamp), cudaMemcpyDeviceToHost));
+  return records;
+}
+
+}  // namespace mkserve::megakernel

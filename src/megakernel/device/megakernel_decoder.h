@@ -1,0 +1,101 @@
+// MegakernelDecoder: runs one decode step (B rows, one token each, ragged contexts over the paged
+// KV pool) as a single persistent kernel launch and leaves fp32 logits [B][vocab] (logit_scale
+// applied) where the caller asks, as the layered path's logits buffer holds them. It owns the
+// schedules (one per batch size and context bucket, built once by the schedule builder), the
+// counters, the scratch buffers and the launch; the weights and the KV pool stay the caller's.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/core/device_buffer.h"
+#include "backends/cuda/core/device_weights.h"
+#include "backends/cuda/core/kv_pool.h"
+#include "backends/cuda/core/step_plan.h"
+#include "megakernel/device/step_params.h"
+#include "megakernel/device/step_watchdog.h"
+#include "megakernel/schedule/schedule.h"
+#include "megakernel/schedule/schedule_cache.h"
+#include "megakernel/schedule/schedule_policy.h"
+#include "model/model_config.h"
+
+namespace mkserve::megakernel {
+
+// The most rows a step may have: the largest batch the decoder test checks against the layered
+// path on a GPU. Larger batches stay on the layered path.
+inline constexpr int64_t kMaxMegakernelBatch = 64;
+
+// Why the megakernel cannot run `config` (the shapes its op bodies are written for), or nullopt.
+std::optional<std::string> MegakernelUnsupportedReason(const ModelConfig& config);
+
+struct MegakernelDecoderOptions {
+  int64_t max_batch = kMaxMegakernelBatch;  // 1..kMaxMegakernelBatch
+  // A step that has not finished after this long is abandoned: BackendFatalError.
+  std::chrono::milliseconds watchdog{10000};
+  bool record_timeline = false;  // per-task (start, end) of the last step: LastTimeline
+  bool record_routing = false;   // the experts every MoE layer chose in the last step: LastRouting
+  SchedulePolicy policy = SchedulePolicy::Default();
+};
+
+class MegakernelDecoder {
+ public:
+  MegakernelDecoder(const ModelConfig& config, const cuda::DeviceWeights& weights,
+                    const cuda::KvPool& kv_pool, MegakernelDecoderOptions options = {});
+  ~MegakernelDecoder();
+  MegakernelDecoder(const MegakernelDecoder&) = delete;
+  MegakernelDecoder& operator=(const MegakernelDecoder&) = delete;
+
+  // One decode step for every sequence of `plan` (each exactly one token; BuildStepPlan has
+  // validated the block tables). Writes logits[row][vocab] for row = sequence index and blocks
+  // until the step is done. Throws mkserve::Error for a plan it cannot run (prefill rows, too
+  // many rows, a context beyond the largest bucket) and BackendFatalError, with the counters
+  // that fell short, when the step does not finish within the watchdog.
+  void Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream);
+
+  // GPU time of the last step's kernel launch, milliseconds (the zeroing kernel included).
+  float last_step_ms() const { return last_step_ms_; }
+  // The schedule the last step ran (null before the first).
+  const Schedule* last_schedule() const { return last_schedule_; }
+  // The last step's per-task times when options.record_timeline (else empty), laid out as
+  // TimelineToChromeTrace reads them: [sm * max_tasks_per_sm + index], zeros for no task.
+  std::vector<TaskTimestamp> LastTimeline() const;
+  // The last step's expert ids when options.record_routing (else empty), as RoutingOverride
+  // takes them: [moe layer][row][top_k], in the order top-k picked them.
+  std::vector<int32_t> LastRouting() const;
+
+ private:
+  struct Uploaded;  // one schedule in device memory
+  Uploaded& UploadedFor(const Schedule& schedule);
+  void Launch(Uploaded& uploaded, const cuda::StepPlan& plan, float* logits, cudaStream_t stream);
+
+  ModelConfig config_;
+  MegakernelDecoderOptions options_;
+  int num_sms_ = 0;
+  std::vector<LayerParams> layers_;  // weights and caches; tables filled per step
+  std::vector<int32_t> group_of_layer_;
+  StepParams base_;  // buffers and geometry; per-step fields filled by Launch
+  std::vector<cuda::DeviceBuffer<float>> float_buffers_;
+  std::vector<cuda::DeviceBuffer<bf16>> bf16_buffers_;
+  std::vector<cuda::DeviceBuffer<int32_t>> int_buffers_;
+  cuda::DeviceBuffer<int32_t> step_inputs_;  // tokens, positions, block tables, queue counts
+  cuda::DeviceBuffer<LayerParams> layer_params_;
+  cuda::DeviceBuffer<TaskTimestamp> timeline_;
+  cuda::DeviceBuffer<int32_t> routing_;  // [layers][max_batch][top_k] when record_routing
+  int64_t last_batch_ = 0;
+  StepWatchdog watchdog_;
+  cudaEvent_t start_ = nullptr, done_ = nullptr;
+  ScheduleCache cache_;
+  std::map<const Schedule*, std::unique_ptr<Uploaded>> uploaded_;
+  const Schedule* last_schedule_ = nullptr;
+  float last_step_ms_ = 0.0f;
+};
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,175 @@
+// Split-KV paged decode attention for one (row, KV head, split) on tensor cores, and the combine
+// of a (row, KV head)'s splits. The KV head's query heads are the m16 rows of mma.sync m16n8k16
+// (cuda::mma_attention, shared with the layered kernel); each worker warp takes one 16-key slice
+// of every other page of the split through its own cp.async stages, then the warps' softmax
+// states are merged in shared memory. Log2-domain online softmax, scale 1/sqrt(head_dim), P
+// rounded to bf16 before P.V, as the layered kernel computes it. Static (sliding) splits cut the
+// row's window pages as the layered SplitRange does; claimed (full-attention) items name their
+// pages of the row's block table. One split alone also writes attn_in itself.
+#pragma once
+
+#include <cmath>
+
+#include "backends/cuda/decode/decode_attention_mma.cuh"
+#include "engine/kv_layout.h"
+#include "megakernel/device/sync.cuh"
+#include "model/model_config.h"
+
+namespace mkserve::megakernel {
+
+namespace mma = cuda::mma_attention;
+
+inline constexpr int kAttnHeadDim = 128;  // the decoder checks the model's head_dim
+inline constexpr int kDimsPerLane = kAttnHeadDim / 32;
+inline constexpr int kAttnStages = 2;  // per warp: one slice in flight while one is used
+// Warp w takes slice w % 4 of pages begin + w / 4, begin + w / 4 + kPageLanes, ...
+inline constexpr int kPageLanes = kWorkerWarps / mma::kSlicesPerPage;
+static_assert(kPageLanes * mma::kSlicesPerPage == kWorkerWarps);
+
+struct AttentionSmem {
+  union {
+    bf16 stages[kWorkerWarps][kAttnStages][mma::kStageElements<kAttnHeadDim>];
+    struct {  // after the page loop: every warp's (o, m, l) rows, warp w at rows w * kRows
+      float o[kWorkerWarps * mma::kRows][kAttnHeadDim];
+      float ml[kWorkerWarps * mma::kRows][2];
+    } merge;
+  };
+};
+
+__device__ inline int64_t StatIndex(const StepParams& p, int row, int head, int split) {
+  return (static_cast<int64_t>(row) * p.num_heads + head) * p.max_splits + split;
+}
+
+// The pages of split `split` of `splits` over the row's window (every visible page when 1).
+struct PageRange {
+  int begin, end;
+};
+__device__ inline PageRange WindowSplit(const StepParams& p, int window, int row, int split,
+                                        int splits) {
+  const int32_t position = p.positions[row];
+  const int64_t first_key = window > 0 ? FirstKeyInWindow(position, window) : 0;
+  const int first_page = static_cast<int>(first_key / kBlockTokens);
+  const int num_pages = position / kBlockTokens - first_page + 1;
+  const int per_split = (num_pages + splits - 1) / splits;
+  const int begin = first_page + split * per_split;
+  return {begin, min(first_page + num_pages, begin + per_split)};
+}
+
+// Pages [pages.begin, pages.end) of one row and KV head: the partial state of slot `split`, and,
+// when `direct` (the only split), the normalised output into attn_in as well.
+__device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer, int window,
+                                   int row, int kv_head, int split, PageRange pages, bool direct,
+                                   AttentionSmem& s) {
+  constexpr int kStage = mma::kStageElements<kAttnHeadDim>;
+  const int warp = threadIdx.x / 32;
+  const int slice = warp % mma::kSlicesPerPage;
+  const int32_t position = p.positions[row];
+  const int64_t first_key = window > 0 ? FirstKeyInWindow(position, window) : 0;
+  const int64_t kv_width = static_cast<int64_t>(p.num_kv_heads) * kAttnHeadDim;
+  const int per_kv = p.num_heads / p.num_kv_heads;
+  const float scale = cuda::kLog2e / sqrtf(static_cast<float>(kAttnHeadDim));
+  const int32_t* table = layer.block_tables + static_cast<int64_t>(row) * layer.max_pages;
+  bf16* stages = s.stages[warp][0];
+  const auto load = [&](int page, int stage) {
+    mma::LoadSlice<kAttnHeadDim>(layer.kv_cache, kv_width, table[page], slice, kv_head,
+                                 stages + stage * kStage);
+  };
+  mma::SliceState<kAttnHeadDim> st;
+  mma::LoadQueryRows<kAttnHeadDim>(
+      p.q + (static_cast<int64_t>(row) * p.num_heads + kv_head * per_kv) * kAttnHeadDim, per_kv,
+      st);
+  const int first_page = pages.begin + warp / mma::kSlicesPerPage;
+  if (first_page < pages.end) load(first_page, 0);
+  cuda::CpAsyncCommit();
+  int stage = 0;
+  for (int page = first_page; page < pages.end; page += kPageLanes) {
+    if (page + kPageLanes < pages.end) load(page + kPageLanes, stage ^ 1);
+    cuda::CpAsyncCommit();   // empty groups too: the wait counts groups
+    cuda::CpAsyncWait<1>();  // this page's group has landed
+    __syncwarp();            // and is visible to every lane
+    const bf16* k_rows = stages + stage * kStage;
+    const int64_t first = static_cast<int64_t>(page) * kBlockTokens + slice * mma::kSliceKeys;
+    if (first <= position && first + mma::kSliceKeys > first_key) {
+      float scores[2][4];
+      mma::SliceScores<kAttnHeadDim>(st, k_rows, scale, scores);
+      mma::MaskSlice(first_key, position, first, scores);
+      mma::AccumulateSlice<kAttnHeadDim>(st, scores,
+                                         k_rows + mma::kSliceKeys * mma::kStride<kAttnHeadDim>);
+    }
+    __syncwarp();  // every lane is done with the stage before it is refilled
+    stage ^= 1;
+  }
+  cuda::CpAsyncWait<0>();
+  WorkerSync();  // every warp is done with its stages: they become the merge area
+  mma::StoreWarpState<kAttnHeadDim>(st, warp * mma::kRows, &s.merge.o[0][0], &s.merge.ml[0][0]);
+  WorkerSync();
+  for (int i = threadIdx.x; i < per_kv * kAttnHeadDim; i += kWorkerThreads) {
+    const int h = i / kAttnHeadDim, d = i % kAttnHeadDim;
+    const mma::MergedState m =
+        mma::MergeWarpStates<kAttnHeadDim>(&s.merge.o[0][0], &s.merge.ml[0][0], kWorkerWarps, h, d);
+    const int head = kv_head * per_kv + h;
+    // The partial state always: a schedule may still merge a single split with a combine.
+    const int64_t at = StatIndex(p, row, head, split);
+    p.attn_partial[at * kAttnHeadDim + d] = m.acc;
+    if (d == 0) {
+      p.attn_stats[2 * at] = m.max;
+      p.attn_stats[2 * at + 1] = m.sum;
+    }
+    if (direct) {
+      p.attn_in[(static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim + d] =
+          __float2bfloat16(m.sum > 0.0f ? m.acc / m.sum : 0.0f);
+    }
+  }
+  WorkerSync();  // shared memory free for the next task
+}
+
+__device__ inline void OpAttention(const StepParams& p, const TaskDescriptor& d, AttentionSmem& s) {
+  const int window = static_cast<int>(d.arg[kArgWindow]);
+  const int split = static_cast<int>(d.split), splits = static_cast<int>(d.arg[kArgSplits]);
+  for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
+    AttendSplit(p, p.layers[d.layer], window, row, static_cast<int>(d.arg[kArgKvHead]), split,
+                WindowSplit(p, window, row, split, splits), splits == 1, s);
+  }
+}
+
+// attn_in[row][head] = the splits' merged output (bf16). Lane s reads split s's (max, sum), so
+// all of them arrive in one round trip; slots holding no keys (sum 0) get weight 0 and their
+// partial outputs, which may never have been written, are not read.
+__device__ inline void OpAttentionCombine(const StepParams& p, const TaskDescriptor& d) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kv_head = static_cast<int>(d.arg[kArgKvHead]);
+  const int splits = static_cast<int>(d.arg[kArgSplits]);  // <= 32: the decoder checks
+  const int per_kv = p.num_heads / p.num_kv_heads;
+  for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
+    for (int h = warp; h < per_kv; h += kWorkerWarps) {  // warp-uniform
+      const int head = kv_head * per_kv + h;
+      const int64_t first = StatIndex(p, row, head, 0);
+      float max = -INFINITY, sum = 0.0f;
+      if (lane < splits) {
+        max = LoadCgF(p.attn_stats + 2 * (first + lane));
+        sum = LoadCgF(p.attn_stats + 2 * (first + lane) + 1);
+      }
+      const bool live = sum > 0.0f;
+      const float top = cuda::WarpMax(live ? max : -INFINITY);
+      const float weight = live ? exp2f(max - top) : 0.0f;
+      const float den = cuda::WarpSum(weight * sum);
+      float num[kDimsPerLane] = {};
+#pragma unroll 4
+      for (int sp = 0; sp < splits; ++sp) {
+        const float w = __shfl_sync(0xffffffffu, weight, sp);
+        if (w > 0.0f) {
+          const float4 a = LoadCgF4(p.attn_partial + (first + sp) * kAttnHeadDim + lane * 4);
+          num[0] += w * a.x;
+          num[1] += w * a.y;
+          num[2] += w * a.z;
+          num[3] += w * a.w;
+        }
+      }
+      bf16* out = p.attn_in + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim +
+                  lane * kDimsPerLane;
+      for (int i = 0; i < kDimsPerLane; ++i) out[i] = __float2bfloat16(num[i] / den);
+    }
+  }
+}
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,291 @@
+// The projection ops: QKV (RoPE and the paged-KV write in the epilogue), O-proj, the dense MLP's
+// gate/up (SiLU*up epilogue) and down, the LM head, and one claimed expert item (gate/up or
+// down). Numerics follow the layered path: bf16 weights and activations, fp32 accumulation,
+// bf16 rounding exactly where the layered kernels round.
+#pragma once
+
+#include "backends/cuda/decode/rope_kv.h"
+#include "engine/kv_layout.h"
+#include "megakernel/device/gemv_body.cuh"
+
+namespace mkserve::megakernel {
+
+__device__ inline void StoreOut(float* dst, float v, bool accumulate) {
+  if (accumulate) {
+    atomicAdd(dst, v);
+  } else {
+    *dst = v;
+  }
+}
+
+// A plain tile: out[row][n] (+)= scale * dot(w[n], x[row]) for n in [n0, n1), K in [k0, k1).
+struct PlainTile {
+  const bf16* x;  // [rows][x_stride]
+  int64_t x_stride;
+  const bf16* w;  // [n][w_stride]
+  int64_t w_stride;
+  float* out;
+  int64_t out_stride;
+  int n0, n1, k0, k1, row0, rows;
+  float scale;
+  bool accumulate;
+  static constexpr int kRows = 2;
+  __device__ int K() const { return k1 - k0; }
+  __device__ int Groups() const { return (n1 - n0 + kRows - 1) / kRows; }
+  __device__ int Tokens() const { return rows; }
+  __device__ const bf16* ActivationRow(int t) const { return x + (row0 + t) * x_stride + k0; }
+  __device__ const bf16* WeightRow(int g, int r) const {
+    return w + min(n0 + g * kRows + r, n1 - 1) * w_stride + k0;
+  }
+  __device__ void Store(int g, int t, const float (&v)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int n = n0 + g * kRows + r;
+      if (n < n1) StoreOut(out + (row0 + t) * out_stride + n, v[r] * scale, accumulate);
+    }
+  }
+};
+
+// Gate row i and up row i as one pair: h[row][i] = bf16(silu(gate . x) * (up . x)).
+struct GateUpTile {
+  const bf16* x;
+  int64_t x_stride;
+  const bf16* w;  // [2 I][hidden], gate rows then up rows
+  int64_t hidden, intermediate;
+  bf16* h;  // [rows][intermediate]
+  int i0, i1;
+  const int32_t* x_row_of;  // null: activation row = row0 + t; else x_row_of[t] (experts)
+  int row0, rows, x_row_div;
+  __device__ int K() const { return static_cast<int>(hidden); }
+  __device__ int Groups() const { return i1 - i0; }
+  __device__ int Tokens() const { return rows; }
+  __device__ const bf16* ActivationRow(int t) const {
+    const int row = x_row_of != nullptr ? LoadCgI(x_row_of + t) / x_row_div : row0 + t;
+    return x + row * x_stride;
+  }
+  __device__ const bf16* WeightRow(int g, int r) const {
+    return w + (r * intermediate + i0 + g) * hidden;
+  }
+  __device__ void Store(int g, int t, const float (&v)[2]) const {
+    h[(row0 + t) * intermediate + i0 + g] = __float2bfloat16(cuda::Silu(v[0]) * v[1]);
+  }
+};
+
+// kQkv: fused q|k|v rows [n0, n1) as RoPE pairs; q to p.q, k and v into the row's cache slot.
+struct QkvTile {
+  const StepParams* p;
+  const LayerParams* layer;
+  int n0, n1, row0, rows;
+  __device__ int K() const { return p->hidden; }
+  __device__ int Groups() const { return (n1 - n0) / 2; }
+  __device__ int Tokens() const { return rows; }
+  __device__ const bf16* ActivationRow(int t) const {
+    return p->x_norm + static_cast<int64_t>(row0 + t) * p->hidden;
+  }
+  __device__ const bf16* WeightRow(int g, int r) const {
+    return layer->qkv + static_cast<int64_t>(n0 + 2 * g + r) * p->hidden;
+  }
+  __device__ void Store(int g, int t, const float (&v)[2]) const {
+    const int row = row0 + t, e = n0 + 2 * g;
+    const int q_width = p->num_heads * p->head_dim, kv_width = p->num_kv_heads * p->head_dim;
+    const int32_t position = p->positions[row];
+    float x0 = v[0], x1 = v[1];
+    if (layer->uses_rope && e < q_width + kv_width) {
+      const int pair = (e % p->head_dim) / 2;
+      const float angle =
+          static_cast<float>(position) * cuda::RopeInvFreq(p->rope_theta, pair, p->head_dim);
+      float s, c;
+      sincosf(angle, &s, &c);
+      const float r0 = x0 * c - x1 * s, r1 = x1 * c + x0 * s;
+      x0 = r0;
+      x1 = r1;
+    }
+    const __nv_bfloat162 packed = __floats2bfloat162_rn(x0, x1);
+    bf16* dst;
+    if (e < q_width) {
+      dst = p->q + static_cast<int64_t>(row) * q_width + e;
+    } else {
+      const int32_t block = layer->block_tables[static_cast<int64_t>(row) * layer->max_pages +
+                                                position / kBlockTokens];
+      const int64_t slot = static_cast<int64_t>(block) * kBlockTokens + position % kBlockTokens;
+      dst = layer->kv_cache + slot * 2 * kv_width + (e - q_width);
+    }
+    *reinterpret_cast<__nv_bfloat162*>(dst) = packed;
+  }
+};
+
+__device__ inline int TileBegin(const TaskDescriptor& d, int width) {
+  return static_cast<int>(d.tile) * width;
+}
+// Fused q|k|v rows of a kQkv task: its tile inside its part.
+__device__ inline int QkvBegin(const StepParams& p, const TaskDescriptor& d) {
+  const int q_width = p.num_heads * p.head_dim, kv_width = p.num_kv_heads * p.head_dim;
+  const int part = static_cast<int>(d.arg[kArgQkvPart]);
+  return (part == 0 ? 0 : part == 1 ? q_width : q_width + kv_width) + TileBegin(d, p.tiles.qkv);
+}
+__device__ inline int Rows(const TaskDescriptor& d) {
+  return static_cast<int>(d.row_end - d.row_begin);
+}
+
+__device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, bf16* xs) {
+  const int n0 = QkvBegin(p, d);
+  const QkvTile tile{
+      &p, &p.layers[d.layer], n0, n0 + p.tiles.qkv, static_cast<int>(d.row_begin), Rows(d)};
+  RunGemv<2>(tile, xs);
+}
+
+__device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, bf16* xs) {
+  const int q_width = p.num_heads * p.head_dim, n0 = TileBegin(d, p.tiles.oproj);
+  const PlainTile tile{p.attn_in,
+                       q_width,
+                       p.layers[d.layer].o_proj,
+                       q_width,
+                       p.attn_out,
+                       p.hidden,
+                       n0,
+                       n0 + p.tiles.oproj,
+                       static_cast<int>(d.k_begin),
+                       static_cast<int>(d.k_end),
+                       static_cast<int>(d.row_begin),
+                       Rows(d),
+                       1.0f,
+                       (d.flags & kFlagAccumulate) != 0};
+  RunGemv<2>(tile, xs);
+}
+
+__device__ inline void OpDenseGateUp(const StepParams& p, const TaskDescriptor& d, bf16* xs) {
+  const LayerParams& layer = p.layers[d.layer];
+  const int i0 = TileBegin(d, p.tiles.dense_up);
+  const GateUpTile tile{
+      p.x_norm,     p.hidden, layer.dense_gate_up,   p.hidden, layer.intermediate,
+      p.ffn_hidden, i0,       i0 + p.tiles.dense_up, nullptr,  static_cast<int>(d.row_begin),
+      Rows(d),      1};
+  RunGemv<2>(tile, xs);
+}
+
+__device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d, bf16* xs) {
+  const LayerParams& layer = p.layers[d.layer];
+  const int n0 = TileBegin(d, p.tiles.dense_down);
+  const PlainTile tile{p.ffn_hidden,
+                       layer.intermediate,
+                       layer.dense_down,
+                       layer.intermediate,
+                       p.ffn_out,
+                       p.hidden,
+                       n0,
+                       n0 + p.tiles.dense_down,
+                       static_cast<int>(d.k_begin),
+                       static_cast<int>(d.k_end),
+                       static_cast<int>(d.row_begin),
+                       Rows(d),
+                       1.0f,
+                       (d.flags & kFlagAccumulate) != 0};
+  RunGemv<2>(tile, xs);
+}
+
+__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, bf16* xs) {
+  const int v0 = TileBegin(d, p.tiles.lm_head);
+  const PlainTile tile{p.x_norm,
+                       p.hidden,
+                       p.lm_head,
+                       p.hidden,
+                       p.logits,
+                       p.vocab,
+                       v0,
+                       v0 + p.tiles.lm_head,
+                       0,
+                       p.hidden,
+                       static_cast<int>(d.row_begin),
+                       Rows(d),
+                       p.logit_scale,
+                       false};
+  RunGemv<2>(tile, xs);
+}
+
+// Weight prefetch of a static GEMM task, before its activation wait.
+__device__ inline void PrefetchTaskWeights(const StepParams& p, const TaskDescriptor& d) {
+  const LayerParams* layer =
+      d.layer < static_cast<uint32_t>(p.num_layers) ? &p.layers[d.layer] : nullptr;
+  const int k0 = static_cast<int>(d.k_begin), kb = static_cast<int>(d.k_end - d.k_begin) * 2;
+  switch (d.opcode) {
+    case kQkv:
+      PrefetchRows(layer->qkv + static_cast<int64_t>(QkvBegin(p, d)) * p.hidden, p.tiles.qkv,
+                   p.hidden, p.hidden * 2);
+      break;
+    case kOProj: {
+      const int q_width = p.num_heads * p.head_dim;
+      PrefetchRows(layer->o_proj + static_cast<int64_t>(TileBegin(d, p.tiles.oproj)) * q_width + k0,
+                   p.tiles.oproj, q_width, kb);
+      break;
+    }
+    case kDenseGateUp: {
+      const int64_t i0 = TileBegin(d, p.tiles.dense_up);
+      PrefetchRows(layer->dense_gate_up + i0 * p.hidden, p.tiles.dense_up, p.hidden, p.hidden * 2);
+      PrefetchRows(layer->dense_gate_up + (layer->intermediate + i0) * p.hidden, p.tiles.dense_up,
+                   p.hidden, p.hidden * 2);
+      break;
+    }
+    case kDenseDown:
+      PrefetchRows(
+          layer->dense_down +
+              static_cast<int64_t>(TileBegin(d, p.tiles.dense_down)) * layer->intermediate + k0,
+          p.tiles.dense_down, layer->intermediate, kb);
+      break;
+    case kRouter:
+      PrefetchRows(
+          layer->router + static_cast<int64_t>(TileBegin(d, p.tiles.router)) * p.hidden + k0,
+          p.tiles.router, p.hidden, kb);
+      break;
+    case kLmHead:
+      PrefetchRows(p.lm_head + static_cast<int64_t>(TileBegin(d, p.tiles.lm_head)) * p.hidden,
+                   p.tiles.lm_head, p.hidden, p.hidden * 2);
+      break;
+    default:
+      break;
+  }
+}
+
+// One claimed expert item: gate/up (down == false) or down of expert item.expert for the bucket
+// rows [bucket_begin, bucket_begin + row_count), output tile item.tile.
+__device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
+                                     const ExpertWorkItem& item, bool down, bf16* xs) {
+  const LayerParams& layer = p.layers[layer_id];
+  const int64_t I = layer.intermediate, H = p.hidden;
+  const int width = down ? p.tiles.expert_down : p.tiles.expert_up;
+  const int out0 = static_cast<int>(item.tile) * width, out1 = out0 + width;
+  const int b0 = static_cast<int>(item.bucket_begin), rows = static_cast<int>(item.row_count);
+  // The whole item's weights to L2 first: the dot loop alone keeps too few bytes in flight.
+  if (!down) {
+    const bf16* gate = layer.experts_gate_up + item.expert * 2 * I * H + out0 * H;
+    PrefetchRows(gate, width, H, static_cast<int>(H) * 2);
+    PrefetchRows(gate + I * H, width, H, static_cast<int>(H) * 2);
+  } else {
+    PrefetchRows(layer.experts_down + item.expert * H * I + out0 * I, width, I,
+                 static_cast<int>(I) * 2);
+  }
+  if (!down) {
+    const GateUpTile tile{p.x_norm, H,    layer.experts_gate_up + item.expert * 2 * I * H,
+                          H,        I,    p.moe_hidden,
+                          out0,     out1, p.bucket_assignment + b0,
+                          b0,       rows, p.top_k};
+    RunGemv<2>(tile, xs);
+  } else {
+    const PlainTile tile{p.moe_hidden,
+                         I,
+                         layer.experts_down + item.expert * H * I,
+                         I,
+                         p.moe_out,
+                         H,
+                         out0,
+                         out1,
+                         0,
+                         static_cast<int>(I),
+                         b0,
+                         rows,
+                         1.0f,
+                         false};
+    RunGemv<2>(tile, xs);
+  }
+}
+
+}  // namespace mkserve::megakernel

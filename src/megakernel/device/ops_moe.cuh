@@ -1,0 +1,202 @@
+// The MoE ops: router logits tiles (fp32 activations, as the layered router reads them), per-row
+// top-k with a slot in each chosen expert's bucket, the per-layer finalize that turns bucket
+// counts into offsets and expert work items, and the claim loop that runs those items.
+#pragma once
+
+#include <climits>
+#include <cmath>
+
+#include "megakernel/device/ops_linear.cuh"
+
+namespace mkserve::megakernel {
+
+inline constexpr int kMaxExperts = 256;
+inline constexpr int kMaxTopK = 16;
+
+// router_logits[row][e] (+)= w[e][k0:k1] . x_norm_f32[row][k0:k1], one warp per expert.
+__device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const LayerParams& layer = p.layers[d.layer];
+  const int k0 = static_cast<int>(d.k_begin), k1 = static_cast<int>(d.k_end);
+  const bool accumulate = (d.flags & kFlagAccumulate) != 0;
+  const int e0 = TileBegin(d, p.tiles.router);
+  for (int e = e0 + warp; e < e0 + p.tiles.router; e += kWorkerWarps) {
+    const bf16* w = layer.router + static_cast<int64_t>(e) * p.hidden;
+    for (int first = d.row_begin; first < static_cast<int>(d.row_end); first += kStageTokens) {
+      const int count = min(kStageTokens, static_cast<int>(d.row_end) - first);
+      float acc[kStageTokens] = {};
+      for (int c = k0 + lane * cuda::kVecElements; c < k1; c += 32 * cuda::kVecElements) {
+        float wf[cuda::kVecElements];
+        cuda::Bf16x8ToFloat(cuda::LoadStreaming(w + c), wf);
+#pragma unroll
+        for (int t = 0; t < kStageTokens; ++t) {
+          if (t >= count) break;
+          const float* x = p.x_norm_f32 + static_cast<int64_t>(first + t) * p.hidden + c;
+          const float4 lo = LoadCgF4(x), hi = LoadCgF4(x + 4);
+          const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[t] = fmaf(wf[i], xv[i], acc[t]);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kStageTokens; ++t) {
+        if (t >= count) break;
+        const float sum = cuda::WarpSum(acc[t]);
+        if (lane == 0) {
+          StoreOut(p.router_logits + static_cast<int64_t>(first + t) * p.num_experts + e, sum,
+                   accumulate);
+        }
+      }
+    }
+  }
+}
+
+// One warp per row: the top k by logit (ties to the lower id), weights as the config says, a
+// slot in each chosen expert's bucket; the row's logits are cleared for the next layer.
+__device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d) {
+  constexpr int kPerLane = kMaxExperts / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  uint32_t* counts = p.expert_counts + static_cast<int64_t>(d.layer) * p.num_experts;
+  for (int row = d.row_begin + warp; row < static_cast<int>(d.row_end); row += kWorkerWarps) {
+    float* logits = p.router_logits + static_cast<int64_t>(row) * p.num_experts;
+    float values[kPerLane];
+    bool taken[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + i * 32;
+      values[i] = e < p.num_experts ? LoadCgF(logits + e) : -INFINITY;
+      taken[i] = false;
+    }
+    float weights_sum = 0.0f, top_logit = 0.0f;
+    float my_weight = 0.0f;  // lane j keeps pick j
+    int my_id = 0;
+    for (int j = 0; j < p.top_k; ++j) {
+      float best = -INFINITY;
+      int best_id = INT_MAX;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + i * 32;
+        if (e < p.num_experts && !taken[i] && (best_id == INT_MAX || values[i] > best)) {
+          best = values[i];
+          best_id = e;
+        }
+      }
+      for (int offset = 16; offset > 0; offset /= 2) {
+        const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+        const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
+        if (other > best || (other == best && other_id < best_id)) {
+          best = other;
+          best_id = other_id;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        if (lane + i * 32 == best_id) taken[i] = true;
+      }
+      if (j == 0) top_logit = best;
+      const float w = p.sigmoid_router ? 1.0f / (1.0f + expf(-best)) : expf(best - top_logit);
+      weights_sum += w;
+      if (lane == j) {
+        my_weight = w;
+        my_id = best_id;
+      }
+    }
+    const bool divide = !p.sigmoid_router || p.renormalize;
+    if (lane < p.top_k) {  // the k bucket slots are taken concurrently, one lane each
+      const int a = row * p.top_k + lane;
+      p.topk_ids[a] = my_id;
+      p.topk_weights[a] = divide ? my_weight / weights_sum : my_weight;
+      p.topk_slot[a] = static_cast<int32_t>(atomicAdd(counts + my_id, 1u));
+      if (p.routing != nullptr) {
+        p.routing[(static_cast<int64_t>(d.layer) * p.batch + row) * p.top_k + lane] = my_id;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + i * 32;
+      if (e < p.num_experts) logits[e] = 0.0f;
+    }
+  }
+}
+
+struct FinalizeSmem {
+  int32_t counts[kMaxExperts];
+  int32_t offsets[kMaxExperts + 1];
+  int32_t first_block[kMaxExperts + 1];
+};
+
+// Bucket offsets, the bucket's assignment table, and the gate/up and down item queues, in the
+// order and with the counter units of the schedule's ExpertItemsForRouting (the queues are sized
+// for the most blocks any routing can occupy, so they never overflow).
+__device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& d,
+                                     FinalizeSmem& s) {
+  const uint32_t* counts = p.expert_counts + static_cast<int64_t>(d.layer) * p.num_experts;
+  const int rows_per_block = static_cast<int>(d.arg[kArgTileRows]);
+  const int up_tiles = static_cast<int>(d.arg[kArgTiles]);
+  const int down_tiles = static_cast<int>(d.arg[kArgTiles2]);
+  const uint32_t blocks_per_expert = (p.batch + rows_per_block - 1) / rows_per_block;
+  for (int e = threadIdx.x; e < p.num_experts; e += kWorkerThreads) {
+    s.counts[e] = static_cast<int32_t>(LoadCgU(counts + e));  // all loads in flight at once
+  }
+  WorkerSync();
+  if (threadIdx.x == 0) {
+    int offset = 0, blocks = 0;
+    for (int e = 0; e < p.num_experts; ++e) {
+      const int c = s.counts[e];
+      s.offsets[e] = offset;
+      s.first_block[e] = blocks;
+      offset += c;
+      blocks += (c + rows_per_block - 1) / rows_per_block;
+    }
+    s.offsets[p.num_experts] = offset;
+    s.first_block[p.num_experts] = blocks;
+  }
+  WorkerSync();
+  for (int e = threadIdx.x; e <= p.num_experts; e += kWorkerThreads) {
+    p.bucket_offsets[e] = s.offsets[e];
+  }
+  for (int a = threadIdx.x; a < p.batch * p.top_k; a += kWorkerThreads) {
+    const int e = LoadCgI(p.topk_ids + a);
+    p.bucket_assignment[s.offsets[e] + LoadCgI(p.topk_slot + a)] = a;
+  }
+  const uint32_t up_queue = d.arg[kArgQueue], down_queue = d.arg[kArgQueue2];
+  ExpertWorkItem* up = p.expert_items + p.queue_offsets[up_queue];
+  ExpertWorkItem* down = p.expert_items + p.queue_offsets[down_queue];
+  const int total_blocks = s.first_block[p.num_experts];
+  for (int i = threadIdx.x; i < total_blocks * max(up_tiles, down_tiles); i += kWorkerThreads) {
+    const int block = i / max(up_tiles, down_tiles), tile = i % max(up_tiles, down_tiles);
+    int e = 0;  // the expert owning global row block `block`
+    while (s.first_block[e + 1] <= block) ++e;
+    const int rb = block - s.first_block[e];
+    const int count = s.counts[e];
+    ExpertWorkItem item{};
+    item.expert = e;
+    item.row_block = rb;
+    item.tile = tile;
+    item.bucket_begin = s.offsets[e] + rb * rows_per_block;
+    item.row_count = min(rows_per_block, count - rb * rows_per_block);
+    item.arrive_weight = 1;
+    const uint32_t unit = e * blocks_per_expert + rb;
+    if (tile < up_tiles) {
+      ExpertWorkItem u = item;
+      u.wait_unit = kNoCounter;
+      u.signal_unit = unit;
+      u.signal_count = 1;
+      up[block * up_tiles + tile] = u;
+    }
+    if (tile < down_tiles) {
+      ExpertWorkItem dn = item;
+      dn.wait_unit = unit;
+      dn.wait_target = up_tiles;
+      dn.signal_unit = 0;  // down items signal per routed row
+      dn.signal_count = item.row_count;
+      down[block * down_tiles + tile] = dn;
+    }
+  }
+  if (threadIdx.x == 0) {
+    p.queue_counts[up_queue] = total_blocks * up_tiles;
+    p.queue_counts[down_queue] = total_blocks * down_tiles;
+  }
+}
+
+}  // namespace mkserve::megakernel

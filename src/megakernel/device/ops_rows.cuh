@@ -1,0 +1,148 @@
+// Per-row ops: kEmbed (residual = embedding row, then layer 0's input norm), kJoin (residual +=
+// attn_out + ffn_out, then the next norm) and kMoeCombine (ffn_out = the row's weighted expert
+// outputs). RMSNorm in fp32 as the layered AddNorm computes it. The join zeroes the attn_out and
+// ffn_out rows it consumed, so the next layer's split-K adds start from zero again.
+#pragma once
+
+#include "megakernel/device/sync.cuh"
+
+namespace mkserve::megakernel {
+
+struct RowScratch {
+  float warp_sums[kWorkerWarps];
+};
+
+__device__ inline float WorkerSum(float v, RowScratch& s) {
+  v = cuda::WarpSum(v);
+  WorkerSync();  // a previous call may still read warp_sums
+  if (threadIdx.x % 32 == 0) s.warp_sums[threadIdx.x / 32] = v;
+  WorkerSync();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWorkerWarps; ++w) total += s.warp_sums[w];
+  return total;
+}
+
+// A row of `hidden` floats in registers: thread t holds float4 chunks t, t + 256, ... (hidden is
+// a multiple of 8 up to 4096, the decoder checks), so every load of the row is in flight at once.
+inline constexpr int kRowChunks = 4;
+
+__device__ inline bool ChunkLive(const StepParams& p, int j) {
+  return (threadIdx.x + j * kWorkerThreads) * 4 < p.hidden;
+}
+__device__ inline int64_t ChunkAt(int j) { return (threadIdx.x + j * kWorkerThreads) * 4; }
+
+// x_norm[row] = RMSNorm(v) * gamma, bf16 and fp32 (the router's input); v is the row's residual.
+__device__ inline void NormRow(const StepParams& p, int row, const bf16* gamma,
+                               const float4 (&v)[kRowChunks], RowScratch& s) {
+  float squares = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kRowChunks; ++j) {
+    if (ChunkLive(p, j)) {
+      squares += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+    }
+  }
+  const float inv = rsqrtf(WorkerSum(squares, s) / static_cast<float>(p.hidden) + p.norm_eps);
+  const int64_t base = static_cast<int64_t>(row) * p.hidden;
+#pragma unroll
+  for (int j = 0; j < kRowChunks; ++j) {
+    if (!ChunkLive(p, j)) continue;
+    const int64_t i = ChunkAt(j);
+    const uint2 g = *reinterpret_cast<const uint2*>(gamma + i);
+    const float2 g01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g.x));
+    const float2 g23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g.y));
+    const float4 y = make_float4(v[j].x * inv * g01.x, v[j].y * inv * g01.y, v[j].z * inv * g23.x,
+                                 v[j].w * inv * g23.y);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(y.x, y.y), hi = __floats2bfloat162_rn(y.z, y.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(p.x_norm + base + i) = packed;
+    *reinterpret_cast<float4*>(p.x_norm_f32 + base + i) = y;
+  }
+}
+
+__device__ inline void OpEmbed(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
+  for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
+    const bf16* e = p.embed + static_cast<int64_t>(p.token_ids[row]) * p.hidden;
+    float* x = p.residual + static_cast<int64_t>(row) * p.hidden;
+    float4 v[kRowChunks] = {};
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j) {
+      if (!ChunkLive(p, j)) continue;
+      const uint2 raw = *reinterpret_cast<const uint2*>(e + ChunkAt(j));
+      const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+      v[j] = make_float4(a.x, a.y, b.x, b.y);
+      *reinterpret_cast<float4*>(x + ChunkAt(j)) = v[j];
+    }
+    NormRow(p, row, p.layers[0].input_norm, v, s);
+  }
+}
+
+__device__ inline void OpJoin(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
+  const bf16* gamma =
+      (d.flags & kFlagFinalNorm) != 0 ? p.final_norm : p.layers[d.layer + 1].input_norm;
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
+    const int64_t base = static_cast<int64_t>(row) * p.hidden;
+    float4 v[kRowChunks] = {};
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j) {
+      if (!ChunkLive(p, j)) continue;
+      // The residual row was last written by whichever SM ran the previous join of this row.
+      const int64_t i = base + ChunkAt(j);
+      const float4 r = LoadCgF4(p.residual + i), a = LoadCgF4(p.attn_out + i);
+      const float4 f = LoadCgF4(p.ffn_out + i);
+      v[j] = make_float4(r.x + a.x + f.x, r.y + a.y + f.y, r.z + a.z + f.z, r.w + a.w + f.w);
+    }
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j) {
+      if (!ChunkLive(p, j)) continue;
+      const int64_t i = base + ChunkAt(j);
+      *reinterpret_cast<float4*>(p.residual + i) = v[j];
+      *reinterpret_cast<float4*>(p.attn_out + i) = zero;
+      *reinterpret_cast<float4*>(p.ffn_out + i) = zero;
+    }
+    NormRow(p, row, gamma, v, s);
+  }
+}
+
+// Bucket position of the row's j-th expert (kTopK's slot, kMoeFinalize's offsets).
+__device__ inline int BucketPosition(const StepParams& p, int row, int j) {
+  const int a = row * p.top_k + j;
+  return LoadCgI(p.bucket_offsets + LoadCgI(p.topk_ids + a)) + LoadCgI(p.topk_slot + a);
+}
+
+__device__ inline void OpMoeCombine(const StepParams& p, const TaskDescriptor& d) {
+  constexpr int kMaxTopK = 16;
+  for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
+    int position[kMaxTopK];
+    float weight[kMaxTopK];
+    for (int j = 0; j < p.top_k; ++j) {
+      position[j] = BucketPosition(p, row, j);
+      weight[j] = LoadCgF(p.topk_weights + row * p.top_k + j);
+    }
+    float4 sum[kRowChunks] = {};
+#pragma unroll 4
+    for (int j = 0; j < p.top_k; ++j) {  // the chunks of every expert row in flight together
+      const float* src = p.moe_out + static_cast<int64_t>(position[j]) * p.hidden;
+#pragma unroll
+      for (int c = 0; c < kRowChunks; ++c) {
+        if (!ChunkLive(p, c)) continue;
+        const float4 a = LoadCgF4(src + ChunkAt(c));
+        sum[c] = make_float4(fmaf(weight[j], a.x, sum[c].x), fmaf(weight[j], a.y, sum[c].y),
+                             fmaf(weight[j], a.z, sum[c].z), fmaf(weight[j], a.w, sum[c].w));
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kRowChunks; ++c) {
+      if (ChunkLive(p, c)) {
+        *reinterpret_cast<float4*>(p.ffn_out + static_cast<int64_t>(row) * p.hidden + ChunkAt(c)) =
+            sum[c];
+      }
+    }
+  }
+}
+
+}  // namespace mkserve::megakernel

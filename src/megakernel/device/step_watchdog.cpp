@@ -1,0 +1,76 @@
+#include "megakernel/device/step_watchdog.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/cuda/core/cuda_check.h"
+#include "engine/backend_error.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+constexpr auto kAbortGrace = std::chrono::seconds(5);
+constexpr auto kPollInterval = std::chrono::microseconds(20);
+constexpr int kCountersReported = 8;
+
+// True when `done` completed before `until`.
+bool CompletesBy(cudaEvent_t done, std::chrono::steady_clock::time_point until) {
+  for (;;) {
+    const cudaError_t status = cudaEventQuery(done);
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) MKSERVE_CUDA_CHECK(status);
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+}  // namespace
+
+StepWatchdog::StepWatchdog() {
+  MKSERVE_CUDA_CHECK(
+      cudaHostAlloc(reinterpret_cast<void**>(&host_flag_), sizeof(uint32_t), cudaHostAllocMapped));
+  *host_flag_ = 0;
+  void* device = nullptr;
+  MKSERVE_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_flag_, 0));
+  device_flag_ = static_cast<const volatile uint32_t*>(device);
+  MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&diagnostics_, cudaStreamNonBlocking));
+}
+
+StepWatchdog::~StepWatchdog() {
+  if (diagnostics_ != nullptr) cudaStreamDestroy(diagnostics_);
+  if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
+}
+
+void StepWatchdog::Arm() { *const_cast<volatile uint32_t*>(host_flag_) = 0; }
+
+void StepWatchdog::Wait(cudaEvent_t done, std::chrono::milliseconds timeout,
+                        const uint32_t* counters, std::span<const CounterInfo> infos,
+                        const std::string& step) const {
+  if (CompletesBy(done, std::chrono::steady_clock::now() + timeout)) return;
+  *const_cast<volatile uint32_t*>(host_flag_) = 1;
+  std::string report;
+  if (CompletesBy(done, std::chrono::steady_clock::now() + kAbortGrace)) {
+    std::vector<uint32_t> values(infos.size());
+    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(values.data(), counters, values.size() * sizeof(uint32_t),
+                                       cudaMemcpyDeviceToHost, diagnostics_));
+    MKSERVE_CUDA_CHECK(cudaStreamSynchronize(diagnostics_));
+    int short_counters = 0;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      const CounterInfo& c = infos[i];
+      if (values[i] >= c.expected_arrivals || (c.fed_by_claims && values[i] == 0)) continue;
+      if (short_counters++ < kCountersReported) {
+        report += "\n  counter " + std::to_string(i) + " (" + std::string(WaveName(c.producer)) +
+                  " of layer " + std::to_string(c.layer) + ", unit " + std::to_string(c.unit) +
+                  "): " + std::to_string(values[i]) + " of " + std::to_string(c.expected_arrivals);
+      }
+    }
+    report = std::to_string(short_counters) + " counters short of their arrivals" + report;
+  } else {
+    report = "the kernel did not stop after the abort flag; restart the process";
+  }
+  throw BackendFatalError(step + " did not finish within " + std::to_string(timeout.count()) +
+                          " ms; " + report);
+}
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,484 @@
+#include "megakernel/schedule/schedule_builder.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "common/error.h"
+#include "engine/kv_layout.h"
+#include "megakernel/schedule/work_queues.h"
+
+namespace mkserve::megakernel {
+
+namespace {
+
+constexpr int kWaveCount = static_cast<int>(Wave::kCount);
+
+struct PendingTask {
+  TaskDescriptor task;
+  double cost = 0;  // estimated bytes streamed, for kLeastLoaded placement
+};
+
+using WaveTasks = std::array<std::vector<PendingTask>, kWaveCount>;
+
+class CounterTable {
+ public:
+  // A group of `units` counters of one producer wave and layer; returns the first id.
+  uint32_t Add(Wave producer, int32_t layer, int64_t units, uint32_t expected_arrivals,
+               bool fed_by_claims = false) {
+    const uint32_t base = static_cast<uint32_t>(counters_.size());
+    for (int64_t unit = 0; unit < units; ++unit) {
+      counters_.push_back(CounterInfo{producer, layer, static_cast<uint32_t>(unit),
+                                      expected_arrivals, fed_by_claims});
+    }
+    return base;
+  }
+  std::vector<CounterInfo> Take() { return std::move(counters_); }
+
+ private:
+  std::vector<CounterInfo> counters_;
+};
+
+TaskDescriptor NewTask(Opcode opcode, int64_t layer) {
+  TaskDescriptor task{};
+  task.opcode = opcode;
+  task.layer = static_cast<uint32_t>(layer);
+  task.wait0_counter = task.wait1_counter = task.signal_counter = kNoCounter;
+  return task;
+}
+
+void SetRows(TaskDescriptor& task, int64_t begin, int64_t end) {
+  task.row_begin = static_cast<uint32_t>(begin);
+  task.row_end = static_cast<uint32_t>(end);
+}
+
+// A static GEMM tile: index `tile`, output features [begin, begin + width).
+void SetTile(TaskDescriptor& task, int64_t tile, int64_t begin, int64_t width) {
+  task.tile = static_cast<uint32_t>(tile);
+  task.arg[kArgOutBegin] = static_cast<uint32_t>(begin);
+  task.arg[kArgOutEnd] = static_cast<uint32_t>(begin + width);
+}
+
+void SetWait(TaskDescriptor& task, int which, uint32_t counter, uint32_t target) {
+  (which == 0 ? task.wait0_counter : task.wait1_counter) = counter;
+  (which == 0 ? task.wait0_target : task.wait1_target) = target;
+}
+
+// Builds the waves of one step; the counters a wave waits on are allocated before its tasks.
+class Builder {
+ public:
+  Builder(const ModelConfig& config, int64_t batch, const ContextBucket& bucket, int64_t num_sms,
+          const TileShapes& tiles)
+      : config_(config), batch_(batch), bucket_(bucket), num_sms_(num_sms), tiles_(tiles) {
+    row_groups_ = (batch_ + tiles_.row_tile - 1) / tiles_.row_tile;
+    heads_per_group_ = config_.num_heads / config_.num_kv_heads;
+  }
+
+  Schedule Build(const SchedulePolicy& policy) {
+    Schedule schedule;
+    schedule.batch = batch_;
+    schedule.bucket = bucket_;
+    schedule.num_sms = num_sms_;
+    schedule.tiles = tiles_;
+    schedule.sm_tasks.resize(num_sms_);
+    placement_ = policy.placement;
+    sm_cost_.assign(num_sms_, 0.0);
+
+    // Embedding (and layer 0's input norm) opens the step.
+    const uint32_t embed_done = counters_.Add(Wave::kEmbed, 0, 1, row_groups_);
+    std::vector<PendingTask> embed;
+    for (int64_t g = 0; g < row_groups_; ++g) {
+      TaskDescriptor task = NewTask(kEmbed, 0);
+      SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
+      task.signal_counter = embed_done;
+      embed.push_back({task, 2.0 * config_.hidden_size * tiles_.row_tile});
+    }
+    Emit(schedule, embed);
+
+    uint32_t input_counter = embed_done;
+    uint32_t input_target = static_cast<uint32_t>(row_groups_);
+    for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+      WaveTasks waves;
+      const uint32_t join_done = BuildLayer(layer, input_counter, input_target, waves);
+      for (Wave wave : policy.layer_waves) Emit(schedule, waves[static_cast<int>(wave)]);
+      input_counter = join_done;
+      input_target = static_cast<uint32_t>(row_groups_);
+    }
+
+    const int64_t final_layer = config_.num_layers;
+    const int64_t lm_tiles = config_.vocab_size / tiles_.lm_head_tile;
+    const uint32_t lm_done = policy.include_sampling
+                                 ? counters_.Add(Wave::kLmHead, static_cast<int32_t>(final_layer),
+                                                 1, static_cast<uint32_t>(lm_tiles))
+                                 : kNoCounter;
+    std::vector<PendingTask> lm_head;
+    for (int64_t tile = 0; tile < lm_tiles; ++tile) {
+      TaskDescriptor task = NewTask(kLmHead, final_layer);
+      SetTile(task, tile, tile * tiles_.lm_head_tile, tiles_.lm_head_tile);
+      task.k_end = static_cast<uint32_t>(config_.hidden_size);
+      SetRows(task, 0, batch_);
+      SetWait(task, 0, input_counter, input_target);
+      task.signal_counter = lm_done;
+      lm_head.push_back({task, 2.0 * tiles_.lm_head_tile * config_.hidden_size});
+    }
+    Emit(schedule, lm_head);
+    if (policy.include_sampling) {
+      std::vector<PendingTask> sample;
+      for (int64_t g = 0; g < row_groups_; ++g) {
+        TaskDescriptor task = NewTask(kSample, final_layer);
+        SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
+        SetWait(task, 0, lm_done, static_cast<uint32_t>(lm_tiles));
+        sample.push_back({task, 4.0 * config_.vocab_size * tiles_.row_tile});
+      }
+      Emit(schedule, sample);
+    }
+
+    schedule.counters = counters_.Take();
+    schedule.queues = std::move(queues_);
+    const uint64_t rows = static_cast<uint64_t>(batch_);
+    schedule.zero_before_step = {
+        {kScratchAttnOut, rows * config_.hidden_size * sizeof(float)},
+        {kScratchFfnOut, rows * config_.hidden_size * sizeof(float)},
+        {kScratchRouterLogits, rows * config_.num_experts * sizeof(float)},
+        {kScratchExpertCounts,
+         static_cast<uint64_t>(config_.num_layers * config_.num_experts) * sizeof(uint32_t)},
+        {kScratchQueueHeads, schedule.queues.size() * sizeof(uint32_t)},
+    };
+    return schedule;
+  }
+
+ private:
+  // Fills `waves` with layer `layer`'s tasks, whose input is ready when input_counter reaches
+  // input_target. Returns the counter of the layer's join.
+  uint32_t BuildLayer(int64_t layer, uint32_t input_counter, uint32_t input_target,
+                      WaveTasks& waves) {
+    const LayerSpec& spec = config_.layers[layer];
+    const int32_t l = static_cast<int32_t>(layer);
+    const int64_t kv_heads = config_.num_kv_heads;
+    const int64_t head_dim = config_.head_dim;
+    const int64_t hidden = config_.hidden_size;
+    auto wave = [&](Wave w) -> std::vector<PendingTask>& { return waves[static_cast<int>(w)]; };
+
+    // QKV: tiles of KV head h signal qkv_done[h].
+    const uint32_t qkv_per_head = QkvTilesPerKvHead(config_, tiles_);
+    const uint32_t qkv_done = counters_.Add(Wave::kQkv, l, kv_heads, qkv_per_head);
+    const int64_t part_width[3] = {config_.q_width(), config_.kv_width(), config_.kv_width()};
+    const int64_t part_offset[3] = {0, config_.q_width(), config_.q_width() + config_.kv_width()};
+    for (uint32_t part = 0; part < 3; ++part) {
+      for (int64_t tile = 0; tile < part_width[part] / tiles_.qkv_tile; ++tile) {
+        const int64_t head = tile * tiles_.qkv_tile / head_dim;
+        const int64_t kv_head = part == 0 ? head / heads_per_group_ : head;
+        TaskDescriptor task = NewTask(kQkv, layer);
+        SetTile(task, tile, part_offset[part] + tile * tiles_.qkv_tile, tiles_.qkv_tile);
+        task.k_end = static_cast<uint32_t>(hidden);
+        SetRows(task, 0, batch_);
+        SetWait(task, 0, input_counter, input_target);
+        task.signal_counter = qkv_done + static_cast<uint32_t>(kv_head);
+        task.flags = spec.uses_rope ? uint32_t{kFlagRope} : 0u;
+        task.arg[kArgQkvPart] = part;
+        task.arg[kArgKvHead] = static_cast<uint32_t>(kv_head);
+        wave(Wave::kQkv).push_back({task, 2.0 * tiles_.qkv_tile * hidden});
+      }
+    }
+
+    // Attention: heads_done[h] is reached when every row's output of KV head h is in attn_in.
+    // Attention writes split slots and the combine of (row, KV head) merges them into attn_in;
+    // a sliding layer with one split writes attn_in directly and has no combine. heads_done[h] is
+    // reached when every row's output of KV head h is in attn_in.
+    const bool sliding = spec.attention == AttentionKind::kSliding;
+    const int64_t slots = sliding ? tiles_.sliding_splits : tiles_.full_split_slots;
+    const bool combine = !sliding || slots > 1;
+    const uint32_t heads_done = counters_.Add(combine ? Wave::kAttentionCombine : Wave::kAttention,
+                                              l, kv_heads, static_cast<uint32_t>(batch_));
+    const uint32_t split_done = combine ? counters_.Add(Wave::kAttention, l, batch_ * kv_heads,
+                                                        static_cast<uint32_t>(slots), !sliding)
+                                        : kNoCounter;
+    const double page_bytes = 2.0 * 2.0 * kBlockTokens * head_dim;  // K and V, bf16
+    if (sliding) {
+      // Split s of S takes its share of the row's live window pages (the device cuts it).
+      for (int64_t row = 0; row < batch_; ++row) {
+        for (int64_t head = 0; head < kv_heads; ++head) {
+          for (int64_t split = 0; split < slots; ++split) {
+            TaskDescriptor task = NewTask(kAttention, layer);
+            SetRows(task, row, row + 1);
+            task.split = static_cast<uint32_t>(split);
+            SetWait(task, 0, qkv_done + static_cast<uint32_t>(head), qkv_per_head);
+            task.signal_counter = combine
+                                      ? split_done + static_cast<uint32_t>(row * kv_heads + head)
+                                      : heads_done + static_cast<uint32_t>(head);
+            task.flags = kFlagSliding;
+            task.arg[kArgKvHead] = static_cast<uint32_t>(head);
+            task.arg[kArgWindow] = static_cast<uint32_t>(spec.window_tokens);
+            task.arg[kArgSplits] = static_cast<uint32_t>(slots);
+            wave(Wave::kAttention)
+                .push_back({task, page_bytes * bucket_.max_sliding_pages / slots});
+          }
+        }
+      }
+    } else {
+      const uint32_t queue =
+          AddQueue(QueueKind::kAttention, l, AttentionQueueCapacity(config_, batch_, tiles_));
+      const double share = page_bytes * bucket_.max_full_pages * batch_ * kv_heads /
+                           static_cast<double>(tiles_.attention_claimers);
+      for (int64_t c = 0; c < tiles_.attention_claimers; ++c) {
+        TaskDescriptor task = NewTask(kAttentionClaim, layer);
+        SetRows(task, 0, batch_);
+        task.arg[kArgQueue] = queue;
+        task.arg[kArgItemWaitBase] = qkv_done;
+        task.arg[kArgItemSignalBase] = split_done;
+        task.arg[kArgSplits] = static_cast<uint32_t>(slots);
+        wave(Wave::kAttention).push_back({task, share});
+      }
+    }
+    for (int64_t row = 0; combine && row < batch_; ++row) {
+      for (int64_t head = 0; head < kv_heads; ++head) {
+        TaskDescriptor task = NewTask(kAttentionCombine, layer);
+        SetRows(task, row, row + 1);
+        SetWait(task, 0, split_done + static_cast<uint32_t>(row * kv_heads + head),
+                static_cast<uint32_t>(slots));
+        task.signal_counter = heads_done + static_cast<uint32_t>(head);
+        task.flags = sliding ? uint32_t{kFlagSliding} : 0u;
+        task.arg[kArgKvHead] = static_cast<uint32_t>(head);
+        task.arg[kArgWindow] = sliding ? static_cast<uint32_t>(spec.window_tokens) : 0;
+        task.arg[kArgSplits] = static_cast<uint32_t>(slots);
+        wave(Wave::kAttentionCombine).push_back({task, 4.0 * slots * heads_per_group_ * head_dim});
+      }
+    }
+
+    // O-proj: split s = KV head s (the query heads it reads), waits only for that head.
+    const int64_t oproj_tiles = hidden / tiles_.oproj_tile;
+    const uint32_t oproj_done =
+        counters_.Add(Wave::kOProj, l, 1, static_cast<uint32_t>(oproj_tiles * kv_heads));
+    const int64_t group_width = heads_per_group_ * head_dim;
+    for (int64_t tile = 0; tile < oproj_tiles; ++tile) {
+      for (int64_t head = 0; head < kv_heads; ++head) {
+        TaskDescriptor task = NewTask(kOProj, layer);
+        SetTile(task, tile, tile * tiles_.oproj_tile, tiles_.oproj_tile);
+        task.split = static_cast<uint32_t>(head);
+        task.k_begin = static_cast<uint32_t>(head * group_width);
+        task.k_end = static_cast<uint32_t>((head + 1) * group_width);
+        SetRows(task, 0, batch_);
+        SetWait(task, 0, heads_done + static_cast<uint32_t>(head), static_cast<uint32_t>(batch_));
+        task.signal_counter = oproj_done;
+        task.flags = kFlagAccumulate;
+        wave(Wave::kOProj).push_back({task, 2.0 * tiles_.oproj_tile * group_width});
+      }
+    }
+
+    const uint32_t ffn_done = spec.ffn == FfnKind::kDense
+                                  ? BuildDense(layer, input_counter, input_target, waves)
+                                  : BuildMoe(layer, input_counter, input_target, waves);
+    const uint32_t ffn_target =
+        spec.ffn == FfnKind::kDense
+            ? static_cast<uint32_t>(hidden / tiles_.dense_down_tile * tiles_.dense_down_splits)
+            : static_cast<uint32_t>(batch_);
+
+    // Join: residual += attn_out + ffn_out, then the next layer's (or the final) norm.
+    const uint32_t join_done = counters_.Add(Wave::kJoin, l, 1, static_cast<uint32_t>(row_groups_));
+    for (int64_t g = 0; g < row_groups_; ++g) {
+      TaskDescriptor task = NewTask(kJoin, layer);
+      SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
+      SetWait(task, 0, oproj_done, static_cast<uint32_t>(oproj_tiles * kv_heads));
+      SetWait(task, 1, ffn_done, ffn_target);
+      task.signal_counter = join_done;
+      task.flags = layer + 1 == config_.num_layers ? uint32_t{kFlagFinalNorm} : 0u;
+      wave(Wave::kJoin).push_back({task, 4.0 * 4.0 * hidden * tiles_.row_tile});
+    }
+    return join_done;
+  }
+
+  // Layer-0 style dense SwiGLU; returns the counter ffn_out is complete on.
+  uint32_t BuildDense(int64_t layer, uint32_t input_counter, uint32_t input_target,
+                      WaveTasks& waves) {
+    const int32_t l = static_cast<int32_t>(layer);
+    const int64_t width = config_.layers[layer].ffn_intermediate_size;
+    const int64_t hidden = config_.hidden_size;
+    const int64_t up_tiles = width / tiles_.dense_up_tile;
+    const int64_t splits = tiles_.dense_down_splits;
+    const int64_t tiles_per_split = up_tiles / splits;
+    const uint32_t hidden_done =
+        counters_.Add(Wave::kDenseGateUp, l, splits, static_cast<uint32_t>(tiles_per_split));
+    for (int64_t tile = 0; tile < up_tiles; ++tile) {
+      TaskDescriptor task = NewTask(kDenseGateUp, layer);
+      SetTile(task, tile, tile * tiles_.dense_up_tile, tiles_.dense_up_tile);
+      task.k_end = static_cast<uint32_t>(hidden);
+      SetRows(task, 0, batch_);
+      SetWait(task, 0, input_counter, input_target);
+      task.signal_counter = hidden_done + static_cast<uint32_t>(tile / tiles_per_split);
+      waves[static_cast<int>(Wave::kDenseGateUp)].push_back(
+          {task, 2.0 * 2.0 * tiles_.dense_up_tile * hidden});
+    }
+    const int64_t down_tiles = hidden / tiles_.dense_down_tile;
+    const uint32_t ffn_done =
+        counters_.Add(Wave::kDenseDown, l, 1, static_cast<uint32_t>(down_tiles * splits));
+    const int64_t split_width = tiles_per_split * tiles_.dense_up_tile;
+    for (int64_t tile = 0; tile < down_tiles; ++tile) {
+      for (int64_t split = 0; split < splits; ++split) {
+        TaskDescriptor task = NewTask(kDenseDown, layer);
+        SetTile(task, tile, tile * tiles_.dense_down_tile, tiles_.dense_down_tile);
+        task.split = static_cast<uint32_t>(split);
+        task.k_begin = static_cast<uint32_t>(split * split_width);
+        task.k_end = static_cast<uint32_t>((split + 1) * split_width);
+        SetRows(task, 0, batch_);
+        SetWait(task, 0, hidden_done + static_cast<uint32_t>(split),
+                static_cast<uint32_t>(tiles_per_split));
+        task.signal_counter = ffn_done;
+        task.flags = kFlagAccumulate;
+        waves[static_cast<int>(Wave::kDenseDown)].push_back(
+            {task, 2.0 * tiles_.dense_down_tile * split_width});
+      }
+    }
+    return ffn_done;
+  }
+
+  // Router -> top-k -> finalize -> claimed expert gate/up and down -> per-row combine; returns the
+  // counter ffn_out is complete on (one arrival per row).
+  uint32_t BuildMoe(int64_t layer, uint32_t input_counter, uint32_t input_target,
+                    WaveTasks& waves) {
+    const int32_t l = static_cast<int32_t>(layer);
+    const int64_t hidden = config_.hidden_size;
+    auto wave = [&](Wave w) -> std::vector<PendingTask>& { return waves[static_cast<int>(w)]; };
+
+    const int64_t router_tiles = config_.num_experts / tiles_.router_tile;
+    const int64_t router_splits = tiles_.router_splits;
+    const uint32_t router_done =
+        counters_.Add(Wave::kRouter, l, 1, static_cast<uint32_t>(router_tiles * router_splits));
+    const int64_t split_width = hidden / router_splits;
+    for (int64_t tile = 0; tile < router_tiles; ++tile) {
+      for (int64_t split = 0; split < router_splits; ++split) {
+        TaskDescriptor task = NewTask(kRouter, layer);
+        SetTile(task, tile, tile * tiles_.router_tile, tiles_.router_tile);
+        task.split = static_cast<uint32_t>(split);
+        task.k_begin = static_cast<uint32_t>(split * split_width);
+        task.k_end = static_cast<uint32_t>((split + 1) * split_width);
+        SetRows(task, 0, batch_);
+        SetWait(task, 0, input_counter, input_target);
+        task.signal_counter = router_done;
+        task.flags = kFlagAccumulate;
+        wave(Wave::kRouter).push_back({task, 2.0 * tiles_.router_tile * split_width});
+      }
+    }
+
+    const uint32_t topk_done = counters_.Add(Wave::kTopK, l, 1, static_cast<uint32_t>(row_groups_));
+    for (int64_t g = 0; g < row_groups_; ++g) {
+      TaskDescriptor task = NewTask(kTopK, layer);
+      SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
+      SetWait(task, 0, router_done, static_cast<uint32_t>(router_tiles * router_splits));
+      task.signal_counter = topk_done;
+      wave(Wave::kTopK).push_back({task, 4.0 * config_.num_experts * tiles_.row_tile});
+    }
+
+    const uint32_t up_tiles = ExpertGateUpTiles(config_, tiles_);
+    const uint32_t down_tiles = ExpertDownTiles(config_, tiles_);
+    const uint32_t max_blocks = MaxExpertBlocks(config_, batch_, tiles_);
+    const uint32_t gate_up_queue = AddQueue(QueueKind::kExpertGateUp, l, max_blocks * up_tiles);
+    const uint32_t down_queue = AddQueue(QueueKind::kExpertDown, l, max_blocks * down_tiles);
+
+    const uint32_t finalize_done = counters_.Add(Wave::kMoeFinalize, l, 1, 1);
+    TaskDescriptor finalize = NewTask(kMoeFinalize, layer);
+    SetRows(finalize, 0, batch_);
+    SetWait(finalize, 0, topk_done, static_cast<uint32_t>(row_groups_));
+    finalize.signal_counter = finalize_done;
+    finalize.arg[kArgQueue] = gate_up_queue;
+    finalize.arg[kArgQueue2] = down_queue;
+    finalize.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
+    finalize.arg[kArgTiles] = up_tiles;
+    finalize.arg[kArgTiles2] = down_tiles;
+    wave(Wave::kMoeFinalize).push_back({finalize, 4.0 * config_.num_experts});
+
+    const uint32_t blocks = ExpertRowBlocks(batch_, tiles_);
+    const uint32_t up_done = counters_.Add(
+        Wave::kExpertGateUp, l, static_cast<int64_t>(config_.num_experts) * blocks, up_tiles, true);
+    const uint32_t rows_done =
+        counters_.Add(Wave::kExpertDown, l, batch_,
+                      static_cast<uint32_t>(config_.num_experts_per_token) * down_tiles, true);
+    const double expert_bytes = 2.0 * 3.0 * config_.expert_intermediate_size * hidden;
+    const double claim_share =
+        expert_bytes *
+        std::min<int64_t>(config_.num_experts, batch_ * config_.num_experts_per_token) /
+        static_cast<double>(tiles_.expert_claimers);
+    for (int64_t c = 0; c < tiles_.expert_claimers; ++c) {
+      TaskDescriptor task = NewTask(kExpertGateUpClaim, layer);
+      SetRows(task, 0, batch_);
+      SetWait(task, 0, finalize_done, 1);
+      task.arg[kArgQueue] = gate_up_queue;
+      task.arg[kArgItemWaitBase] = kNoCounter;
+      task.arg[kArgItemSignalBase] = up_done;
+      task.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
+      wave(Wave::kExpertGateUp).push_back({task, claim_share * 2.0 / 3.0});
+    }
+    for (int64_t c = 0; c < tiles_.expert_claimers; ++c) {
+      TaskDescriptor task = NewTask(kExpertDownClaim, layer);
+      SetRows(task, 0, batch_);
+      SetWait(task, 0, finalize_done, 1);
+      task.arg[kArgQueue] = down_queue;
+      task.arg[kArgItemWaitBase] = up_done;
+      task.arg[kArgItemSignalBase] = rows_done;
+      task.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
+      wave(Wave::kExpertDown).push_back({task, claim_share / 3.0});
+    }
+
+    const uint32_t ffn_done = counters_.Add(Wave::kMoeCombine, l, 1, static_cast<uint32_t>(batch_));
+    for (int64_t row = 0; row < batch_; ++row) {
+      TaskDescriptor task = NewTask(kMoeCombine, layer);
+      SetRows(task, row, row + 1);
+      SetWait(task, 0, rows_done + static_cast<uint32_t>(row),
+              static_cast<uint32_t>(config_.num_experts_per_token) * down_tiles);
+      task.signal_counter = ffn_done;
+      wave(Wave::kMoeCombine).push_back({task, 4.0 * config_.num_experts_per_token * hidden});
+    }
+    return ffn_done;
+  }
+
+  uint32_t AddQueue(QueueKind kind, int32_t layer, uint32_t capacity) {
+    queues_.push_back(QueueInfo{kind, layer, capacity});
+    return static_cast<uint32_t>(queues_.size() - 1);
+  }
+
+  // Appends a wave to the global order and places each task on an SM.
+  void Emit(Schedule& schedule, std::vector<PendingTask>& tasks) {
+    for (PendingTask& pending : tasks) {
+      pending.task.arg[kArgSequence] = sequence_++;
+      int64_t sm = 0;
+      if (placement_ == Placement::kRoundRobin) {
+        sm = cursor_++ % num_sms_;
+      } else {
+        sm = std::min_element(sm_cost_.begin(), sm_cost_.end()) - sm_cost_.begin();
+      }
+      sm_cost_[sm] += pending.cost + kTaskOverheadBytes;
+      schedule.sm_tasks[sm].push_back(pending.task);
+    }
+  }
+
+  // A task's fixed cost in byte-equivalents (waits, descriptor fetch, pipeline fill).
+  static constexpr double kTaskOverheadBytes = 16384;
+
+  const ModelConfig& config_;
+  int64_t batch_;
+  ContextBucket bucket_;
+  int64_t num_sms_;
+  TileShapes tiles_;
+  int64_t row_groups_ = 0;
+  int64_t heads_per_group_ = 0;
+  CounterTable counters_;
+  std::vector<QueueInfo> queues_;
+  Placement placement_ = Placement::kRoundRobin;
+  std::vector<double> sm_cost_;
+  int64_t cursor_ = 0;
+  uint32_t sequence_ = 0;
+};
+
+}  // namespace
+
+Schedule BuildSchedule(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,
+                       int64_t num_sms, const TileShapes& tiles, const SchedulePolicy& policy) {
+  if (num_sms < 1) throw Error("num_sms must be at least 1, got " + std::to_string(num_sms));
+  if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
+    throw Error("the megakernel needs num_heads to be a multiple of num_kv_heads");
+  }
+  ValidateTileShapes(tiles, config, batch);
+  policy.Validate();
+  return Builder(config, batch, bucket, num_sms, tiles).Build(policy);
+}
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,90 @@
+#include "megakernel/schedule/schedule_cache.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "megakernel/schedule/schedule_builder.h"
+#include "megakernel/schedule/verifier.h"
+
+namespace mkserve::megakernel {
+
+ScheduleCache::ScheduleCache(ModelConfig config, int64_t max_batch,
+                             std::vector<int64_t> bucket_bounds, int64_t num_sms,
+                             SchedulePolicy policy)
+    : config_(std::move(config)),
+      max_batch_(max_batch),
+      bucket_bounds_(std::move(bucket_bounds)),
+      num_sms_(num_sms),
+      policy_(std::move(policy)) {
+  if (max_batch_ < 1 || max_batch_ > kMaxBatch) {
+    throw Error("megakernel max batch must be 1.." + std::to_string(kMaxBatch) + ", got " +
+                std::to_string(max_batch_));
+  }
+  if (num_sms_ < 1) throw Error("num_sms must be at least 1, got " + std::to_string(num_sms_));
+  if (bucket_bounds_.empty() || bucket_bounds_.front() < 1 ||
+      !std::is_sorted(bucket_bounds_.begin(), bucket_bounds_.end(),
+                      [](int64_t a, int64_t b) { return a <= b; })) {
+    throw Error(
+        "megakernel context buckets must be a non-empty, strictly increasing list of "
+        "positive token counts");
+  }
+  policy_.Validate();
+}
+
+size_t ScheduleCache::BucketIndexFor(int64_t longest_context) const {
+  auto it = std::lower_bound(bucket_bounds_.begin(), bucket_bounds_.end(), longest_context);
+  if (longest_context < 1 || it == bucket_bounds_.end()) {
+    throw Error("no megakernel schedule for a context of " + std::to_string(longest_context) +
+                " tokens (buckets go up to " + std::to_string(bucket_bounds_.back()) + ")");
+  }
+  return static_cast<size_t>(it - bucket_bounds_.begin());
+}
+
+ContextBucket ScheduleCache::bucket(size_t index) const {
+  return BucketForContext(config_, bucket_bounds_.at(index));
+}
+
+size_t ScheduleCache::RepresentativeBucket(int64_t batch, size_t bucket_index) const {
+  auto key = [&](size_t index) {
+    const ContextBucket context = bucket(index);
+    return std::make_pair(ChooseTileShapes(config_, batch, context, num_sms_),
+                          context.max_sliding_pages);
+  };
+  const auto first = key(bucket_index);
+  size_t largest = bucket_index;
+  while (largest + 1 < bucket_bounds_.size() && key(largest + 1) == first) ++largest;
+  return largest;
+}
+
+const Schedule& ScheduleCache::Get(int64_t batch, size_t bucket_index) {
+  if (batch < 1 || batch > max_batch_) {
+    throw Error("megakernel batch " + std::to_string(batch) + " is outside 1.." +
+                std::to_string(max_batch_));
+  }
+  if (bucket_index >= bucket_bounds_.size()) {
+    throw Error("megakernel bucket index " + std::to_string(bucket_index) + " is out of range");
+  }
+  const size_t representative = RepresentativeBucket(batch, bucket_index);
+  std::unique_ptr<Schedule>& slot = schedules_[{batch, representative}];
+  if (!slot) {
+    const ContextBucket context = bucket(representative);
+    const TileShapes tiles = ChooseTileShapes(config_, batch, context, num_sms_);
+    auto schedule = std::make_unique<Schedule>(
+        BuildSchedule(config_, batch, context, num_sms_, tiles, policy_));
+    // A policy or tile choice that could hang the GPU is refused here, not found by the watchdog.
+    const RunTimeWork ragged = StandardWork(config_, batch, context)[1];
+    const VerifyReport report =
+        VerifySchedule(config_, *schedule, ragged, VerifyChecks::kSynchronisation);
+    if (!report.ok()) {
+      schedules_.erase({batch, representative});
+      throw Error("the megakernel schedule for batch " + std::to_string(batch) + " and " +
+                  std::to_string(context.max_context_tokens) +
+                  " tokens fails verification (check the schedule policy): " + report.Summary());
+    }
+    slot = std::move(schedule);
+  }
+  return *slot;
+}
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,107 @@
+#include "megakernel/schedule/schedule_policy.h"
+
+#include <array>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace mkserve::megakernel {
+
+namespace {
+
+constexpr std::array<std::string_view, static_cast<int>(Wave::kCount)> kWaveNames = {
+    "embed",       "qkv",           "attention",      "attention_combine",
+    "oproj",       "dense_gate_up", "dense_down",     "router",
+    "topk",        "moe_finalize",  "expert_gate_up", "expert_down",
+    "moe_combine", "join",          "lm_head",        "sample"};
+
+}  // namespace
+
+std::string_view WaveName(Wave wave) { return kWaveNames.at(static_cast<int>(wave)); }
+
+std::optional<Wave> WaveFromName(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(Wave::kCount); ++i) {
+    if (kWaveNames[i] == name) return static_cast<Wave>(i);
+  }
+  return std::nullopt;
+}
+
+bool IsLayerWave(Wave wave) {
+  return wave != Wave::kEmbed && wave != Wave::kLmHead && wave != Wave::kSample &&
+         wave != Wave::kCount;
+}
+
+SchedulePolicy SchedulePolicy::Default() {
+  SchedulePolicy policy;
+  policy.layer_waves = {
+      Wave::kQkv,         Wave::kRouter,     Wave::kDenseGateUp,  Wave::kTopK,
+      Wave::kMoeFinalize, Wave::kAttention,  Wave::kExpertGateUp, Wave::kAttentionCombine,
+      Wave::kDenseDown,   Wave::kExpertDown, Wave::kOProj,        Wave::kMoeCombine,
+      Wave::kJoin};
+  return policy;
+}
+
+void SchedulePolicy::Validate() const {
+  std::array<int, static_cast<int>(Wave::kCount)> seen{};
+  for (Wave wave : layer_waves) {
+    if (!IsLayerWave(wave)) {
+      throw Error("schedule policy: layer_waves may not contain \"" + std::string(WaveName(wave)) +
+                  "\" (it is not a per-layer wave)");
+    }
+    if (++seen[static_cast<int>(wave)] > 1) {
+      throw Error("schedule policy: layer_waves lists \"" + std::string(WaveName(wave)) +
+                  "\" twice");
+    }
+  }
+  for (int i = 0; i < static_cast<int>(Wave::kCount); ++i) {
+    if (IsLayerWave(static_cast<Wave>(i)) && seen[i] == 0) {
+      throw Error("schedule policy: layer_waves lacks \"" + std::string(kWaveNames[i]) + "\"");
+    }
+  }
+}
+
+SchedulePolicy SchedulePolicy::FromJson(const nlohmann::json& json) {
+  if (!json.is_object()) throw Error("schedule policy: expected a JSON object");
+  SchedulePolicy policy = Default();
+  for (const auto& [key, value] : json.items()) {
+    if (key == "layer_waves") {
+      if (!value.is_array()) throw Error("schedule policy: layer_waves must be an array of names");
+      policy.layer_waves.clear();
+      for (const auto& name : value) {
+        std::optional<Wave> wave =
+            name.is_string() ? WaveFromName(name.get<std::string>()) : std::nullopt;
+        if (!wave) throw Error("schedule policy: unknown wave " + name.dump() + " in layer_waves");
+        policy.layer_waves.push_back(*wave);
+      }
+    } else if (key == "placement") {
+      const std::string name = value.is_string() ? value.get<std::string>() : value.dump();
+      if (name == "round_robin") {
+        policy.placement = Placement::kRoundRobin;
+      } else if (name == "least_loaded") {
+        policy.placement = Placement::kLeastLoaded;
+      } else {
+        throw Error("schedule policy: placement must be \"round_robin\" or \"least_loaded\", got " +
+                    value.dump());
+      }
+    } else if (key == "include_sampling") {
+      if (!value.is_boolean()) throw Error("schedule policy: include_sampling must be a boolean");
+      policy.include_sampling = value.get<bool>();
+    } else {
+      throw Error("schedule policy: unknown key \"" + key + "\"");
+    }
+  }
+  policy.Validate();
+  return policy;
+}
+
+nlohmann::json SchedulePolicy::ToJson() const {
+  nlohmann::json waves = nlohmann::json::array();
+  for (Wave wave : layer_waves) waves.push_back(std::string(WaveName(wave)));
+  return {{"layer_waves", waves},
+          {"placement", placement == Placement::kRoundRobin ? "round_robin" : "least_loaded"},
+          {"include_sampling", include_sampling}};
+}
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,63 @@
+// SchedulePolicy: the tunable order and placement of a schedule, as data. The builder takes it;
+// it can come from JSON, so trying another wave order or placement needs no rebuild.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace mkserve::megakernel {
+
+// A wave: all tasks of one op of one layer. The global order of a step is: kEmbed, then for each
+// layer its waves in SchedulePolicy::layer_waves order (waves the layer lacks are skipped), then
+// kLmHead and kSample.
+enum class Wave {
+  kEmbed,
+  kQkv,
+  kAttention,
+  kAttentionCombine,
+  kOProj,
+  kDenseGateUp,
+  kDenseDown,
+  kRouter,
+  kTopK,
+  kMoeFinalize,
+  kExpertGateUp,
+  kExpertDown,
+  kMoeCombine,
+  kJoin,
+  kLmHead,
+  kSample,
+  kCount,
+};
+
+std::string_view WaveName(Wave wave);
+std::optional<Wave> WaveFromName(std::string_view name);
+bool IsLayerWave(Wave wave);  // every wave but kEmbed, kLmHead and kSample
+
+enum class Placement {
+  kRoundRobin,   // task k of the global order goes to SM k % num_sms
+  kLeastLoaded,  // each task goes to the SM with the least estimated bytes so far
+};
+
+struct SchedulePolicy {
+  std::vector<Wave> layer_waves;  // each layer wave exactly once
+  Placement placement = Placement::kRoundRobin;
+  bool include_sampling = false;  // kSample tasks after the LM head
+
+  // Attention and MoE interleaved so MoE tiles fill SMs idle at the tail of attention.
+  static SchedulePolicy Default();
+  // {"layer_waves": [names], "placement": "round_robin"|"least_loaded", "include_sampling": b};
+  // a missing key keeps the default, a wrong one throws mkserve::Error naming it.
+  static SchedulePolicy FromJson(const nlohmann::json& json);
+  nlohmann::json ToJson() const;
+
+  // Throws unless layer_waves lists every layer wave exactly once.
+  void Validate() const;
+
+  bool operator==(const SchedulePolicy&) const = default;
+};
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,102 @@
+#include "megakernel/schedule/tile_shapes.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+
+namespace mkserve::megakernel {
+
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The largest power of two <= preferred that divides width.
+int64_t DividingTile(int64_t width, int64_t preferred) {
+  int64_t tile = 1;
+  while (tile * 2 <= preferred && width % (tile * 2) == 0) tile *= 2;
+  return tile;
+}
+
+void Require(bool ok, const std::string& what) {
+  if (!ok) throw Error("invalid megakernel tile shapes: " + what);
+}
+
+void RequireDivides(int64_t tile, int64_t width, const char* field, const char* dimension) {
+  Require(tile >= 1 && width % tile == 0, std::string(field) + " = " + std::to_string(tile) +
+                                              " must divide " + dimension + " (" +
+                                              std::to_string(width) + ")");
+}
+
+}  // namespace
+
+TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,
+                            int64_t num_sms) {
+  if (batch < 1 || batch > kMaxBatch) {
+    throw Error("megakernel batch must be 1.." + std::to_string(kMaxBatch) + ", got " +
+                std::to_string(batch));
+  }
+  if (num_sms < 1) throw Error("num_sms must be at least 1, got " + std::to_string(num_sms));
+  TileShapes tiles;
+  tiles.row_tile = batch <= 32 ? 1 : 2;
+  tiles.qkv_tile = DividingTile(config.head_dim, 64);
+  tiles.oproj_tile = DividingTile(config.hidden_size, 64);
+  if (config.dense_intermediate_size > 0) {
+    tiles.dense_up_tile = DividingTile(config.dense_intermediate_size, 64);
+    const int64_t up_tiles = config.dense_intermediate_size / tiles.dense_up_tile;
+    tiles.dense_down_splits = up_tiles % 2 == 0 ? 2 : 1;
+  }
+  tiles.dense_down_tile = DividingTile(config.hidden_size, 64);
+  if (config.num_experts > 0) {
+    tiles.router_tile = DividingTile(config.num_experts, 16);  // one warp: 2 experts, not 8
+    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, 64);
+  }
+  tiles.router_splits = config.hidden_size % 4 == 0 ? 4 : 1;
+  tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
+  tiles.expert_down_tile = DividingTile(config.hidden_size, 128);
+  tiles.lm_head_tile = DividingTile(config.vocab_size, batch <= 8 ? 64 : 128);
+
+  // Enough (row, KV head, split) units to cover the SMs, no split under min_pages_per_split pages.
+  const int64_t units = batch * config.num_kv_heads;
+  const int64_t wanted = std::max<int64_t>(1, CeilDiv(num_sms, units));
+  const int64_t cap = bucket.max_context_tokens <= 65536 ? 16 : 32;
+  auto splits_for = [&](int64_t pages) {
+    return std::clamp<int64_t>(std::min(wanted, pages / tiles.min_pages_per_split), 1, cap);
+  };
+  tiles.sliding_splits = splits_for(bucket.max_sliding_pages);
+  tiles.full_split_slots = splits_for(bucket.max_full_pages);
+  tiles.attention_claimers = num_sms;
+  tiles.expert_claimers = num_sms;
+  return tiles;
+}
+
+void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int64_t batch) {
+  Require(batch >= 1 && batch <= kMaxBatch,
+          "batch must be 1.." + std::to_string(kMaxBatch) + ", got " + std::to_string(batch));
+  Require(tiles.row_tile >= 1, "row_tile must be at least 1");
+  RequireDivides(tiles.qkv_tile, config.head_dim, "qkv_tile", "head_dim");
+  RequireDivides(tiles.oproj_tile, config.hidden_size, "oproj_tile", "hidden_size");
+  RequireDivides(tiles.dense_down_tile, config.hidden_size, "dense_down_tile", "hidden_size");
+  if (config.num_dense_layers() > 0) {
+    RequireDivides(tiles.dense_up_tile, config.dense_intermediate_size, "dense_up_tile",
+                   "dense_intermediate_size");
+    RequireDivides(tiles.dense_down_splits, config.dense_intermediate_size / tiles.dense_up_tile,
+                   "dense_down_splits", "the dense gate/up tile count");
+  }
+  if (config.num_moe_layers() > 0) {
+    RequireDivides(tiles.router_tile, config.num_experts, "router_tile", "num_experts");
+    RequireDivides(tiles.router_splits, config.hidden_size, "router_splits", "hidden_size");
+    RequireDivides(tiles.expert_up_tile, config.expert_intermediate_size, "expert_up_tile",
+                   "expert_intermediate_size");
+    RequireDivides(tiles.expert_down_tile, config.hidden_size, "expert_down_tile", "hidden_size");
+    Require(tiles.expert_rows >= 1, "expert_rows must be at least 1");
+    Require(tiles.expert_claimers >= 1, "expert_claimers must be at least 1");
+  }
+  RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
+  Require(tiles.sliding_splits >= 1, "sliding_splits must be at least 1");
+  Require(tiles.full_split_slots >= 1, "full_split_slots must be at least 1");
+  Require(tiles.min_pages_per_split >= 1, "min_pages_per_split must be at least 1");
+  Require(tiles.attention_claimers >= 1, "attention_claimers must be at least 1");
+}
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,44 @@
+// TileShapes: how each op of one decode step is cut into tasks for a given batch size. The builder
+// takes them as data; ChooseTileShapes is the default choice and the place to tune.
+#pragma once
+
+#include <cstdint>
+
+#include "megakernel/schedule/context_bucket.h"
+#include "model/model_config.h"
+
+namespace mkserve::megakernel {
+
+inline constexpr int64_t kMaxBatch = 64;  // GEMM tiles put the batch on the MMA's N (<= 64 here)
+
+struct TileShapes {
+  int64_t row_tile = 1;             // rows per task of per-row ops (embed, join, top-k, sample)
+  int64_t qkv_tile = 64;            // output features per QKV task; divides head_dim
+  int64_t oproj_tile = 64;          // output features per O-proj task (split-K: one KV head each)
+  int64_t dense_up_tile = 64;       // dense gate/up: features of gate (and as many of up) per task
+  int64_t dense_down_tile = 64;     // dense down: output features per task
+  int64_t dense_down_splits = 2;    // dense down split-K over the intermediate width
+  int64_t router_tile = 64;         // experts per router task
+  int64_t router_splits = 4;        // router split-K over hidden
+  int64_t expert_rows = 8;          // routed rows per expert row block
+  int64_t expert_up_tile = 64;      // expert gate/up: features of gate (and up) per item
+  int64_t expert_down_tile = 128;   // expert down: output features per item
+  int64_t lm_head_tile = 64;        // vocabulary entries per LM head task
+  int64_t sliding_splits = 1;       // static KV splits per (row, KV head) in sliding layers
+  int64_t full_split_slots = 1;     // most KV splits per (row, KV head) in full layers (claimed)
+  int64_t min_pages_per_split = 4;  // the full-layer queue never cuts a row finer than this
+  int64_t attention_claimers = 1;   // claim tasks per full-attention layer
+  int64_t expert_claimers = 1;      // claim tasks per MoE layer, for each of its two queues
+
+  bool operator==(const TileShapes&) const = default;
+};
+
+// The default shapes for `batch` rows on `num_sms` SMs serving `bucket`.
+TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,
+                            int64_t num_sms);
+
+// Throws mkserve::Error naming the field when a shape does not divide the dimension it cuts or
+// is out of range, so a bad tuning value fails at build time, not on the device.
+void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int64_t batch);
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,227 @@
+// The task ABI of the decode megakernel: the fixed-width descriptor every SM reads from its task
+// list, the opcodes of one decode step, the work-queue item records, and the timeline record.
+// Host (schedule builder, verifier) and device (the kernel) both include this file; it is the
+// only contract between them, so it changes only additively.
+//
+// Change log for the kernel engineer (newest first):
+//   v1.2: static kAttention as the device runs it: no page range in k_begin / k_end; one split
+//         writes attn_in and then the layer has no combine (the builder used to add one, which
+//         overwrote attn_in from stale slot-0 statistics whenever a sliding layer had one split,
+//         i.e. at batch > 32).
+//   v1.1: kArgOutBegin / kArgOutEnd (as device/task_abi_ext.h asked; drop the copies there).
+//   v1: initial layout (arg[kArgSequence] and the attention slot rule are part of v1).
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.h"
+
+namespace mkserve::megakernel {
+
+inline constexpr uint32_t kTaskAbiVersion = 1;
+
+// A counter id that means "no counter": a wait on it is satisfied, a signal to it does nothing.
+inline constexpr uint32_t kNoCounter = 0xFFFFFFFFu;
+
+// What one task does. One decode step, per layer l (parallel block: attention and FFN read the
+// same normalised input x_norm and meet again in the join):
+//   kEmbed (layer 0 only) -> kQkv -> kAttention | kAttentionClaim -> kAttentionCombine -> kOProj
+//   and, in parallel, layer 0: kDenseGateUp -> kDenseDown;
+//                     MoE layers: kRouter -> kTopK -> kMoeFinalize -> kExpertGateUpClaim
+//                                 -> kExpertDownClaim -> kMoeCombine
+//   -> kJoin (residual += attn_out + ffn_out; x_norm = RMSNorm(residual) * gamma of layer l+1,
+//             or the final norm after the last layer)
+// then kLmHead -> kSample.
+enum Opcode : uint32_t {
+  kNop = 0,  // does nothing but its waits and its signal: a barrier when it has both
+  // rows [row_begin, row_end): residual = embedding[token]; x_norm = RMSNorm(residual) with
+  // layer 0's input norm. Signals once per task.
+  kEmbed = 1,
+  // rows [row_begin, row_end): residual += attn_out + ffn_out, then x_norm = RMSNorm(residual)
+  // with the input norm of layer+1 (flag kFlagFinalNorm: the model's final norm). Clears the
+  // attn_out and ffn_out rows it read, for the next layer's adds (see ScratchBuffer).
+  kJoin = 2,
+  // One output tile of the fused QKV projection of x_norm. arg[kArgQkvPart] says Q, K or V,
+  // arg[kArgKvHead] the KV head the tile belongs to. RoPE in the epilogue when kFlagRope; K and V
+  // tiles are written into the paged cache at each row's position through the layer's group table.
+  kQkv = 3,
+  // Split-KV paged decode attention for rows [row_begin, row_end), KV head arg[kArgKvHead], GQA:
+  // all query heads of the KV head. Split `split` of arg[kArgSplits] takes its share of the pages
+  // of the row's live window (k_begin / k_end are not used). With several splits it writes the
+  // partial output + log-sum-exp of slot `split` for the combine; with one split it writes the
+  // normalised output into attn_in itself and the schedule has no combine for that layer.
+  kAttention = 4,
+  // Claims AttentionWorkItem records from queue arg[kArgQueue] until it is empty, running each as
+  // a kAttention. Used for full-attention layers, whose split count follows the live length.
+  kAttentionClaim = 5,
+  // LSE-weighted merge of the splits of (rows, KV head arg[kArgKvHead]) into attn_in (O-proj
+  // input).
+  kAttentionCombine = 6,
+  // One output tile of O-proj over K range [k_begin, k_end) (split = the KV head whose query heads
+  // it reads); added into attn_out (an accumulate-into buffer).
+  kOProj = 7,
+  // Layer-0 dense MLP: one tile of gate and up over x_norm with fused SiLU(gate)*up -> ffn_hidden.
+  kDenseGateUp = 8,
+  // Layer-0 dense MLP: one tile of down over K range [k_begin, k_end), added into ffn_out.
+  kDenseDown = 9,
+  // One tile of router logits (experts) over K range [k_begin, k_end), added into router_logits.
+  kRouter = 10,
+  // Rows [row_begin, row_end): top-k of the router logits (sigmoid or softmax as the config says),
+  // weights, and a slot in each chosen expert's bucket (atomic count per expert).
+  kTopK = 11,
+  // One per MoE layer: prefix-sums the expert bucket counts and writes the ExpertWorkItem queues
+  // (gate/up queue arg[kArgQueue], down queue arg[kArgQueue2]) and their counts.
+  kMoeFinalize = 12,
+  // Claims ExpertWorkItem records from queue arg[kArgQueue]: gate and up of one expert for one row
+  // block, one output tile, fused SiLU*up -> moe_hidden (rows in bucket order).
+  kExpertGateUpClaim = 13,
+  // Claims ExpertWorkItem records from queue arg[kArgQueue]: down of one expert for one row block,
+  // one output tile -> moe_out (bucket order). Signals one arrival per real row of the block.
+  kExpertDownClaim = 14,
+  // Rows [row_begin, row_end): ffn_out[row] = sum over the row's top-k of weight * moe_out.
+  kMoeCombine = 15,
+  // One vocabulary tile of logits = x_norm (after the final norm) . embedding^T * logit_scale,
+  // written fp32 into the logits output [B][vocab].
+  kLmHead = 16,
+  // Rows [row_begin, row_end): sampling from the logits rows (optional; the layered sampler can
+  // run after the kernel instead).
+  kSample = 17,
+  kOpcodeCount = 18,
+};
+
+// Bits of TaskDescriptor::flags.
+enum TaskFlag : uint32_t {
+  kFlagRope = 1u << 0,        // kQkv: apply RoPE to Q and K tiles
+  kFlagSliding = 1u << 1,     // attention ops: sliding-window layer (window in arg[kArgWindow])
+  kFlagAccumulate = 1u << 2,  // the output is added (atomically) into a zeroed buffer (split-K)
+  kFlagFinalNorm = 1u << 3,   // kJoin after the last layer: use the final norm weight
+};
+
+// The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).
+// A task waits until counters[wait0_counter] >= wait0_target AND counters[wait1_counter] >=
+// wait1_target (kNoCounter skips a wait; wait0 is checked first), runs, makes its stores visible
+// and then adds 1 to counters[signal_counter] (kNoCounter: no signal). Claim tasks
+// (kAttentionClaim, kExpertGateUpClaim, kExpertDownClaim) are different: their own waits gate the
+// first claim, they signal nothing themselves, and each claimed item waits and signals through the
+// counter bases in arg[] plus the unit the item names (see the item records below).
+struct alignas(16) TaskDescriptor {
+  uint32_t opcode;         // an Opcode
+  uint32_t layer;          // decoder layer; num_layers for kLmHead / kSample
+  uint32_t tile;           // output tile index along the op's output features (GEMMs)
+  uint32_t split;          // split-K index (GEMMs) or KV split index (kAttention)
+  uint32_t k_begin;        // GEMMs: first K element
+  uint32_t k_end;          // one past the last K element
+  uint32_t row_begin;      // first batch row the task covers
+  uint32_t row_end;        // one past the last batch row
+  uint32_t wait0_counter;  // counter id or kNoCounter
+  uint32_t wait0_target;   // wait until counter >= target
+  uint32_t wait1_counter;  // second wait (e.g. the join waits attention and FFN)
+  uint32_t wait1_target;
+  uint32_t signal_counter;  // counter id incremented by 1 after the task, or kNoCounter
+  uint32_t flags;           // TaskFlag bits
+  uint32_t arg[18];         // op-specific, indexed by the kArg* constants below
+};
+static_assert(sizeof(TaskDescriptor) == 128, "the device loads a descriptor as 8 x uint4");
+static_assert(alignof(TaskDescriptor) == 16, "the device loads a descriptor as 8 x uint4");
+
+inline constexpr int kTaskWords = sizeof(TaskDescriptor) / sizeof(uint32_t);
+
+// Indices into TaskDescriptor::arg. One op uses only the ones its comment names.
+enum TaskArg : uint32_t {
+  kArgQkvPart = 0,  // kQkv: 0 = Q, 1 = K, 2 = V
+  kArgKvHead = 1,   // kQkv, kAttention, kAttentionCombine: the KV head
+  kArgWindow = 2,   // attention ops: sliding window in tokens (0 = full attention)
+  kArgSplits = 3,   // kAttention: splits of this (row, head); kAttentionCombine: split slots
+  kArgQueue = 4,    // claim ops and kMoeFinalize: queue id
+  kArgQueue2 = 5,   // kMoeFinalize: the down queue id
+  // Claim ops: a claimed item waits counters[item_wait_base + item.wait_unit] >= item.wait_target
+  // and signals counters[item_signal_base + item.signal_unit + i] for each of its signal_count
+  // units, by its arrive_weight.
+  kArgItemWaitBase = 6,
+  kArgItemSignalBase = 7,
+  kArgTileRows = 8,  // claim ops, kMoeFinalize: rows per expert row block
+  kArgTiles = 9,     // kMoeFinalize: gate/up tiles per row block (the down items' wait target)
+  kArgTiles2 = 10,   // kMoeFinalize: down tiles per row block
+  // Static GEMM ops (kQkv, kOProj, kDenseGateUp, kDenseDown, kRouter, kLmHead): the tile's output
+  // features [out_begin, out_end) in the op's own output space: kQkv the fused q|k|v rows,
+  // kDenseGateUp intermediate index i (gate row i and up row i), kOProj / kDenseDown hidden,
+  // kRouter experts, kLmHead vocabulary.
+  kArgOutBegin = 11,
+  kArgOutEnd = 12,
+  // Every task: its position in the schedule's global (wave) order. The device ignores it; the
+  // verifier checks lists against it and the timeline export names tasks by it.
+  kArgSequence = 17,
+  kArgCount = 18,
+};
+
+// One full-attention work item, built by the host per step from the rows' live lengths (the same
+// items for every full layer of the step; the claim task supplies the layer and counter bases).
+// Split `split` of (row, kv_head) covers KV pages [page_begin, page_end) of the row's full-group
+// block table and writes partial slot `split`. The combine of (row, kv head) reads a fixed number
+// of slots (arg[kArgSplits], its static wait target); a row with fewer splits than slots gives its
+// last split arrive_weight = slots - split, and that split also writes LSE = -inf into the unused
+// slots (split, split + arrive_weight), so every slot is written exactly once and the combine's
+// target never depends on the live length.
+struct alignas(16) AttentionWorkItem {
+  uint32_t row;
+  uint32_t kv_head;
+  uint32_t split;
+  uint32_t page_begin;
+  uint32_t page_end;
+  uint32_t wait_unit;  // item wait counter = base + wait_unit (the QKV tiles of kv_head)
+  uint32_t wait_target;
+  uint32_t signal_unit;    // item signal counter = base + signal_unit ((row, kv head))
+  uint32_t arrive_weight;  // added to the signal counter
+  uint32_t signal_count;   // always 1 for attention
+  uint32_t reserved[2];
+};
+static_assert(sizeof(AttentionWorkItem) == 48);
+
+// One expert work item written by kMoeFinalize: expert `expert`, row block `row_block`, i.e. the
+// routed rows [bucket_begin, bucket_begin + row_count) of the expert-sorted bucket list, output
+// tile `tile`. Gate/up items wait for nothing beyond their claim task's own waits (wait_unit =
+// kNoCounter) and signal the (expert, row block) unit once. Down items wait for all gate/up tiles
+// of their (expert, row block) and signal once per real row: the counter of batch row r is base +
+// r, where r comes from the routed-row table (bucket position -> batch row); signal_count =
+// row_count. A row's kMoeCombine therefore waits for top_k * down tiles arrivals, a static target.
+struct alignas(16) ExpertWorkItem {
+  uint32_t expert;
+  uint32_t row_block;
+  uint32_t tile;
+  uint32_t bucket_begin;
+  uint32_t row_count;
+  uint32_t wait_unit;  // kNoCounter, or (expert, row block) gate/up counter unit
+  uint32_t wait_target;
+  uint32_t signal_unit;  // gate/up: the (expert, row block) unit; down: kNoCounter (per row)
+  uint32_t arrive_weight;
+  uint32_t signal_count;
+  uint32_t reserved[2];
+};
+static_assert(sizeof(ExpertWorkItem) == 48);
+
+// Buffers the host zeroes before every step (together with all counters and queue cursors),
+// because tasks add into them. They hold one layer at a time: the consumer clears what it read
+// (the join its attn_out and ffn_out rows, top-k its router logits row), so the next layer's adds
+// start from zero again.
+enum ScratchBuffer : uint32_t {
+  kScratchAttnOut = 0,       // [B][hidden] fp32, O-proj split-K adds
+  kScratchFfnOut = 1,        // [B][hidden] fp32, dense down split-K adds
+  kScratchRouterLogits = 2,  // [B][experts] fp32, router split-K adds
+  kScratchExpertCounts = 3,  // [layers][experts] uint32, top-k bucket slots
+  kScratchQueueHeads = 4,    // [queues] uint32, claim cursors
+  kScratchBufferCount = 5,
+};
+
+// Timeline (optional): the kernel writes one record per executed task at
+// records[sm * max_tasks_per_sm + task_index], times from %globaltimer in nanoseconds.
+struct TaskTimestamp {
+  uint64_t start_ns;
+  uint64_t end_ns;
+};
+static_assert(sizeof(TaskTimestamp) == 16);
+
+MKSERVE_HOST_DEVICE inline bool IsClaimOpcode(uint32_t opcode) {
+  return opcode == kAttentionClaim || opcode == kExpertGateUpClaim || opcode == kExpertDownClaim;
+}
+
+}  // namespace mkserve::megakernel

@@ -1,0 +1,232 @@
+// The whole decode step through the megakernel against the layered CUDA path, same weights, same
+// KV pool (filled with random values, so no prefill is needed), same rows. Top-k routing is
+// discontinuous and the two paths round differently (tiling, summation order), so a router
+// near-tie may flip between them and the flip spreads through the later layers. The test
+// therefore (1) checks that every routing decision where the megakernel's free choice differs
+// from the layered path's is a near-tie (backend_test_util.h's bound), and (2) forces the
+// layered path onto the megakernel's routing, after which every row's logits must agree
+// (cosine >= 0.999) and its greedy token too, up to near-ties. Random weights at North width,
+// batches 1, 8, 32 and 64; contexts are ragged and cross the 4096-token sliding window.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "backends/cuda/backend_test_util.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/gpu_test_util.h"
+#include "backends/cuda/tools/decode_bench.h"
+#include "backends/cuda/tools/router_override.h"
+#include "backends/cuda/tools/tool_hooks.h"
+#include "common/error.h"
+#include "megakernel/device/megakernel_decoder.h"
+#include "megakernel/schedule/timeline.h"
+#include "model/presets.h"
+
+namespace mkserve::megakernel::testing {
+namespace {
+
+using cuda::testing::CompareRouting;
+using cuda::testing::Cosine;
+using cuda::testing::ExpectSameGreedy;
+using cuda::testing::MakeStep;
+using cuda::testing::ReferenceRouting;
+using cuda::testing::RoutingComparison;
+using cuda::testing::SimpleBlocks;
+
+constexpr double kMinCosine = 0.999;
+
+int64_t ContextOf(int64_t row, int64_t batch) {
+  if (batch == 1) return 4500;  // past the window: sliding layers read a window, full ones all
+  if (row == 0) return 4100;
+  if (row == 1) return 5000;
+  return 1 + (row * 397) % 1500;
+}
+
+// A greedy flip is a near-tie when the reference gap is within 4 standard deviations of the two
+// paths' measured logit difference (or the shared 0.5 % of the largest logit): through 49 random
+// layers the bf16 rounding noise alone (cosine 0.9997) reaches about 1 % of the largest logit.
+double TieFraction(const std::vector<float>& got, const std::vector<float>& want) {
+  double squares = 0, max_abs = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double diff = static_cast<double>(got[i]) - want[i];
+    squares += diff * diff;
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(want[i])));
+  }
+  const double noise = std::sqrt(squares / static_cast<double>(want.size()));
+  return max_abs > 0 ? std::max(0.005, 4.0 * noise / max_abs) : 0.005;
+}
+
+class MegakernelVsLayered : public ::testing::Test {
+ protected:
+  void Load(int64_t layers, bool timeline = false) {
+    cuda::testing::RequireGpu();
+    ModelConfig config = NmcPreset(layers);
+    cuda::DeviceWeights weights = cuda::DeviceWeights::Random(config, /*seed=*/2026);
+    cuda::CudaBackendOptions options;
+    options.max_batch = 64;
+    options.max_num_tokens = 64;
+    options.gpu_memory_fraction = 0.85;
+    options.hooks = hooks_;
+    backend_ = std::make_unique<cuda::CudaBackend>(std::move(config), std::move(weights), options);
+    backend_->kv_pool().FillRandom(/*seed=*/7, /*stddev=*/1.0f);
+    MegakernelDecoderOptions mk_options;
+    mk_options.record_timeline = timeline;
+    mk_options.record_routing = true;
+    decoder_ = std::make_unique<MegakernelDecoder>(backend_->config(), backend_->weights(),
+                                                   backend_->kv_pool(), mk_options);
+  }
+
+  // One decode step of `batch` rows through both paths.
+  void CompareStep(int64_t batch) {
+    const ModelConfig& config = backend_->config();
+    SimpleBlocks blocks(backend_->kv_layout());
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<std::vector<std::vector<int32_t>>> tables;
+    const SamplingParams greedy = cuda::GreedyParams();
+    StepInputs inputs;
+    for (int64_t row = 0; row < batch; ++row) {
+      tokens.push_back({static_cast<int32_t>((row * 7919 + 11) % (config.vocab_size - 16) + 8)});
+      tables.push_back(blocks.Allocate(ContextOf(row, batch) + 1));
+    }
+    for (int64_t row = 0; row < batch; ++row) {
+      inputs.sequences.push_back(MakeStep(row, tokens[row], ContextOf(row, batch), tables[row],
+                                          &greedy, /*return_logits=*/true));
+    }
+    const int64_t moe_layers = config.num_moe_layers(), k = config.num_experts_per_token;
+    std::unique_ptr<cuda::RoutingOverride> traced;  // a model without MoE layers routes nothing
+    if (moe_layers > 0)
+      traced = std::make_unique<cuda::RoutingOverride>(config, batch, std::vector<int32_t>{});
+    hooks_->set_routing_override(traced.get());
+    const StepOutputs layered_free = backend_->Step(inputs);
+    const cuda::StepPlan plan =
+        cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
+    cuda::DeviceBuffer<float> logits = cuda::testing::NanFloats(batch * config.vocab_size);
+    decoder_->Run(plan, logits.data(), backend_->stream());
+    const std::vector<float> ours = cuda::testing::ToHost(logits);
+    const std::vector<int32_t> our_routing = decoder_->LastRouting();
+    ASSERT_EQ(our_routing.size(), static_cast<size_t>(moe_layers * batch * k));
+    int64_t decisions_differing = 0;
+    if (moe_layers > 0) {
+      ReferenceRouting ref;
+      ref.num_moe_layers = moe_layers;
+      ref.num_rows = batch;
+      ref.top_k = k;
+      ref.num_experts = config.num_experts;
+      ref.expert_ids = traced->TracedIds();
+      ref.router_logits = traced->TracedLogits();
+      const RoutingComparison c =
+          CompareRouting(ref, our_routing, ref.router_logits, batch, /*roots_only=*/true);
+      for (const std::string& problem : c.problems) ADD_FAILURE() << "free routing: " << problem;
+      decisions_differing = c.num_different;
+    }
+    std::unique_ptr<cuda::RoutingOverride> forced;
+    if (moe_layers > 0)
+      forced = std::make_unique<cuda::RoutingOverride>(config, batch, our_routing);
+    hooks_->set_routing_override(forced.get());
+    const StepOutputs layered = backend_->Step(inputs);
+    hooks_->set_routing_override(nullptr);
+    double lowest_free = 1.0;
+    double lowest = 1.0;
+    for (int64_t row = 0; row < batch; ++row) {
+      const std::vector<float>& want = layered.results[row].logits.at(0);
+      const std::vector<float> got(ours.begin() + row * config.vocab_size,
+                                   ours.begin() + (row + 1) * config.vocab_size);
+      const double free_cosine = Cosine(got, layered_free.results[row].logits.at(0));
+      if (!(free_cosine >= lowest_free)) lowest_free = free_cosine;
+      const std::string where = "batch " + std::to_string(batch) + " row " + std::to_string(row) +
+                                " (context " + std::to_string(ContextOf(row, batch)) + ")";
+      const double cosine = Cosine(got, want);
+      if (!(cosine >= lowest)) lowest = cosine;  // NaN shows
+      EXPECT_GE(cosine, kMinCosine) << where;
+      int32_t best = 0;
+      for (int32_t v = 1; v < static_cast<int32_t>(got.size()); ++v) {
+        if (got[v] > got[best]) best = v;
+      }
+      ExpectSameGreedy(best, layered.results[row].token_id, want, where, TieFraction(got, want));
+    }
+    std::printf(
+        "%lld layers, batch %lld: lowest logits cosine %.6f (free routing: %.6f, %lld of %lld "
+        "decisions differ), step %.3f ms\n",
+        static_cast<long long>(config.num_layers), static_cast<long long>(batch), lowest,
+        lowest_free, static_cast<long long>(decisions_differing),
+        static_cast<long long>(moe_layers * batch), decoder_->last_step_ms());
+  }
+
+  std::shared_ptr<cuda::ToolHooks> hooks_ = std::make_shared<cuda::ToolHooks>();
+  std::unique_ptr<cuda::CudaBackend> backend_;
+  std::unique_ptr<MegakernelDecoder> decoder_;
+};
+
+// Layer 0 alone: dense SwiGLU, full attention with RoPE, then the LM head.
+TEST_F(MegakernelVsLayered, OneDenseLayer) {
+  Load(1);
+  for (int64_t batch : {1, 8, 32, 64}) CompareStep(batch);
+}
+
+// Every task of the last step has a timeline record, and the trace export takes them.
+void ExpectFullTimeline(const MegakernelDecoder& decoder) {
+  const Schedule& schedule = *decoder.last_schedule();
+  const std::vector<TaskTimestamp> records = decoder.LastTimeline();
+  ASSERT_EQ(records.size(), static_cast<size_t>(schedule.num_sms * schedule.max_tasks_per_sm()));
+  for (size_t sm = 0; sm < schedule.sm_tasks.size(); ++sm) {
+    for (size_t i = 0; i < schedule.sm_tasks[sm].size(); ++i) {
+      const TaskTimestamp& r = records[sm * schedule.max_tasks_per_sm() + i];
+      ASSERT_GT(r.start_ns, 0u) << "sm " << sm << " task " << i;
+      ASSERT_GE(r.end_ns, r.start_ns) << "sm " << sm << " task " << i;
+    }
+  }
+  EXPECT_NE(TimelineToChromeTrace(schedule, records).find("traceEvents"), std::string::npos);
+}
+
+// Layers 0-4: the dense layer, three sliding MoE layers, a full NoPE MoE layer; timeline on.
+TEST_F(MegakernelVsLayered, FiveLayers) {
+  Load(5, /*timeline=*/true);
+  for (int64_t batch : {1, 8, 32, 64}) {
+    CompareStep(batch);
+    ExpectFullTimeline(*decoder_);
+  }
+}
+
+// The whole North Mini Code geometry (49 layers).
+TEST_F(MegakernelVsLayered, FullDepth) {
+  Load(49);
+  for (int64_t batch : {1, 8, 32, 64}) CompareStep(batch);
+}
+
+// A decoder is refused a max_batch above kMaxMegakernelBatch, and a step with more rows than its
+// max_batch is refused with an error, never run.
+TEST_F(MegakernelVsLayered, RefusesBatchesAboveItsMaximum) {
+  Load(1);
+  EXPECT_THROW(MegakernelDecoder(backend_->config(), backend_->weights(), backend_->kv_pool(),
+                                 MegakernelDecoderOptions{.max_batch = kMaxMegakernelBatch + 1}),
+               Error);
+  MegakernelDecoder small(backend_->config(), backend_->weights(), backend_->kv_pool(),
+                          MegakernelDecoderOptions{.max_batch = 8});
+  const auto rows = cuda::MakeDecodeBatch(*backend_, 9, 100);
+  const cuda::StepPlan plan = cuda::BuildStepPlan(backend_->config(), backend_->kv_layout(),
+                                                  rows->inputs, backend_->max_num_tokens());
+  cuda::DeviceBuffer<float> logits(9 * backend_->config().vocab_size);
+  EXPECT_THROW(small.Run(plan, logits.data(), backend_->stream()), Error);
+}
+
+// The attention MMA holds a KV head's query heads as its 16 rows: a model with more query heads
+// per KV head is refused, never run.
+TEST_F(MegakernelVsLayered, RefusesMoreThan16QueryHeadsPerKvHead) {
+  Load(1);
+  ModelConfig wide = backend_->config();
+  wide.num_kv_heads = 1;  // all 32 query heads on one KV head
+  try {
+    MegakernelDecoder decoder(wide, backend_->weights(), backend_->kv_pool());
+    ADD_FAILURE() << "a model with 32 query heads per KV head was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16 query heads per KV head"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mkserve::megakernel::testing

@@ -1,0 +1,70 @@
+// megakernel_bench: the megakernel's decode step next to the layered path's (CUDA graphs on), at
+// batch 1, 8, 32 and 64 (a batch above kMaxMegakernelBatch: layered only) with an 8K context,
+// random North Mini Code weights and a random KV cache. Prints one markdown table, then where the
+// time of one recorded step went. Usage: megakernel_bench [layers] [context_tokens]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/tools/decode_bench.h"
+#include "backends/cuda/tools/read_bandwidth.h"
+#include "megakernel/device/megakernel_bench.h"
+#include "model/presets.h"
+
+int main(int argc, char** argv) {
+  using namespace mkserve;
+  const int64_t layers = argc > 1 ? std::atoll(argv[1]) : kNorthNumLayers;
+  const int64_t context = argc > 2 ? std::atoll(argv[2]) : 8192;
+  try {
+    ModelConfig config = NmcPreset(layers);
+    cuda::DeviceWeights weights = cuda::DeviceWeights::Random(config, 1);
+    cuda::CudaBackendOptions options;
+    options.max_batch = 64;
+    options.max_num_tokens = 64;
+    options.decode_path = "layered";  // graphs where they apply, as served
+    auto backend =
+        std::make_unique<cuda::CudaBackend>(std::move(config), std::move(weights), options);
+    backend->kv_pool().FillRandom(3, 0.01f);
+    const double read = cuda::MeasureReadBandwidth(int64_t{4} << 30, 5).bytes_per_second;
+    megakernel::MegakernelDecoder decoder(backend->config(), backend->weights(),
+                                          backend->kv_pool());
+    std::printf(
+        "| batch | context | layered ms | layered tok/s | megakernel ms | kernel ms | "
+        "megakernel tok/s | speedup | %% SoL |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int64_t batch : {1, 8, 32, 64}) {
+      const cuda::DecodePoint layered = cuda::BenchDecode(*backend, batch, context, 3, 10, read);
+      if (batch > megakernel::kMaxMegakernelBatch) {  // refused: not verified at this size
+        std::printf("| %lld | %lld | %.3f | %.0f | - | - | - | - | - |\n",
+                    static_cast<long long>(batch), static_cast<long long>(context), layered.step_ms,
+                    layered.tokens_per_second);
+        continue;
+      }
+      const megakernel::MegakernelPoint mk = megakernel::BenchMegakernelDecode(
+          *backend, decoder, batch, context, 3, 10, read, layered.distinct_experts);
+      std::printf(
+          "| %lld | %lld | %.3f | %.0f | %.3f | %.3f | %.0f | %.2fx | %.1f |\n",
+          static_cast<long long>(batch), static_cast<long long>(context), layered.step_ms,
+          layered.tokens_per_second, mk.decode.step_ms, mk.kernel_ms, mk.decode.tokens_per_second,
+          mk.decode.tokens_per_second / layered.tokens_per_second, mk.decode.percent_of_sol);
+    }
+    // Where the time goes: one recorded step per batch size.
+    megakernel::MegakernelDecoderOptions traced;
+    traced.record_timeline = true;
+    megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(),
+                                           backend->kv_pool(), traced);
+    for (int64_t batch : {int64_t{1}, megakernel::kMaxMegakernelBatch}) {
+      megakernel::BenchMegakernelDecode(*backend, recorder, batch, context, 1, 1, read, 0);
+      const std::vector<megakernel::TaskTimestamp> records = recorder.LastTimeline();
+      std::printf("\nbatch %lld, %s", static_cast<long long>(batch),
+                  megakernel::TimelineBreakdown(*recorder.last_schedule(), records,
+                                                std::min<int64_t>(10, layers - 1))
+                      .c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "megakernel_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

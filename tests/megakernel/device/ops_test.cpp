@@ -1,0 +1,376 @@
+// Each megakernel op alone (or a short chain joined by counters) against a CPU reference on
+// random inputs, outputs poisoned with NaN beforehand so an unwritten element fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/gpu_test_util.h"
+#include "megakernel/device/op_harness.h"
+
+namespace mkserve::megakernel::testing {
+namespace {
+
+using cuda::testing::ExpectClose;
+using cuda::testing::RoundBf16;
+using cuda::testing::ToHost;
+using cuda::testing::ToHostFloat;
+using M = TinyModel;
+
+// Tasks in global order, placed round-robin over the SMs (the schedule builder's default).
+std::vector<std::vector<TaskDescriptor>> RoundRobin(const std::vector<TaskDescriptor>& order) {
+  std::vector<std::vector<TaskDescriptor>> lists(MegakernelGridSize());
+  for (size_t i = 0; i < order.size(); ++i) lists[i % lists.size()].push_back(order[i]);
+  return lists;
+}
+
+std::vector<float> RmsNorm(const std::vector<float>& x, const std::vector<float>& gamma,
+                           float eps) {
+  double squares = 0;
+  for (float v : x) squares += static_cast<double>(v) * v;
+  const float inv = 1.0f / std::sqrt(static_cast<float>(squares / x.size()) + eps);
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * gamma[i];
+  return y;
+}
+
+TEST(MegakernelOps, LmHeadTilesMatchCpu) {
+  cuda::testing::RequireGpu();
+  M m;
+  const std::vector<float> x = RandomBf16Values(int64_t{M::kBatch} * M::kHidden, 11);
+  m.p.x_norm = m.Bf16(x);
+  m.p.tiles.lm_head = 64;
+  std::vector<TaskDescriptor> order;
+  for (uint32_t tile = 0; tile < M::kVocab / 64; ++tile) {
+    TaskDescriptor t = Task(kLmHead, 1);
+    t.tile = tile;
+    t.k_end = M::kHidden;
+    t.row_begin = 0;
+    t.row_end = M::kBatch;  // 11 rows: two staging passes
+    order.push_back(t);
+  }
+  RunLists(m.p, RoundRobin(order));
+  std::vector<float> want(int64_t{M::kBatch} * M::kVocab);
+  for (int r = 0; r < M::kBatch; ++r) {
+    for (int v = 0; v < M::kVocab; ++v) {
+      double dot = 0;
+      for (int k = 0; k < M::kHidden; ++k)
+        dot += x[r * M::kHidden + k] * m.embed[v * M::kHidden + k];
+      want[r * M::kVocab + v] = static_cast<float>(dot) * m.p.logit_scale;
+    }
+  }
+  ExpectClose(ToHost(m.floats[m.floats.size() - 1]), want, 1e-3f, 1e-3f, "logits");
+}
+
+TEST(MegakernelOps, EmbedThenJoinAcrossSmsMatchCpu) {
+  cuda::testing::RequireGpu();
+  M m;
+  std::vector<int32_t> tokens(M::kBatch);
+  for (int r = 0; r < M::kBatch; ++r) tokens[r] = (r * 389 + 17) % M::kVocab;
+  DeviceBuffer<int32_t> token_ids = ToDevice(tokens);
+  m.p.token_ids = token_ids.data();
+  const std::vector<float> attn = cuda::testing::RandomFloats(int64_t{M::kBatch} * M::kHidden, 12);
+  const std::vector<float> ffn = cuda::testing::RandomFloats(int64_t{M::kBatch} * M::kHidden, 13);
+  m.floats.push_back(ToDevice(attn));
+  m.p.attn_out = m.floats.back().data();
+  m.floats.push_back(ToDevice(ffn));
+  m.p.ffn_out = m.floats.back().data();
+  DeviceBuffer<uint32_t> counters = ToDevice(std::vector<uint32_t>(1, 0));
+  m.p.counters = counters.data();
+  std::vector<TaskDescriptor> order;
+  const int groups = (M::kBatch + 2) / 3;  // three rows per task
+  for (int g = 0; g < groups; ++g) {
+    TaskDescriptor t = Task(kEmbed);
+    t.row_begin = 3 * g;
+    t.row_end = std::min(M::kBatch, 3 * g + 3);
+    t.signal_counter = 0;
+    order.push_back(t);
+  }
+  for (int g = 0; g < groups; ++g) {
+    TaskDescriptor t = Task(kJoin);
+    t.row_begin = 3 * g;
+    t.row_end = std::min(M::kBatch, 3 * g + 3);
+    t.wait0_counter = 0;
+    t.wait0_target = groups;  // every embedding first: the join reads only its rows, but waits all
+    t.flags = kFlagFinalNorm;
+    order.push_back(t);
+  }
+  RunLists(m.p, RoundRobin(order));
+  std::vector<float> residual_want, norm_want;
+  for (int r = 0; r < M::kBatch; ++r) {
+    std::vector<float> x(M::kHidden);
+    for (int i = 0; i < M::kHidden; ++i) {
+      const int64_t at = int64_t{r} * M::kHidden + i;
+      x[i] = m.embed[int64_t{tokens[r]} * M::kHidden + i] + attn[at] + ffn[at];
+    }
+    residual_want.insert(residual_want.end(), x.begin(), x.end());
+    const std::vector<float> y = RmsNorm(x, m.norm_gamma, m.p.norm_eps);
+    norm_want.insert(norm_want.end(), y.begin(), y.end());
+  }
+  ExpectClose(ToHost(m.floats[0]), residual_want, 1e-5f, 1e-5f, "residual");
+  ExpectClose(ToHost(m.floats[1]), norm_want, 1e-4f, 1e-4f, "x_norm_f32");
+  ExpectClose(ToHostFloat(m.bf16s[m.bf16s.size() - 2]), norm_want, 1e-2f, 1e-2f, "x_norm");
+  const std::vector<float> zeros(attn.size(), 0.0f);
+  ExpectClose(ToHost(m.floats[m.floats.size() - 2]), zeros, 0, 0, "attn_out cleared");
+  ExpectClose(ToHost(m.floats.back()), zeros, 0, 0, "ffn_out cleared");
+}
+
+// A paged cache of one layer, three rows, a sliding window the rows' contexts cross.
+struct AttentionCase {
+  static constexpr int kRows = 3, kWindow = 100, kPages = 4;
+  M m;
+  std::vector<int32_t> positions = {70, 200, 130};
+  std::vector<int32_t> tables;  // [row][kPages]
+  std::vector<float> cache, q;
+  DeviceBuffer<int32_t> positions_d, tables_d;
+  DeviceBuffer<LayerParams> layer_d;
+
+  AttentionCase() {
+    const int64_t kv_width = M::kKvHeads * M::kHeadDim;
+    const int blocks = kRows * kPages;
+    std::vector<int32_t> order(blocks);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(5));
+    tables = order;
+    cache = RandomBf16Values(int64_t{blocks} * 64 * 2 * kv_width, 21);
+    q = RandomBf16Values(int64_t{kRows} * M::kHeads * M::kHeadDim, 22);
+    positions_d = ToDevice(positions);
+    tables_d = ToDevice(tables);
+    LayerParams layer = m.layer;
+    layer.kv_cache = m.Bf16(cache);
+    layer.block_tables = tables_d.data();
+    layer.max_pages = kPages;
+    layer_d = ToDevice(std::vector<LayerParams>{layer});
+    m.p.layers = layer_d.data();
+    m.p.batch = kRows;
+    m.p.positions = positions_d.data();
+    m.p.q = m.Bf16(q);
+    m.p.attn_in = m.Bf16(std::vector<float>(q.size(), NAN));
+    m.p.attn_partial = m.Floats(int64_t{kRows} * M::kHeads * m.p.max_splits * M::kHeadDim);
+    m.p.attn_stats = m.Floats(int64_t{kRows} * M::kHeads * m.p.max_splits * 2);
+  }
+
+  float Cache(int row, int key, int kv, int kv_head, int d) const {
+    const int64_t block = tables[row * kPages + key / 64];
+    const int64_t kv_width = M::kKvHeads * M::kHeadDim;
+    return cache[((block * 64 + key % 64) * 2 + kv) * kv_width + kv_head * M::kHeadDim + d];
+  }
+
+  std::vector<float> Reference() const {
+    std::vector<float> out(q.size());
+    for (int r = 0; r < kRows; ++r) {
+      const int first = std::max(0, positions[r] - kWindow + 1);
+      for (int h = 0; h < M::kHeads; ++h) {
+        const int kvh = h / (M::kHeads / M::kKvHeads);
+        const float* qh = q.data() + (r * M::kHeads + h) * M::kHeadDim;
+        std::vector<double> scores;
+        double top = -INFINITY;
+        for (int key = first; key <= positions[r]; ++key) {
+          double dot = 0;
+          for (int d = 0; d < M::kHeadDim; ++d) dot += qh[d] * Cache(r, key, 0, kvh, d);
+          scores.push_back(dot / std::sqrt(128.0));
+          top = std::max(top, scores.back());
+        }
+        double sum = 0;
+        for (double& s : scores) sum += (s = std::exp(s - top));
+        for (int d = 0; d < M::kHeadDim; ++d) {
+          double acc = 0;
+          for (size_t j = 0; j < scores.size(); ++j) {
+            acc += scores[j] * Cache(r, first + static_cast<int>(j), 1, kvh, d);
+          }
+          out[(r * M::kHeads + h) * M::kHeadDim + d] = static_cast<float>(acc / sum);
+        }
+      }
+    }
+    return out;
+  }
+};
+
+// `combine`: the splits' partial states are merged by kAttentionCombine (with one split, the
+// schedule may still do so: the split then writes both attn_in and its partial state).
+void RunSlidingAttention(int splits, bool combine) {
+  cuda::testing::RequireGpu();
+  AttentionCase c;
+  DeviceBuffer<uint32_t> counters =
+      ToDevice(std::vector<uint32_t>(AttentionCase::kRows * M::kKvHeads, 0));
+  c.m.p.counters = counters.data();
+  std::vector<TaskDescriptor> order;
+  for (int r = 0; r < AttentionCase::kRows; ++r) {
+    for (int h = 0; h < M::kKvHeads; ++h) {
+      for (int s = 0; s < splits; ++s) {
+        TaskDescriptor t = Task(kAttention);
+        t.row_begin = r;
+        t.row_end = r + 1;
+        t.split = s;
+        t.arg[kArgKvHead] = h;
+        t.arg[kArgWindow] = AttentionCase::kWindow;
+        t.arg[kArgSplits] = splits;
+        if (combine) t.signal_counter = r * M::kKvHeads + h;
+        order.push_back(t);
+      }
+    }
+  }
+  if (combine) {
+    for (int r = 0; r < AttentionCase::kRows; ++r) {
+      for (int h = 0; h < M::kKvHeads; ++h) {
+        TaskDescriptor t = Task(kAttentionCombine);
+        t.row_begin = r;
+        t.row_end = r + 1;
+        t.wait0_counter = r * M::kKvHeads + h;
+        t.wait0_target = splits;
+        t.arg[kArgKvHead] = h;
+        t.arg[kArgSplits] = splits;
+        order.push_back(t);
+      }
+    }
+  }
+  RunLists(c.m.p, RoundRobin(order));
+  ExpectClose(ToHostFloat(c.m.bf16s.back()), c.Reference(), 1e-2f, 1e-2f, "attn_in");
+}
+
+TEST(MegakernelOps, SlidingAttentionOneSplitWritesOutputDirectly) { RunSlidingAttention(1, false); }
+TEST(MegakernelOps, SlidingAttentionOneSplitThenCombine) { RunSlidingAttention(1, true); }
+TEST(MegakernelOps, SlidingAttentionThreeSplitsAndCombine) { RunSlidingAttention(3, true); }
+
+// Router -> top-k -> finalize -> claimed expert gate/up and down -> combine, in one launch:
+// `batch` rows routed to `top_k` of 16 experts, `rows_per_block` routed rows per expert item.
+void RunMoeChain(int batch, int top_k, int rows_per_block) {
+  cuda::testing::RequireGpu();
+  M m(batch, top_k);
+  const int B = batch, H = M::kHidden, E = M::kExperts, K = top_k, I = M::kExpertWidth;
+  const std::vector<float> x = RandomBf16Values(int64_t{B} * H, 31);
+  m.p.x_norm = m.Bf16(x);
+  m.floats.push_back(ToDevice(x));
+  m.p.x_norm_f32 = m.floats.back().data();
+  m.p.tiles.router = 8;
+  m.p.tiles.expert_up = 32;
+  m.p.tiles.expert_down = 128;
+  m.p.tiles.expert_rows = rows_per_block;
+  const int up_tiles = I / 32, down_tiles = H / 128;
+  const int blocks_per_expert = (B + rows_per_block - 1) / rows_per_block;
+  const int used = std::min(E, B * K);
+  const int max_blocks = used + (B * K - used) / rows_per_block;
+  DeviceBuffer<ExpertWorkItem> items(2 * max_blocks * std::max(up_tiles, down_tiles));
+  m.p.expert_items = items.data();
+  DeviceBuffer<uint32_t> offsets =
+      ToDevice(std::vector<uint32_t>{0, static_cast<uint32_t>(max_blocks * up_tiles)});
+  DeviceBuffer<uint32_t> queue_counts = ToDevice(std::vector<uint32_t>(2, 12345));
+  DeviceBuffer<uint32_t> queue_heads = ToDevice(std::vector<uint32_t>(2, 0));
+  m.p.queue_offsets = offsets.data();
+  m.p.queue_counts = queue_counts.data();
+  m.p.queue_heads = queue_heads.data();
+  const uint32_t router_done = 0, topk_done = 1, finalize_done = 2, up_done = 3;
+  const uint32_t rows_done = up_done + E * blocks_per_expert;
+  DeviceBuffer<uint32_t> counters = ToDevice(std::vector<uint32_t>(rows_done + B, 0));
+  m.p.counters = counters.data();
+
+  std::vector<TaskDescriptor> order;
+  for (int tile = 0; tile < E / 8; ++tile) {
+    for (int split = 0; split < 2; ++split) {
+      TaskDescriptor t = Task(kRouter);
+      t.tile = tile;
+      t.k_begin = split * H / 2;
+      t.k_end = (split + 1) * H / 2;
+      t.row_end = B;
+      t.flags = kFlagAccumulate;
+      t.signal_counter = router_done;
+      order.push_back(t);
+    }
+  }
+  const int topk_groups = (B + 3) / 4;
+  for (int g = 0; g < topk_groups; ++g) {
+    TaskDescriptor t = Task(kTopK);
+    t.row_begin = 4 * g;
+    t.row_end = std::min(B, 4 * g + 4);
+    t.wait0_counter = router_done;
+    t.wait0_target = 2 * E / 8;
+    t.signal_counter = topk_done;
+    order.push_back(t);
+  }
+  TaskDescriptor fin = Task(kMoeFinalize);
+  fin.row_end = B;
+  fin.wait0_counter = topk_done;
+  fin.wait0_target = topk_groups;
+  fin.signal_counter = finalize_done;
+  fin.arg[kArgQueue] = 0;
+  fin.arg[kArgQueue2] = 1;
+  fin.arg[kArgTileRows] = rows_per_block;
+  fin.arg[kArgTiles] = up_tiles;
+  fin.arg[kArgTiles2] = down_tiles;
+  order.push_back(fin);
+  for (int c = 0; c < 6; ++c) {
+    TaskDescriptor t = Task(kExpertGateUpClaim);
+    t.row_end = B;
+    t.wait0_counter = finalize_done;
+    t.wait0_target = 1;
+    t.arg[kArgQueue] = 0;
+    t.arg[kArgItemWaitBase] = kNoCounter;
+    t.arg[kArgItemSignalBase] = up_done;
+    order.push_back(t);
+  }
+  for (int c = 0; c < 6; ++c) {
+    TaskDescriptor t = Task(kExpertDownClaim);
+    t.row_end = B;
+    t.wait0_counter = finalize_done;
+    t.wait0_target = 1;
+    t.arg[kArgQueue] = 1;
+    t.arg[kArgItemWaitBase] = up_done;
+    t.arg[kArgItemSignalBase] = rows_done;
+    order.push_back(t);
+  }
+  for (int r = 0; r < B; ++r) {
+    TaskDescriptor t = Task(kMoeCombine);
+    t.row_begin = r;
+    t.row_end = r + 1;
+    t.wait0_counter = rows_done + r;
+    t.wait0_target = K * down_tiles;
+    order.push_back(t);
+  }
+  RunLists(m.p, RoundRobin(order));
+
+  std::vector<float> want(int64_t{B} * H, 0.0f);
+  std::vector<int32_t> want_ids;
+  for (int r = 0; r < B; ++r) {
+    std::vector<std::pair<float, int>> logits;
+    for (int e = 0; e < E; ++e) {
+      double dot = 0;
+      for (int k = 0; k < H; ++k) dot += m.router[e * H + k] * x[r * H + k];
+      logits.push_back({static_cast<float>(dot), e});
+    }
+    std::stable_sort(logits.begin(), logits.end(),
+                     [](auto a, auto b) { return a.first > b.first; });
+    for (int j = 0; j < K; ++j) {
+      const int e = logits[j].second;
+      want_ids.push_back(e);
+      const float weight = 1.0f / (1.0f + std::exp(-logits[j].first));
+      std::vector<float> h(I);
+      for (int i = 0; i < I; ++i) {
+        double g = 0, u = 0;
+        for (int k = 0; k < H; ++k) {
+          g += m.experts_gate_up[(int64_t{e} * 2 * I + i) * H + k] * x[r * H + k];
+          u += m.experts_gate_up[(int64_t{e} * 2 * I + I + i) * H + k] * x[r * H + k];
+        }
+        h[i] = RoundBf16(static_cast<float>(g / (1 + std::exp(-g)) * u));
+      }
+      for (int n = 0; n < H; ++n) {
+        double d = 0;
+        for (int i = 0; i < I; ++i) d += m.experts_down[(int64_t{e} * H + n) * I + i] * h[i];
+        want[r * H + n] += weight * static_cast<float>(d);
+      }
+    }
+  }
+  const std::vector<int32_t> ids = ToHost(m.ints[0]);
+  for (int r = 0; r < B; ++r) {
+    for (int j = 0; j < K; ++j) EXPECT_EQ(ids[r * K + j], want_ids[r * K + j]) << "row " << r;
+  }
+  ExpectClose(ToHost(m.floats[3]), want, 2e-3f, 2e-2f, "ffn_out");
+}
+
+TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
+// Blocks of up to 64 routed rows (batch 64's expert_rows): several staging passes per item.
+TEST(MegakernelOps, MoeChainLargeBlocksMatchesCpu) { RunMoeChain(48, 8, 64); }
+
+}  // namespace
+}  // namespace mkserve::megakernel::testing

@@ -1,0 +1,196 @@
+#include "megakernel/schedule/schedule_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "megakernel/schedule/work_queues.h"
+#include "model/presets.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+Schedule Build(const ModelConfig& config, int64_t batch, int64_t context, int64_t num_sms,
+               const SchedulePolicy& policy = SchedulePolicy::Default()) {
+  const ContextBucket bucket = BucketForContext(config, context);
+  return BuildSchedule(config, batch, bucket, num_sms,
+                       ChooseTileShapes(config, batch, bucket, num_sms), policy);
+}
+
+std::vector<const TaskDescriptor*> InGlobalOrder(const Schedule& schedule) {
+  std::vector<const TaskDescriptor*> all;
+  for (const auto& list : schedule.sm_tasks) {
+    for (const TaskDescriptor& task : list) all.push_back(&task);
+  }
+  std::sort(all.begin(), all.end(), [](const TaskDescriptor* a, const TaskDescriptor* b) {
+    return a->arg[kArgSequence] < b->arg[kArgSequence];
+  });
+  return all;
+}
+
+TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
+  const ModelConfig config = NmcPreset();
+  const Schedule schedule = Build(config, 1, 8192, 132);
+  ASSERT_EQ(schedule.sm_tasks.size(), 132u);
+  std::map<std::pair<uint32_t, uint32_t>, int> per_op;  // (layer, opcode) -> tasks
+  for (const TaskDescriptor* task : InGlobalOrder(schedule)) ++per_op[{task->layer, task->opcode}];
+  // Layer 1 is a sliding MoE layer: (32 q heads + 2 x 4 kv heads) x 128 / 64 QKV tiles, 16 static
+  // splits per (row, kv head) at 8K, 2048 / 64 x 4 O-proj tiles, 128 / 16 x 4 router tiles.
+  EXPECT_EQ((per_op[{1, kQkv}]), (32 + 8) * 2);
+  EXPECT_EQ((per_op[{1, kAttention}]), 4 * 16);
+  EXPECT_EQ((per_op[{1, kAttentionCombine}]), 4);
+  EXPECT_EQ((per_op[{1, kOProj}]), 32 * 4);
+  EXPECT_EQ((per_op[{1, kRouter}]), 8 * 4);
+  EXPECT_EQ((per_op[{1, kTopK}]), 1);
+  EXPECT_EQ((per_op[{1, kMoeFinalize}]), 1);
+  EXPECT_EQ((per_op[{1, kExpertGateUpClaim}]), 132);
+  EXPECT_EQ((per_op[{1, kMoeCombine}]), 1);
+  EXPECT_EQ((per_op[{1, kJoin}]), 1);
+  // Layer 4 is the first full (NoPE) MoE layer: claims instead of static splits.
+  ASSERT_EQ(config.layers[1].attention, AttentionKind::kSliding);
+  ASSERT_EQ(config.layers[4].attention, AttentionKind::kFull);
+  EXPECT_EQ((per_op[{4, kAttention}]), 0);
+  EXPECT_EQ((per_op[{4, kAttentionClaim}]), 132);
+  EXPECT_EQ((per_op[{4, kAttentionCombine}]), 4);
+  // Layer 0 is dense: 3072 / 64 gate/up tiles, 2048 / 64 x 2 down tiles, no MoE ops.
+  EXPECT_EQ((per_op[{0, kDenseGateUp}]), 48);
+  EXPECT_EQ((per_op[{0, kDenseDown}]), 64);
+  EXPECT_EQ((per_op[{0, kRouter}]), 0);
+  EXPECT_EQ((per_op[{49, kLmHead}]), 262144 / 64);
+}
+
+// Past 32 rows there are enough (row, KV head) units for the SMs: one sliding split, which writes
+// attn_in itself, so the layer has no combine and O-proj waits on the attention tasks directly.
+TEST(ScheduleBuilderTest, OneSlidingSplitHasNoCombine) {
+  const ModelConfig config = NmcPreset(4);
+  const Schedule schedule = Build(config, 64, 8192, 132);
+  ASSERT_EQ(schedule.tiles.sliding_splits, 1);
+  std::set<uint32_t> attention_signals, oproj_waits;
+  int combines = 0;
+  for (const auto& list : schedule.sm_tasks) {
+    for (const TaskDescriptor& task : list) {
+      if (task.layer != 1) continue;
+      if (task.opcode == kAttentionCombine) ++combines;
+      if (task.opcode == kAttention) attention_signals.insert(task.signal_counter);
+      if (task.opcode == kOProj) oproj_waits.insert(task.wait0_counter);
+    }
+  }
+  EXPECT_EQ(combines, 0);
+  EXPECT_EQ(attention_signals, oproj_waits);
+}
+
+TEST(ScheduleBuilderTest, GlobalOrderStartsWithEmbedAndEndsWithTheLmHead) {
+  const ModelConfig config = TinyPreset();
+  const Schedule schedule = Build(config, 5, 256, 7);
+  const auto all = InGlobalOrder(schedule);
+  ASSERT_FALSE(all.empty());
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i]->arg[kArgSequence], i);
+  EXPECT_EQ(all.front()->opcode, kEmbed);
+  EXPECT_EQ(all.back()->opcode, kLmHead);
+  // Round robin carries one cursor across waves: task k goes to SM k % 7.
+  for (size_t sm = 0; sm < schedule.sm_tasks.size(); ++sm) {
+    for (const TaskDescriptor& task : schedule.sm_tasks[sm]) {
+      EXPECT_EQ(task.arg[kArgSequence] % 7, sm);
+    }
+  }
+}
+
+TEST(ScheduleBuilderTest, QkvTilesOfAHeadSignalThatHeadsCounterWithTheAttentionTarget) {
+  const ModelConfig config = NmcPreset(4);
+  const Schedule schedule = Build(config, 3, 4096, 132);
+  std::map<uint32_t, int> tiles_per_counter;
+  uint32_t attention_target = 0;
+  for (const auto& list : schedule.sm_tasks) {
+    for (const TaskDescriptor& task : list) {
+      if (task.layer != 1) continue;
+      if (task.opcode == kQkv) ++tiles_per_counter[task.signal_counter];
+      if (task.opcode == kAttention) attention_target = task.wait0_target;
+    }
+  }
+  ASSERT_EQ(tiles_per_counter.size(), 4u);  // one counter per KV head
+  for (const auto& [counter, tiles] : tiles_per_counter) EXPECT_EQ(tiles, 20);
+  EXPECT_EQ(attention_target, 20u);
+}
+
+TEST(ScheduleBuilderTest, SmCountIsAParameter) {
+  const ModelConfig config = TinyPreset();
+  for (int64_t sms : {1, 3, 132}) {
+    const Schedule schedule = Build(config, 2, 512, sms);
+    EXPECT_EQ(static_cast<int64_t>(schedule.sm_tasks.size()), sms);
+    const auto packed = schedule.PackedTasks();
+    EXPECT_EQ(static_cast<int64_t>(packed.size()), sms * schedule.max_tasks_per_sm());
+    int64_t total = 0;
+    for (uint32_t count : schedule.TaskCounts()) total += count;
+    EXPECT_EQ(total, schedule.num_tasks());
+  }
+}
+
+TEST(ScheduleBuilderTest, LeastLoadedPlacementBalancesEstimatedBytes) {
+  const ModelConfig config = NmcPreset(4);
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.placement = Placement::kLeastLoaded;
+  const Schedule schedule = Build(config, 8, 8192, 16, policy);
+  // Every SM gets work and the lists stay in global order.
+  for (const auto& list : schedule.sm_tasks) {
+    ASSERT_FALSE(list.empty());
+    for (size_t i = 1; i < list.size(); ++i) {
+      EXPECT_LT(list[i - 1].arg[kArgSequence], list[i].arg[kArgSequence]);
+    }
+  }
+  EXPECT_NE(schedule.TaskCounts(), Build(config, 8, 8192, 16).TaskCounts());
+}
+
+TEST(ScheduleBuilderTest, BadInputsGiveErrorsNamingTheProblem) {
+  const ModelConfig config = TinyPreset();
+  const ContextBucket bucket = BucketForContext(config, 256);
+  TileShapes tiles = ChooseTileShapes(config, 4, bucket, 8);
+  EXPECT_THROW(ChooseTileShapes(config, 65, bucket, 8), Error);
+  EXPECT_THROW(ChooseTileShapes(config, 0, bucket, 8), Error);
+  tiles.qkv_tile = 5;
+  try {
+    BuildSchedule(config, 4, bucket, 8, tiles, SchedulePolicy::Default());
+    FAIL() << "a qkv tile that does not divide head_dim was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("qkv_tile"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(BuildSchedule(config, 4, bucket, 0, ChooseTileShapes(config, 4, bucket, 8),
+                             SchedulePolicy::Default()),
+               Error);
+}
+
+TEST(SchedulePolicyTest, JsonRoundTripsAndRejectsBadOrders) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.placement = Placement::kLeastLoaded;
+  policy.include_sampling = true;
+  EXPECT_EQ(SchedulePolicy::FromJson(policy.ToJson()), policy);
+
+  nlohmann::json json = SchedulePolicy::Default().ToJson();
+  json["layer_waves"].erase(0);  // drops "qkv"
+  try {
+    SchedulePolicy::FromJson(json);
+    FAIL() << "a policy without qkv was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lacks \"qkv\""), std::string::npos) << e.what();
+  }
+  json = SchedulePolicy::Default().ToJson();
+  json["layer_waves"].push_back("join");
+  EXPECT_THROW(SchedulePolicy::FromJson(json), Error);
+  EXPECT_THROW(SchedulePolicy::FromJson({{"placement", "random"}}), Error);
+  EXPECT_THROW(SchedulePolicy::FromJson({{"layer_waves", {"qkv", "warp"}}}), Error);
+  EXPECT_THROW(SchedulePolicy::FromJson({{"speed", 3}}), Error);
+}
+
+TEST(ScheduleBuilderTest, SamplingIsAddedOnRequest) {
+  const ModelConfig config = TinyPreset();
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.include_sampling = true;
+  const auto all = InGlobalOrder(Build(config, 3, 256, 4, policy));
+  EXPECT_EQ(all.back()->opcode, kSample);
+  EXPECT_EQ(all.back()->wait0_target, 1024u / 64u);  // every LM head tile
+}
+
+}  // namespace
+}  // namespace mkserve::megakernel

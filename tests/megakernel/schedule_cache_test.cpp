@@ -1,0 +1,71 @@
+#include "megakernel/schedule/schedule_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "model/presets.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+TEST(ScheduleCacheTest, SelectsTheSmallestBucketThatFitsAndReusesSchedules) {
+  ScheduleCache cache(NmcPreset(4), 8, {1024, 4096, 8192, 16384}, 132, SchedulePolicy::Default());
+  EXPECT_EQ(cache.BucketIndexFor(1), 0u);
+  EXPECT_EQ(cache.BucketIndexFor(1024), 0u);
+  EXPECT_EQ(cache.BucketIndexFor(1025), 1u);
+  EXPECT_EQ(cache.BucketIndexFor(16384), 3u);
+  EXPECT_THROW(cache.BucketIndexFor(16385), Error);
+  EXPECT_THROW(cache.BucketIndexFor(0), Error);
+
+  const Schedule& a = cache.Select(3, 900);
+  EXPECT_EQ(a.batch, 3);
+  EXPECT_EQ(&cache.Select(3, 1000), &a);  // same bucket: the cached schedule
+  EXPECT_NE(&cache.Select(4, 1000), &a);
+  // At batch 8, 8K and 16K choose the same tiles and window pages: one schedule, built for 16K.
+  const Schedule& at_8k = cache.Select(8, 8000);
+  EXPECT_EQ(&cache.Select(8, 16000), &at_8k);
+  EXPECT_EQ(at_8k.bucket.max_context_tokens, 16384);
+  EXPECT_EQ(cache.RepresentativeBucket(8, 2), 3u);
+  EXPECT_EQ(cache.num_built(), 3u);
+}
+
+TEST(ScheduleCacheTest, RejectsBadConfigurations) {
+  const ModelConfig config = NmcPreset(4);
+  EXPECT_THROW(ScheduleCache(config, 65, {1024}, 132, SchedulePolicy::Default()), Error);
+  EXPECT_THROW(ScheduleCache(config, 8, {}, 132, SchedulePolicy::Default()), Error);
+  EXPECT_THROW(ScheduleCache(config, 8, {4096, 1024}, 132, SchedulePolicy::Default()), Error);
+  EXPECT_THROW(ScheduleCache(config, 8, {1024}, 0, SchedulePolicy::Default()), Error);
+  ScheduleCache cache(config, 8, {1024}, 132, SchedulePolicy::Default());
+  EXPECT_THROW(cache.Get(9, 0), Error);
+  EXPECT_THROW(cache.Get(1, 1), Error);
+}
+
+TEST(ScheduleCacheTest, APolicyThatCouldHangIsRefusedWhenItsScheduleIsBuilt) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  std::erase(policy.layer_waves, Wave::kJoin);
+  policy.layer_waves.insert(policy.layer_waves.begin(), Wave::kJoin);
+  ScheduleCache cache(TinyPreset(), 4, {1024}, 3, policy);
+  try {
+    cache.Get(2, 0);
+    FAIL() << "a schedule with the join before its inputs was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("order_violation"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.num_built(), 0u);
+}
+
+TEST(ContextBucketTest, PagesFollowTheWindow) {
+  const ModelConfig config = NmcPreset(4);  // window 4096 tokens = 64 pages
+  const ContextBucket small = BucketForContext(config, 1000);
+  EXPECT_EQ(small.max_full_pages, 16);
+  EXPECT_EQ(small.max_sliding_pages, 16);
+  const ContextBucket large = BucketForContext(config, 100000);
+  EXPECT_EQ(large.max_full_pages, 1563);
+  EXPECT_EQ(large.max_sliding_pages, 65);  // a window need not start on a page boundary
+  EXPECT_EQ(DefaultBucketBounds(20000),
+            (std::vector<int64_t>{1024, 2048, 4096, 8192, 16384, 20000}));
+  EXPECT_EQ(DefaultBucketBounds(1000), (std::vector<int64_t>{1000}));
+}
+
+}  // namespace
+}  // namespace mkserve::megakernel

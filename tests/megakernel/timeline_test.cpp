@@ -1,0 +1,53 @@
+#include "megakernel/schedule/timeline.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "megakernel/schedule/schedule_builder.h"
+#include "model/presets.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+TEST(TimelineTest, TasksBecomeSlicesOnTheirSmTrack) {
+  const ModelConfig config = TinyPreset(2);
+  const ContextBucket bucket = BucketForContext(config, 256);
+  const Schedule schedule = BuildSchedule(
+      config, 1, bucket, 2, ChooseTileShapes(config, 1, bucket, 2), SchedulePolicy::Default());
+  const int64_t width = schedule.max_tasks_per_sm();
+  std::vector<TaskTimestamp> records(2 * width, TaskTimestamp{0, 0});
+  records[0] = {1'000'000, 1'002'500};          // SM 0 task 0: the embed, 2.5 us
+  records[width + 1] = {1'003'000, 1'004'000};  // SM 1 task 1
+  const nlohmann::json trace = nlohmann::json::parse(TimelineToChromeTrace(schedule, records));
+
+  std::vector<nlohmann::json> slices;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] == "X") slices.push_back(event);
+  }
+  ASSERT_EQ(slices.size(), 2u);  // slots without a record are skipped
+  EXPECT_EQ(slices[0]["tid"], 0);
+  EXPECT_EQ(slices[0]["name"], "embed L0");
+  EXPECT_DOUBLE_EQ(slices[0]["ts"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(slices[0]["dur"].get<double>(), 2.5);
+  EXPECT_EQ(slices[1]["tid"], 1);
+  EXPECT_DOUBLE_EQ(slices[1]["ts"].get<double>(), 3.0);
+  EXPECT_EQ(slices[1]["args"]["sequence"], schedule.sm_tasks[1][1].arg[kArgSequence]);
+  EXPECT_EQ(slices[1]["args"]["task_index"], 1);
+}
+
+TEST(TimelineTest, BadBuffersAreRejected) {
+  const ModelConfig config = TinyPreset(2);
+  const ContextBucket bucket = BucketForContext(config, 256);
+  const Schedule schedule = BuildSchedule(
+      config, 1, bucket, 2, ChooseTileShapes(config, 1, bucket, 2), SchedulePolicy::Default());
+  std::vector<TaskTimestamp> records(3);
+  EXPECT_THROW(TimelineToChromeTrace(schedule, records), Error);
+  records.assign(2 * schedule.max_tasks_per_sm(), TaskTimestamp{0, 0});
+  records[0] = {10, 5};
+  EXPECT_THROW(TimelineToChromeTrace(schedule, records), Error);
+}
+
+}  // namespace
+}  // namespace mkserve::megakernel

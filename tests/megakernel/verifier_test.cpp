@@ -1,0 +1,180 @@
+// The verifier passes good schedules and names each planted mistake.
+#include "megakernel/schedule/verifier.h"
+
+#include <gtest/gtest.h>
+
+#include "megakernel/schedule/schedule_builder.h"
+#include "model/presets.h"
+
+namespace mkserve::megakernel {
+namespace {
+
+using Kind = VerifyFailureKind;
+
+// A tiny model whose attention uses several splits, so every op kind is present.
+struct Tiny {
+  ModelConfig config = TinyPreset();
+  Schedule schedule;
+  std::vector<RunTimeWork> work;
+
+  explicit Tiny(int64_t batch, int64_t num_sms = 3,
+                const SchedulePolicy& policy = SchedulePolicy::Default()) {
+    const ContextBucket bucket = BucketForContext(config, 1024);
+    TileShapes tiles = ChooseTileShapes(config, batch, bucket, num_sms);
+    tiles.min_pages_per_split = 1;
+    tiles.sliding_splits = 2;
+    tiles.full_split_slots = 4;
+    schedule = BuildSchedule(config, batch, bucket, num_sms, tiles, policy);
+    work = StandardWork(config, batch, bucket);
+  }
+
+  VerifyReport Verify() const { return VerifySchedule(config, schedule, work[0]); }
+
+  TaskDescriptor& First(uint32_t opcode, uint32_t layer) {
+    for (auto& list : schedule.sm_tasks) {
+      for (TaskDescriptor& task : list) {
+        if (task.opcode == opcode && task.layer == layer) return task;
+      }
+    }
+    throw std::runtime_error("no such task");
+  }
+};
+
+TEST(VerifierTest, BuiltSchedulesPassForEveryInstance) {
+  for (int64_t batch : {1, 2, 5, 8}) {
+    for (int64_t sms : {1, 3, 16}) {
+      Tiny tiny(batch, sms);
+      for (const RunTimeWork& work : tiny.work) {
+        const VerifyReport report = VerifySchedule(tiny.config, tiny.schedule, work);
+        EXPECT_TRUE(report.ok()) << "batch " << batch << " sms " << sms << ": " << report.Summary();
+        EXPECT_GT(report.nodes, tiny.schedule.num_tasks());  // work items were simulated too
+      }
+    }
+  }
+}
+
+TEST(VerifierTest, ADroppedArrivalIsAnUnreachableTarget) {
+  Tiny tiny(2);
+  tiny.First(kQkv, 1).signal_counter = kNoCounter;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kUnreachableTarget)) << report.Summary();
+  EXPECT_TRUE(report.Has(Kind::kDeadlock)) << report.Summary();
+}
+
+TEST(VerifierTest, ARaisedTargetIsUnreachable) {
+  Tiny tiny(2);
+  tiny.First(kAttentionCombine, 2).wait0_target += 1;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kUnreachableTarget)) << report.Summary();
+  EXPECT_TRUE(report.Has(Kind::kDeadlock)) << report.Summary();
+}
+
+TEST(VerifierTest, AnExtraArrivalIsAnOverArrival) {
+  Tiny tiny(2);
+  TaskDescriptor copy = tiny.First(kOProj, 3);
+  copy.arg[kArgSequence] = 1u << 30;  // last in the order, so only the counts are wrong
+  tiny.schedule.sm_tasks[0].push_back(copy);
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kOverArrival)) << report.Summary();
+  EXPECT_TRUE(report.Has(Kind::kDoubleWrite)) << report.Summary();
+}
+
+TEST(VerifierTest, SwappingAProducerBehindItsConsumerIsACircularWait) {
+  Tiny tiny(2, 3);
+  // Find, on one SM, a task and a later task that waits on its counter; swap them.
+  bool swapped = false;
+  for (auto& list : tiny.schedule.sm_tasks) {
+    for (size_t i = 0; i < list.size() && !swapped; ++i) {
+      for (size_t j = i + 1; j < list.size() && !swapped; ++j) {
+        if (list[i].signal_counter != kNoCounter &&
+            list[j].wait0_counter == list[i].signal_counter) {
+          std::swap(list[i], list[j]);
+          swapped = true;
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(swapped);
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kHeadOfLineBlock)) << report.Summary();
+  EXPECT_TRUE(report.Has(Kind::kDeadlock)) << report.Summary();
+  EXPECT_TRUE(report.Has(Kind::kOrderViolation)) << report.Summary();
+}
+
+TEST(VerifierTest, AMissingWaitIsAReadWithoutDependency) {
+  Tiny tiny(2);
+  TaskDescriptor& oproj = tiny.First(kOProj, 1);
+  oproj.wait0_counter = kNoCounter;
+  oproj.wait0_target = 0;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kReadWithoutDependency)) << report.Summary();
+  EXPECT_FALSE(report.Has(Kind::kDeadlock)) << report.Summary();
+}
+
+TEST(VerifierTest, AWriterOfTheNextLayerThatDoesNotWaitForReadersIsCaught) {
+  Tiny tiny(2);
+  // Layer 2's router adds into router_logits as soon as layer 2's input exists... if it waits on
+  // layer 0's join instead, it can overwrite what layer 1's top-k still reads (and read stale
+  // input).
+  TaskDescriptor& router = tiny.First(kRouter, 2);
+  const TaskDescriptor& early = tiny.First(kRouter, 1);
+  router.wait0_counter = early.wait0_counter;
+  router.wait0_target = early.wait0_target;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kWriteAfterRead)) << report.Summary();
+  EXPECT_TRUE(report.Has(Kind::kReadWithoutDependency)) << report.Summary();
+}
+
+TEST(VerifierTest, ATileWrittenTwiceLeavesAnotherUnwritten) {
+  Tiny tiny(3);
+  TaskDescriptor& tile = tiny.First(kLmHead, 6);
+  tile.arg[kArgOutBegin] += 64;
+  tile.arg[kArgOutEnd] += 64;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kDoubleWrite)) << report.Summary();
+  EXPECT_TRUE(report.Has(Kind::kCoverageGap)) << report.Summary();
+}
+
+TEST(VerifierTest, ASplitKRangeThatOverlapsIsCaught) {
+  Tiny tiny(1);
+  TaskDescriptor& down = tiny.First(kDenseDown, 0);
+  down.k_end += 8;  // the splits' K ranges now overlap
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kDoubleWrite)) << report.Summary();
+}
+
+TEST(VerifierTest, SignallingAnotherOpsCounterIsReuse) {
+  Tiny tiny(2);
+  const uint32_t qkv_counter = tiny.First(kQkv, 1).signal_counter;
+  tiny.First(kRouter, 1).signal_counter = qkv_counter;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kCounterReused)) << report.Summary();
+}
+
+TEST(VerifierTest, AQueueTooSmallForTheRoutingOverflows) {
+  Tiny tiny(4);
+  for (QueueInfo& queue : tiny.schedule.queues) {
+    if (queue.kind == QueueKind::kExpertDown) queue.capacity = 1;
+  }
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kQueueOverflow)) << report.Summary();
+}
+
+TEST(VerifierTest, APolicyThatOrdersTheJoinFirstIsAnOrderViolation) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  std::erase(policy.layer_waves, Wave::kJoin);
+  policy.layer_waves.insert(policy.layer_waves.begin(), Wave::kJoin);
+  Tiny tiny(2, 3, policy);
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kOrderViolation)) << report.Summary();
+}
+
+TEST(VerifierTest, AnUnknownCounterStopsTheCheckWithAClearFailure) {
+  Tiny tiny(1);
+  tiny.First(kTopK, 1).wait0_counter = 1u << 20;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kUnknownCounter)) << report.Summary();
+}
+
+}  // namespace
+}  // namespace mkserve::megakernel
