@@ -5,8 +5,8 @@
 # Per decode path: start-up time, concurrency 1 / 8 / 64 with distinct ~550-token chat prompts
 # (256 output tokens, ignore_eos), then ITL with 8 streams decoding while three distinct
 # 32K-token prompts arrive, against the same 8 streams alone, and a 32K prompt prefilled alone.
-# The weights are random, the tokenizer is the tiny model's (prompt lengths are counted with the
-# server's own /tokenize). JSON per run and the server logs go to $OUT; a table is printed last.
+# The weights are random, the tokenizer is the tiny model's padded to North's vocabulary (prompt
+# lengths are counted with the server's own /tokenize). JSON per run and the server logs go to $OUT; a table is printed last.
 set -u
 bin=$(readlink -f "${1:?usage: scripts/gpu_serving_bench.sh MKSERVE_BIN [DECODE_PATH...]}")
 shift
@@ -28,12 +28,22 @@ import json, shutil, sys
 work = sys.argv[1]
 config = json.load(open(f"{work}/nmc1/config.json"))
 config["num_hidden_layers"] = 49
+for key in ("layer_types", "mlp_layer_types"):  # derived again from the pattern keys
+    config.pop(key, None)
 json.dump(config, open(f"{work}/nmc/config.json", "w"), indent=1)
-for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+for name in ("tokenizer_config.json", "special_tokens_map.json"):
     try:
         shutil.copy(f"{work}/tiny/{name}", f"{work}/nmc/{name}")
     except FileNotFoundError:
         pass
+# The tiny tokenizer, its vocabulary padded to the model's with words no merge produces: encoding
+# is unchanged, and every id the random model samples decodes to text, so each token is a chunk
+# of the stream (TTFT and ITL are measured on chunks).
+tokenizer = json.load(open(f"{work}/tiny/tokenizer.json"))
+vocab = tokenizer["model"]["vocab"]
+for i in range(len(vocab), config["vocab_size"]):
+    vocab["\u0120w%d" % i] = i
+json.dump(tokenizer, open(f"{work}/nmc/tokenizer.json", "w"))
 EOF
   rm -rf "$work/nmc1"
 fi

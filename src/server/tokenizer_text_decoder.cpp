@@ -11,7 +11,12 @@ class DetokenizerStream : public TokenTextStream {
       : tokenizer_(std::move(tokenizer)),
         detokenizer_(*tokenizer_, /*skip_special_tokens=*/false) {}
 
-  std::string Append(int32_t token_id) override { return detokenizer_.Next(token_id); }
+  // A model's vocabulary may be larger than its tokenizer's (padded embedding rows); such ids
+  // carry no text, as HF tokenizers skip them when decoding.
+  std::string Append(int32_t token_id) override {
+    if (token_id < 0 || token_id >= tokenizer_->vocab_size()) return {};
+    return detokenizer_.Next(token_id);
+  }
   std::string Flush() override { return detokenizer_.Flush(); }
 
  private:
