@@ -5,6 +5,8 @@
 # Per decode path: start-up time, concurrency 1 / 8 / 64 with distinct ~550-token chat prompts
 # (256 output tokens, ignore_eos), then ITL with 8 streams decoding while three distinct
 # 32K-token prompts arrive, against the same 8 streams alone, and a 32K prompt prefilled alone.
+# MODE=grammar instead prints, per path, ITL p50 with and without response_format json_object at
+# batch 1 and 64 (constrained decoding's cost per token).
 # The weights are random, the tokenizer is the tiny model's padded to North's vocabulary (prompt
 # lengths are counted with the server's own /tokenize). JSON per run and the server logs go to $OUT; a table is printed last.
 set -u
@@ -80,6 +82,10 @@ EOF
 }
 
 declare -A ROW
+if [[ ${MODE:-serving} == grammar ]]; then
+  echo "| decode | batch | ITL p50 free ms | ITL p50 json_object ms | difference | failed free / json |"
+  echo "|---|---|---|---|---|---|"
+fi
 for path in "${paths[@]}"; do
   start=$(date +%s.%N)
   "$bin" serve --model "$work/nmc" --backend cuda --random-weights --decode "$path" --port $port \
@@ -102,6 +108,31 @@ for path in "${paths[@]}"; do
     "$bin" bench-serve --url "$url" --ignore-eos --json "$OUT/$path-$name.json" "$@" \
       > "$OUT/$path-$name.txt" 2>&1
   }
+  if [[ ${MODE:-serving} == grammar ]]; then
+    # Constrained decoding's cost: the same requests with and without response_format json_object
+    # (no ignore_eos: the server refuses it with a constraint), batch 1 and 64.
+    for b in 1 64; do
+      "$bin" bench-serve --url "$url" --json "$OUT/$path-free$b.json" \
+        --prompts "$work/chat550.jsonl" --concurrency $b --requests $((2 * b + 2)) \
+        --max-tokens 128 > "$OUT/$path-free$b.txt" 2>&1
+      "$bin" bench-serve --url "$url" --json "$OUT/$path-json$b.json" \
+        --prompts "$work/chat550.jsonl" --concurrency $b --requests $((2 * b + 2)) \
+        --max-tokens 128 --response-format json_object > "$OUT/$path-json$b.txt" 2>&1
+    done
+    kill -TERM $pid
+    wait $pid
+    python3 - "$OUT" "$path" <<'EOF'
+import json, sys
+out, path = sys.argv[1:3]
+for b in ("1", "64"):
+    free = json.load(open(f"{out}/{path}-free{b}.json"))
+    constrained = json.load(open(f"{out}/{path}-json{b}.json"))
+    print(f"| {path} | {b} | {free['itl_ms']['p50']:.2f} | {constrained['itl_ms']['p50']:.2f} | "
+          f"{constrained['itl_ms']['p50'] - free['itl_ms']['p50']:+.2f} | "
+          f"{free['requests_failed']} / {constrained['requests_failed']} |")
+EOF
+    continue
+  fi
   bench c1 --prompts "$work/chat550.jsonl" --concurrency 1 --requests 6 --max-tokens 256
   bench c8 --prompts "$work/chat550.jsonl" --concurrency 8 --requests 24 --max-tokens 256
   bench c64 --prompts "$work/chat550.jsonl" --concurrency 64 --requests 192 --max-tokens 256
@@ -144,6 +175,7 @@ EOF
 )
 done
 
+[[ ${MODE:-serving} == grammar ]] && exit 0
 echo
 echo "| decode | start-up s | c=1 tok/s | c=8 tok/s | c=64 tok/s | TTFT c=1 p50 ms | ITL p99 steady -> 32K arrivals | 32K prefill vs alone |"
 echo "|---|---|---|---|---|---|---|---|"
