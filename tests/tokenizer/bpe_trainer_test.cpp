@@ -40,7 +40,10 @@ TEST(BpeTrainerTest, TooLittleTextIsAnError) {
 class TinyTokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / "mkserve_tiny_tokenizer_test";
+    // One folder per test: ctest runs the tests of this suite in parallel processes.
+    dir_ = std::filesystem::temp_directory_path() /
+           (std::string("mkserve_tiny_tokenizer_test_") +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     WriteTinyTokenizer(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
