@@ -306,20 +306,27 @@ TEST_F(GpuSamplerTest, BadParametersAreErrors) {
             SampleFromLogits(logits, cases[0].step).token_id);
 }
 
-// Through CudaBackend: sampled rows beyond plain greedy take the GPU sampler, and each result
-// equals SampleFromLogits on the same row (return_logits copies it before the sampler edits it).
-TEST_F(GpuSamplerTest, BackendSamplesLikeTheCpuSampler) {
-  RequireGpu();
-  const auto dir = std::filesystem::temp_directory_path() / "mkserve_gpu_sampler_backend";
-  const ModelConfig config = TinyPreset(2);
+// A CudaBackend over a random checkpoint of `config` written to (and removed from) a temp folder.
+std::unique_ptr<CudaBackend> LoadTinyBackend(const ModelConfig& config, const std::string& name,
+                                             uint64_t seed) {
+  const auto dir = std::filesystem::temp_directory_path() / name;
   RandomCheckpointOptions checkpoint;
-  checkpoint.seed = 5;
+  checkpoint.seed = seed;
   WriteRandomCheckpoint(config, checkpoint, dir);
   CudaBackendOptions options;
   options.kv_layout = PlanKvLayout(config, 8 << 20, 2 * config.kv_width() * 2, 4);
   options.max_num_tokens = 256;
   auto backend = LoadCudaBackend(dir, options);
   std::filesystem::remove_all(dir);
+  return backend;
+}
+
+// Through CudaBackend: sampled rows beyond plain greedy take the GPU sampler, and each result
+// equals SampleFromLogits on the same row (return_logits copies it before the sampler edits it).
+TEST_F(GpuSamplerTest, BackendSamplesLikeTheCpuSampler) {
+  RequireGpu();
+  const ModelConfig config = TinyPreset(2);
+  auto backend = LoadTinyBackend(config, "mkserve_gpu_sampler_backend", /*seed=*/5);
   std::mt19937 rng(17);
   std::vector<Case> cases(4);
   std::vector<std::vector<std::vector<int32_t>>> tables;
@@ -350,16 +357,8 @@ TEST_F(GpuSamplerTest, BackendSamplesLikeTheCpuSampler) {
 // itself masked out, the backend returns the best allowed token, as SampleFromLogits does.
 TEST_F(GpuSamplerTest, BackendGreedyRowHonoursTheAllowedTokens) {
   RequireGpu();
-  const auto dir = std::filesystem::temp_directory_path() / "mkserve_gpu_sampler_allowed";
   const ModelConfig config = TinyPreset(2);
-  RandomCheckpointOptions checkpoint;
-  checkpoint.seed = 6;
-  WriteRandomCheckpoint(config, checkpoint, dir);
-  CudaBackendOptions options;
-  options.kv_layout = PlanKvLayout(config, 8 << 20, 2 * config.kv_width() * 2, 4);
-  options.max_num_tokens = 256;
-  auto backend = LoadCudaBackend(dir, options);
-  std::filesystem::remove_all(dir);
+  auto backend = LoadTinyBackend(config, "mkserve_gpu_sampler_allowed", /*seed=*/6);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   const std::vector<int32_t> prompt = {5, 17, 300, 42, 9, 77};
