@@ -2,10 +2,18 @@
 // batch 1, 8, 32 and 64 (a batch above kMaxMegakernelBatch: layered only) with an 8K context,
 // random North Mini Code weights and a random KV cache. Prints one markdown table, then where the
 // time of one recorded step went. Usage: megakernel_bench [layers] [context_tokens]
+// [policy.json...]: with policy files (SchedulePolicy::FromJson), one megakernel row per policy
+// and batch, so wave orders and placements are compared in one run.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/tools/decode_bench.h"
@@ -28,26 +36,34 @@ int main(int argc, char** argv) {
         std::make_unique<cuda::CudaBackend>(std::move(config), std::move(weights), options);
     backend->kv_pool().FillRandom(3, 0.01f);
     const double read = cuda::MeasureReadBandwidth(int64_t{4} << 30, 5).bytes_per_second;
-    megakernel::MegakernelDecoder decoder(backend->config(), backend->weights(),
-                                          backend->kv_pool());
+    std::vector<std::pair<std::string, megakernel::SchedulePolicy>> policies;
+    for (int i = 3; i < argc; ++i) {
+      policies.emplace_back(argv[i], megakernel::SchedulePolicy::FromJson(
+                                         nlohmann::json::parse(std::ifstream(argv[i]))));
+    }
+    if (policies.empty()) policies.emplace_back("default", megakernel::SchedulePolicy::Default());
+    std::vector<std::unique_ptr<megakernel::MegakernelDecoder>> decoders;
+    for (const auto& [name, policy] : policies) {
+      megakernel::MegakernelDecoderOptions mk_options;
+      mk_options.policy = policy;
+      decoders.push_back(std::make_unique<megakernel::MegakernelDecoder>(
+          backend->config(), backend->weights(), backend->kv_pool(), mk_options));
+    }
     std::printf(
-        "| batch | context | layered ms | layered tok/s | megakernel ms | kernel ms | "
-        "megakernel tok/s | speedup | %% SoL |\n|---|---|---|---|---|---|---|---|---|\n");
+        "| policy | batch | context | layered ms | layered tok/s | megakernel ms | kernel ms | "
+        "megakernel tok/s | speedup | %% SoL |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (int64_t batch : {1, 8, 32, 64}) {
       const cuda::DecodePoint layered = cuda::BenchDecode(*backend, batch, context, 3, 10, read);
-      if (batch > megakernel::kMaxMegakernelBatch) {  // refused: not verified at this size
-        std::printf("| %lld | %lld | %.3f | %.0f | - | - | - | - | - |\n",
-                    static_cast<long long>(batch), static_cast<long long>(context), layered.step_ms,
-                    layered.tokens_per_second);
-        continue;
+      for (size_t p = 0; p < policies.size(); ++p) {
+        const megakernel::MegakernelPoint mk = megakernel::BenchMegakernelDecode(
+            *backend, *decoders[p], batch, context, 3, 10, read, layered.distinct_experts);
+        std::printf("| %s | %lld | %lld | %.3f | %.0f | %.3f | %.3f | %.0f | %.2fx | %.1f |\n",
+                    policies[p].first.c_str(), static_cast<long long>(batch),
+                    static_cast<long long>(context), layered.step_ms, layered.tokens_per_second,
+                    mk.decode.step_ms, mk.kernel_ms, mk.decode.tokens_per_second,
+                    mk.decode.tokens_per_second / layered.tokens_per_second,
+                    mk.decode.percent_of_sol);
       }
-      const megakernel::MegakernelPoint mk = megakernel::BenchMegakernelDecode(
-          *backend, decoder, batch, context, 3, 10, read, layered.distinct_experts);
-      std::printf(
-          "| %lld | %lld | %.3f | %.0f | %.3f | %.3f | %.0f | %.2fx | %.1f |\n",
-          static_cast<long long>(batch), static_cast<long long>(context), layered.step_ms,
-          layered.tokens_per_second, mk.decode.step_ms, mk.kernel_ms, mk.decode.tokens_per_second,
-          mk.decode.tokens_per_second / layered.tokens_per_second, mk.decode.percent_of_sol);
     }
     // Where the time goes: one recorded step per batch size.
     megakernel::MegakernelDecoderOptions traced;
