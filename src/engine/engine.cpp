@@ -303,21 +303,26 @@ void Engine::Apply(const CancelCommand& command) {
 // One step: schedule -> backend -> postprocess/emit. Errors fail the batch, not the loop.
 // Returns whether anything changed.
 bool Engine::Step() {
+  const Clock::time_point started = Clock::now();
   Batch batch = scheduler_.Schedule();
   stats_.preemptions_total += static_cast<int64_t>(batch.preempted.size());
   DropOutOfMemory(batch);
   if (batch.empty()) return !batch.preempted.empty() || !batch.out_of_memory.empty();
+  int64_t decode_rows = 0;  // counted now: sequences change in Postprocess
+  for (const Sequence* seq : batch.sequences) decode_rows += seq->is_decoding() ? 1 : 0;
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
   std::shared_future<void> masks = StartGrammarMasks(batch, inputs);
   StepOutputs outputs;
+  const Clock::time_point backend_started = Clock::now();
   std::optional<StepFailure> failure = RunBackend(inputs, outputs);
+  const Clock::time_point backend_finished = Clock::now();
   if (masks.valid()) {  // done before the matchers advance, even when the backend failed
     try {
       masks.get();
     } catch (const std::exception& e) {
       if (!failure) {
-        failure = StepFailure{
-            std::string("computing the output grammar's token mask failed: ") + e.what()};
+        failure = StepFailure{std::string("computing the output grammar's token mask failed: ") +
+                              e.what()};
       }
     }
   }
@@ -335,7 +340,21 @@ bool Engine::Step() {
   stats_.last_batch_size = static_cast<int64_t>(batch.sequences.size());
   stats_.last_batch_tokens = batch.num_tokens;
   stats_.batch_size.Observe(static_cast<double>(batch.sequences.size()));
+  RecordStepTime(decode_rows, batch.num_tokens - decode_rows, Clock::now() - started,
+                 backend_finished - backend_started);
   return true;
+}
+
+void Engine::RecordStepTime(int64_t decode_rows, int64_t prefill_tokens, Clock::duration step,
+                            Clock::duration backend) {
+  const StepKind kind = prefill_tokens == 0 ? StepKind::kDecode
+                        : decode_rows == 0  ? StepKind::kPrefill
+                                            : StepKind::kMixed;
+  StepKindStats& stats = stats_.steps[static_cast<int>(kind)];
+  stats.duration_s.Observe(std::chrono::duration<double>(step).count());
+  stats.backend_seconds += std::chrono::duration<double>(backend).count();
+  stats.prefill_tokens += prefill_tokens;
+  stats.decode_rows += decode_rows;
 }
 
 // How the backend failed, or nullopt when `outputs` is good.

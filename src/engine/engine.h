@@ -119,6 +119,8 @@ class Engine {
   std::optional<StepFailure> RunBackend(const StepInputs& inputs, StepOutputs& outputs);
   void FailBatch(const Batch& batch, const std::string& message);
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
+  void RecordStepTime(int64_t decode_rows, int64_t prefill_tokens, Clock::duration step,
+                      Clock::duration backend);
   void MarkPromptReady(Generation& gen);
   void EmitPromptLogprobs(Generation& gen, const SequenceResult& result);
   std::shared_future<void> StartGrammarMasks(const Batch& batch, StepInputs& inputs);

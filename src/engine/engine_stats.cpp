@@ -20,6 +20,18 @@ std::vector<double> LatencyBucketsSeconds() {
           0.5,   0.75,   1.0,   2.5,  5.0,   10.0, 20.0,  40.0, 60.0};
 }
 
+const char* StepKindName(StepKind kind) {
+  switch (kind) {
+    case StepKind::kDecode:
+      return "decode";
+    case StepKind::kPrefill:
+      return "prefill";
+    case StepKind::kMixed:
+      return "mixed";
+  }
+  return "unknown";
+}
+
 std::vector<double> BatchSizeBuckets() { return {1, 2, 4, 8, 16, 24, 32, 48, 64, 128, 256, 512}; }
 
 }  // namespace mkserve

@@ -23,6 +23,21 @@ std::vector<double> LatencyBucketsSeconds();
 // Bucket bounds for batch sizes (1 .. 512).
 std::vector<double> BatchSizeBuckets();
 
+// What an engine step held: only decode rows, only prompt chunks, or both (a mixed step, which the
+// CUDA backend runs as two sub-steps).
+enum class StepKind { kDecode, kPrefill, kMixed };
+inline constexpr int kNumStepKinds = 3;
+const char* StepKindName(StepKind kind);
+
+// Where the time of one kind of step goes: the whole step (schedule, backend, postprocess) and
+// the backend's share, so that host overhead is the difference.
+struct StepKindStats {
+  Histogram duration_s{LatencyBucketsSeconds()};
+  double backend_seconds = 0.0;
+  int64_t prefill_tokens = 0;  // prompt (and recomputed) tokens in steps of this kind
+  int64_t decode_rows = 0;     // decode rows in steps of this kind
+};
+
 struct KvGroupUsage {
   int64_t used_blocks = 0;  // referenced by sequences (cached-but-idle blocks count as free)
   int64_t total_blocks = 0;
@@ -51,6 +66,7 @@ struct EngineSnapshot {
   int64_t generation_tokens_total = 0;
   int64_t preemptions_total = 0;
   int64_t steps_total = 0;
+  StepKindStats steps[kNumStepKinds];  // indexed by StepKind
 };
 
 }  // namespace mkserve

@@ -47,6 +47,30 @@ void RenderKv(std::ostringstream& out, const EngineSnapshot& engine) {
          "Prompt tokens found in the prefix cache / prompt tokens looked up.", hit_rate);
 }
 
+// Step time by kind: a histogram of whole steps plus the backend's share and what the steps held,
+// so an operator can see host overhead and what mixed steps cost.
+void RenderSteps(std::ostringstream& out, const EngineSnapshot& engine) {
+  const std::string name = "mkserve_step_duration_seconds";
+  Header(out, name, "histogram", "Engine step time (schedule, backend, postprocess) by kind.");
+  for (int k = 0; k < kNumStepKinds; ++k) {
+    const std::string kind = std::string("kind=\"") + StepKindName(StepKind(k)) + "\"";
+    out << RenderHistogramSeries(name, kind, engine.steps[k].duration_s);
+  }
+  auto per_kind = [&](const std::string& counter, const std::string& help, auto value) {
+    Header(out, counter, "counter", help);
+    for (int k = 0; k < kNumStepKinds; ++k) {
+      out << counter << "{kind=\"" << StepKindName(StepKind(k)) << "\"} " << value(engine.steps[k])
+          << "\n";
+    }
+  };
+  per_kind("mkserve_step_backend_seconds_total", "Seconds the backend spent in steps, by kind.",
+           [](const StepKindStats& s) { return s.backend_seconds; });
+  per_kind("mkserve_step_prefill_tokens_total", "Prompt and recomputed tokens, by step kind.",
+           [](const StepKindStats& s) { return s.prefill_tokens; });
+  per_kind("mkserve_step_decode_rows_total", "Decode rows, by step kind.",
+           [](const StepKindStats& s) { return s.decode_rows; });
+}
+
 }  // namespace
 
 void HttpCounters::Record(int status) {
@@ -59,19 +83,29 @@ std::map<int, int64_t> HttpCounters::Counts() const {
   return counts_;
 }
 
-std::string RenderHistogram(const std::string& name, const std::string& help,
-                            const Histogram& histogram) {
+std::string RenderHistogramSeries(const std::string& name, const std::string& labels,
+                                  const Histogram& histogram) {
   std::ostringstream out;
   out.precision(12);
-  Header(out, name, "histogram", help);
+  const std::string prefix = labels.empty() ? "" : labels + ",";
+  const std::string braces = labels.empty() ? "" : "{" + labels + "}";
   uint64_t cumulative = 0;
   for (size_t i = 0; i < histogram.upper_bounds.size(); ++i) {
     cumulative += i < histogram.counts.size() ? histogram.counts[i] : 0;
-    out << name << "_bucket{le=\"" << histogram.upper_bounds[i] << "\"} " << cumulative << "\n";
+    out << name << "_bucket{" << prefix << "le=\"" << histogram.upper_bounds[i] << "\"} "
+        << cumulative << "\n";
   }
-  out << name << "_bucket{le=\"+Inf\"} " << histogram.count << "\n";
-  out << name << "_sum " << histogram.sum << "\n" << name << "_count " << histogram.count << "\n";
+  out << name << "_bucket{" << prefix << "le=\"+Inf\"} " << histogram.count << "\n";
+  out << name << "_sum" << braces << " " << histogram.sum << "\n";
+  out << name << "_count" << braces << " " << histogram.count << "\n";
   return out.str();
+}
+
+std::string RenderHistogram(const std::string& name, const std::string& help,
+                            const Histogram& histogram) {
+  std::ostringstream out;
+  Header(out, name, "histogram", help);
+  return out.str() + RenderHistogramSeries(name, "", histogram);
 }
 
 std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int64_t>& http_counts) {
@@ -101,6 +135,7 @@ std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int6
   Metric(out, "mkserve_last_batch_size", "gauge", "Sequences in the last engine step.",
          engine.last_batch_size);
   RenderKv(out, engine);
+  RenderSteps(out, engine);
   return out.str();
 }
 

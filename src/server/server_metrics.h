@@ -23,6 +23,10 @@ class HttpCounters {
   std::map<int, int64_t> counts_;
 };
 
+// The lines of one histogram series (cumulative `_bucket` lines, `_sum`, `_count`); `labels`
+// ("kind=\"decode\"") go before `le`, or "" for none.
+std::string RenderHistogramSeries(const std::string& name, const std::string& labels,
+                                  const Histogram& histogram);
 // One Prometheus histogram (cumulative `_bucket{le=...}` lines, `_sum`, `_count`).
 std::string RenderHistogram(const std::string& name, const std::string& help,
                             const Histogram& histogram);

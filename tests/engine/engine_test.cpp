@@ -48,6 +48,15 @@ TEST(EngineTest, StreamsTheScriptThenStopsAtEos) {
   EXPECT_EQ(snapshot.prompt_tokens_total, 3);
   EXPECT_EQ(snapshot.time_to_first_token_s.count, 1u);
   EXPECT_EQ(snapshot.inter_token_latency_s.count, 3u);
+  // One prefill step (3 prompt tokens, samples "a"), then three decode steps (b, c, EOS).
+  const StepKindStats& prefill = snapshot.steps[static_cast<int>(StepKind::kPrefill)];
+  const StepKindStats& decode = snapshot.steps[static_cast<int>(StepKind::kDecode)];
+  EXPECT_EQ(prefill.duration_s.count, 1u);
+  EXPECT_EQ(prefill.prefill_tokens, 3);
+  EXPECT_EQ(decode.duration_s.count, 3u);
+  EXPECT_EQ(decode.decode_rows, 3);
+  EXPECT_EQ(snapshot.steps[static_cast<int>(StepKind::kMixed)].duration_s.count, 0u);
+  EXPECT_LE(decode.backend_seconds, decode.duration_s.sum);
 }
 
 TEST(EngineTest, ChoosesTheRuleByPromptAndEndsWithLengthAtMaxTokens) {

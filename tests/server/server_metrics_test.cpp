@@ -70,6 +70,26 @@ TEST(ServerMetricsTest, KvGaugesSumGroupsAndHitRateIsARatio) {
   EXPECT_EQ(SeriesValue(text, "mkserve_last_batch_size"), 3);
 }
 
+TEST(ServerMetricsTest, StepTimeIsLabelledByKind) {
+  EngineSnapshot engine;
+  StepKindStats& mixed = engine.steps[static_cast<int>(StepKind::kMixed)];
+  mixed.duration_s.Observe(0.08);
+  mixed.duration_s.Observe(0.06);
+  mixed.backend_seconds = 0.12;
+  mixed.prefill_tokens = 900;
+  mixed.decode_rows = 128;
+  std::string text = RenderMetrics(engine, {});
+  EXPECT_EQ(SeriesValue(text, "mkserve_step_duration_seconds_count{kind=\"mixed\"}"), 2);
+  EXPECT_NEAR(SeriesValue(text, "mkserve_step_duration_seconds_sum{kind=\"mixed\"}"), 0.14, 1e-9);
+  EXPECT_EQ(SeriesValue(text, "mkserve_step_duration_seconds_bucket{kind=\"mixed\",le=\"0.075\"}"),
+            1);
+  EXPECT_EQ(SeriesValue(text, "mkserve_step_duration_seconds_count{kind=\"decode\"}"), 0);
+  EXPECT_NEAR(SeriesValue(text, "mkserve_step_backend_seconds_total{kind=\"mixed\"}"), 0.12, 1e-9);
+  EXPECT_EQ(SeriesValue(text, "mkserve_step_prefill_tokens_total{kind=\"mixed\"}"), 900);
+  EXPECT_EQ(SeriesValue(text, "mkserve_step_decode_rows_total{kind=\"mixed\"}"), 128);
+  EXPECT_EQ(SeriesValue(text, "mkserve_step_decode_rows_total{kind=\"prefill\"}"), 0);
+}
+
 TEST(ServerMetricsTest, EveryLineIsCommentOrSample) {
   EngineSnapshot engine;
   engine.inter_token_latency_s.Observe(0.003);
