@@ -1,8 +1,10 @@
 // `mkserve bench-serve`: load-tests a running `mkserve serve` (or any OpenAI-compatible server)
 // with concurrent streaming chat requests; prints output tok/s, per-request decode tok/s, TTFT
 // and ITL percentiles and the first failures, as text or JSON.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "cli/command.h"
 #include "common/args.h"
@@ -13,6 +15,7 @@
 namespace mkserve::cli {
 namespace {
 
+constexpr double kNotGiven = std::numeric_limits<double>::quiet_NaN();
 constexpr const char* kDefaultPrompt = "Write a short story about a robot learning to paint.";
 
 int RunBenchServe(std::span<const std::string> argv) {
@@ -30,7 +33,13 @@ int RunBenchServe(std::span<const std::string> argv) {
   const std::string json_path = args.String("json", "");
   // Constrained decoding's cost: e.g. json_object against the same run without it.
   options.response_format = args.String("response-format", "");
+  // Greedy (0) against sampled steps: what the sampler costs at a batch.
+  const double temperature = args.Double("temperature", kNotGiven);
   args.Finish();
+  if (!std::isnan(temperature)) {
+    if (!(temperature >= 0.0)) throw Error("--temperature must be at least 0");
+    options.temperature = temperature;
+  }
   if (options.concurrency < 1) throw Error("--concurrency must be at least 1");
   if (options.num_requests < 1) throw Error("--requests must be at least 1");
   if (options.max_tokens < 1) throw Error("--max-tokens must be at least 1");

@@ -90,6 +90,7 @@ RequestTiming RunOne(httplib::Client& client, const LoadOptions& options,
                {"stream_options", {{"include_usage", true}}}};
   if (!options.model.empty()) body["model"] = options.model;
   if (options.ignore_eos) body["ignore_eos"] = true;
+  if (options.temperature) body["temperature"] = *options.temperature;
   if (!options.response_format.empty()) {
     body["response_format"] = {{"type", options.response_format}};
   }

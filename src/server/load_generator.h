@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,10 @@ struct LoadOptions {
   int max_tokens = 128;
   bool ignore_eos = false;  // generate max_tokens every time (random weights end early at random)
   std::string api_key;
-  std::string model;                 // empty: the server's
-  std::vector<std::string> prompts;  // request i sends prompts[i % size]; not empty
-  std::string response_format;       // a response_format type, e.g. json_object; empty: none
+  std::string model;                  // empty: the server's
+  std::vector<std::string> prompts;   // request i sends prompts[i % size]; not empty
+  std::string response_format;        // a response_format type, e.g. json_object; empty: none
+  std::optional<double> temperature;  // sent when set; the server's default (1.0) otherwise
 };
 
 struct LoadReport {

@@ -50,3 +50,17 @@ test('the shipped coding prompts, a URL without /v1, and failures reported with 
   assert.match(result.stdout, /TTFT\s+p50/);
   assert.match(result.stdout, /decode tok\/s\s+per request: p50/);
 });
+
+test('--temperature is sent with every request, and checked', async () => {
+  const greedy = await benchServe(['--url', server.url, '--requests', '2', '--max-tokens', '2',
+    '--temperature', '0', '--json', '-']);
+  assert.equal(JSON.parse(greedy.stdout).requests_ok, 2);
+  // The server refuses a temperature over 2: the failure proves the value reached it.
+  const refused = await benchServe(['--url', server.url, '--requests', '1', '--max-tokens', '2',
+    '--temperature', '3']);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stdout, /error\s+HTTP 400: .*temperature/);
+  const negative = await benchServe(['--url', server.url, '--temperature', '-1']);
+  assert.notEqual(negative.code, 0);
+  assert.match(negative.stderr, /--temperature must be at least 0/);
+});
