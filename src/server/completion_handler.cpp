@@ -42,8 +42,8 @@ HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& http
   }
   std::vector<RequestHandle> handles;
   for (const CompletionPrompt& prompt : prompts) {
-    handles.push_back(model.engine->Submit(
-        {prompt.token_ids, request.generation.sampling, request.generation.n}));
+    handles.push_back(model.engine->Submit({prompt.token_ids, request.generation.sampling,
+                                            request.generation.n, /*grammar=*/nullptr}));
   }
   auto run = std::make_unique<GenerationRun>(std::move(handles), request.generation.n,
                                              http.is_connection_closed);

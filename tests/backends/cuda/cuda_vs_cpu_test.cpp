@@ -255,7 +255,9 @@ TEST_P(CudaVsCpuTest, SampledDecodeMatchesEager) {
   cuda_->set_decode_path(GetParam());
   ExpectPathAccepts(decode);
   const StepOutputs replayed = cuda_->Step(decode);  // rewrites the same KV slots
-  if (GetParam() == "graph") EXPECT_EQ(NumGraphs(*cuda_), 1);
+  if (GetParam() == "graph") {
+    EXPECT_EQ(NumGraphs(*cuda_), 1);
+  }
   for (size_t s = 0; s < lengths.size(); ++s) {
     EXPECT_EQ(replayed.results[s].token_id, eager.results[s].token_id) << "row " << s;
   }
