@@ -33,7 +33,8 @@ constexpr char kUsage[] =
     "usage: mkserve bench --random-weights [--model DIR] [--layers N] [--batch 1,8,64]\n"
     "                     [--context 1024,8192] [--decode layered,NAME...] [--prefill 1024,8192]\n"
     "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
-    "                     [--breakdown] [--sampling greedy|sampled]\n"
+    "                     [--breakdown] [--sampling greedy|sampled] [--tokens distinct|same]\n"
+    "                     [--grouped-moe-min-tokens N]\n"
     "\n"
     "Random weights at North Mini Code geometry (or --model DIR's config.json geometry;\n"
     "--layers keeps the layer pattern with fewer layers, preset geometry only). Prints\n"
@@ -44,7 +45,14 @@ constexpr char kUsage[] =
     "whose routed experts also set the SoL bytes of the other paths (same weights, same inputs).\n"
     "--breakdown: per-op GPU time of eager decode steps (CUDA events), bytes and GB/s.\n"
     "--sampling sampled: decode with temperature 0.7, top-p 0.95, seeded (the GPU sampler)\n"
-    "instead of greedy argmax.\n";
+    "instead of greedy argmax.\n"
+    "--tokens same: every row of a decode step gets the same token at the same position, so the\n"
+    "whole batch routes to the same experts (the most skewed MoE load); distinct (default) "
+    "spreads\n"
+    "the rows over the experts.\n"
+    "--grouped-moe-min-tokens N: steps of at least N tokens run the experts as tensor-core "
+    "grouped\n"
+    "GEMMs instead of the decode GEMV (CudaBackendOptions::grouped_moe_min_tokens).\n";
 
 #ifdef MKSERVE_HAS_CUDA
 
@@ -64,7 +72,9 @@ struct BenchOptions {
   uint64_t seed = 0;
   std::string json_path;
   bool breakdown = false;
-  bool sampled = false;  // decode with BenchSampledParams() through the GPU sampler
+  bool sampled = false;     // decode with BenchSampledParams() through the GPU sampler
+  bool same_token = false;  // every decode row the same token: the whole batch on top-k experts
+  int64_t grouped_moe_min_tokens = 0;     // 0: the backend's default
   std::vector<std::string> decode_paths;  // CudaBackendOptions::decode_path values, in turn
 };
 
@@ -85,7 +95,13 @@ BenchOptions ParseOptions(Args& args) {
   o.breakdown = args.Switch("breakdown");
   const std::vector<std::string> decode = args.StringList("decode", {"layered"});
   const std::string sampling = args.String("sampling", "greedy");
+  const std::string tokens = args.String("tokens", "distinct");
+  o.grouped_moe_min_tokens = args.Int("grouped-moe-min-tokens", 0);
   args.Finish();
+  if (tokens != "distinct" && tokens != "same") {
+    throw Error("--tokens must be distinct or same, got " + tokens);
+  }
+  o.same_token = tokens == "same";
   if (sampling != "greedy" && sampling != "sampled") {
     throw Error("--sampling must be greedy or sampled, got " + sampling);
   }
@@ -115,6 +131,7 @@ std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_
   options.gpu_memory_fraction = o.gpu_memory_fraction;
   options.max_batch = max_batch;
   options.max_num_tokens = 8192;
+  if (o.grouped_moe_min_tokens > 0) options.grouped_moe_min_tokens = o.grouped_moe_min_tokens;
   if (o.layers > 0) {
     if (!o.model_dir.empty()) throw Error("--layers works with the preset geometry only");
     ModelConfig config = NmcPreset(o.layers);
@@ -264,9 +281,9 @@ int RunBench(std::span<const std::string> argv) {
     backend->set_decode_path(path);
     for (int64_t context : o.contexts) {
       for (int64_t batch : o.batches) {
-        decode.push_back(
-            cuda::BenchDecode(*backend, batch, context, kWarmupSteps, o.steps, read_bw,
-                              o.sampled ? cuda::BenchSampledParams() : cuda::GreedyParams()));
+        decode.push_back(cuda::BenchDecode(
+            *backend, batch, context, kWarmupSteps, o.steps, read_bw,
+            o.sampled ? cuda::BenchSampledParams() : cuda::GreedyParams(), o.same_token));
         std::fprintf(stderr, "%s batch %lld context %lld: %.3f ms\n", decode.back().path.c_str(),
                      static_cast<long long>(batch), static_cast<long long>(context),
                      decode.back().step_ms);

@@ -89,11 +89,12 @@ SamplingParams BenchSampledParams() {
 }
 
 std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t batch,
-                                             int64_t context_tokens,
-                                             const SamplingParams& sampling) {
+                                             int64_t context_tokens, const SamplingParams& sampling,
+                                             bool same_token) {
   auto b = std::make_unique<DecodeBatch>();
   b->tables = BenchTables(backend.kv_layout(), batch, context_tokens + 1, true);
   b->tokens = BenchTokens(batch, backend.config().vocab_size, context_tokens);
+  if (same_token) b->tokens.assign(batch, b->tokens.front());
   b->sampling = sampling;
   for (int64_t s = 0; s < batch; ++s) {
     SequenceStep step;
@@ -110,9 +111,9 @@ std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t
 
 DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
                         int warmup_steps, int timed_steps, double read_bytes_per_second,
-                        const SamplingParams& sampling) {
+                        const SamplingParams& sampling, bool same_token) {
   const ModelConfig& config = backend.config();
-  const auto decode_batch = MakeDecodeBatch(backend, batch, context_tokens, sampling);
+  const auto decode_batch = MakeDecodeBatch(backend, batch, context_tokens, sampling, same_token);
   const StepInputs& inputs = decode_batch->inputs;
   for (int i = 0; i < warmup_steps; ++i) backend.Step(inputs);
   std::vector<double> ms;
@@ -123,6 +124,7 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   const std::string path(backend.DecodePathFor(inputs));
   point.path = path == "eager" ? "layered" : path == "graph" ? "layered+graphs" : path;
   if (!sampling.is_greedy()) point.path += "+sampled";
+  if (same_token) point.path += "+same-token";
   point.batch = batch;
   point.context_tokens = context_tokens;
   point.step_ms = MedianMs(ms);

@@ -33,7 +33,9 @@ struct PrefillPoint {
 };
 
 // One decode token for each of `batch` sequences at position `context_tokens`, every one sampled
-// with `sampling`. StepInputs views the other members, so the struct stays put (unique_ptr).
+// with `sampling`: distinct tokens, or with `same_token` one token for every row, so every row
+// routes to the same experts (the most skewed MoE load). StepInputs views the other members, so
+// the struct stays put (unique_ptr).
 struct DecodeBatch {
   std::vector<int32_t> tokens;
   std::vector<std::vector<std::vector<int32_t>>> tables;  // [seq][group][page]
@@ -43,7 +45,8 @@ struct DecodeBatch {
 
 std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t batch,
                                              int64_t context_tokens,
-                                             const SamplingParams& sampling = GreedyParams());
+                                             const SamplingParams& sampling = GreedyParams(),
+                                             bool same_token = false);
 
 // What `mkserve bench --sampling sampled` decodes with: a typical chat setting on the GPU sampler.
 SamplingParams BenchSampledParams();
@@ -54,7 +57,7 @@ double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context
 
 DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
                         int warmup_steps, int timed_steps, double read_bytes_per_second,
-                        const SamplingParams& sampling = GreedyParams());
+                        const SamplingParams& sampling = GreedyParams(), bool same_token = false);
 
 PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed_runs);
 
