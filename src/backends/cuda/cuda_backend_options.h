@@ -8,6 +8,7 @@
 
 #include "backends/cuda/core/device_weights.h"
 #include "backends/cuda/core/step_hooks.h"
+#include "backends/cuda/prefill/moe_grouped.h"
 #include "engine/kv_layout.h"
 
 namespace mkserve::cuda {
@@ -25,6 +26,10 @@ struct CudaBackendOptions {
   // this many tokens, for at most warmup_seconds.
   int64_t warmup_context_tokens = 8192;
   double warmup_seconds = 120.0;
+  // Steps of at least this many tokens run the MoE experts as tensor-core grouped GEMMs
+  // (prefill/moe_grouped.h, where the default's measurements are); smaller ones stream each
+  // expert through the decode GEMV.
+  int64_t grouped_moe_min_tokens = kGroupedMoeMinTokens;
   bool random_weights = false;  // LoadCudaBackend: weights from the seed, not the checkpoint
   uint64_t seed = 0;
   UploadProgress progress;  // LoadCudaBackend: upload progress

@@ -68,6 +68,8 @@ class CudaVsCpuTest : public ::testing::TestWithParam<std::string> {
     const StepPlan plan = BuildStepPlan(cuda_->config(), cuda_->kv_layout(), inputs, 1024);
     EXPECT_TRUE(path->Accepts(plan)) << GetParam() << " refused a plain decode step";
   }
+  // A ragged batch of prefills, then greedy decode steps of every row, against the CPU.
+  void ExpectRaggedBatchMatchesTheCpu();
   std::vector<int32_t> Prompt(int64_t length, int seed) const {
     std::vector<int32_t> ids(length);
     for (int64_t i = 0; i < length; ++i)
@@ -81,7 +83,21 @@ class CudaVsCpuTest : public ::testing::TestWithParam<std::string> {
 };
 std::filesystem::path* CudaVsCpuTest::dir_ = nullptr;
 
-TEST_P(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) {
+TEST_P(CudaVsCpuTest, RaggedBatchPrefillAndGreedyDecode) { ExpectRaggedBatchMatchesTheCpu(); }
+
+// Decode steps of a few rows through the tensor-core grouped experts (the threshold at 1 token),
+// as batches of 16 and more take them on North.
+TEST_P(CudaVsCpuTest, GroupedExpertsInDecodeStepsMatchTheCpu) {
+  CudaBackendOptions options;
+  options.kv_layout = cpu_->kv_layout();
+  options.max_num_tokens = 1024;
+  options.decode_path = GetParam();
+  options.grouped_moe_min_tokens = 1;
+  cuda_ = LoadCudaBackend(*dir_, options);
+  ExpectRaggedBatchMatchesTheCpu();
+}
+
+void CudaVsCpuTest::ExpectRaggedBatchMatchesTheCpu() {
   const SamplingParams greedy = GreedyParams();
   const std::vector<int64_t> lengths = {150, 1, 40, 64};
   SimpleBlocks blocks(cuda_->kv_layout());

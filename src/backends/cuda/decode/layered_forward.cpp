@@ -153,7 +153,7 @@ PendingMoe LayeredForward::RunFfn(int64_t layer_id, int64_t num_tokens) const {
                      ws.sync_counters.data(), stream_, bucketed ? &ws.moe : nullptr);
   } else {
     // Prefill chunks: the tensor-core router reads each row once for all experts.
-    const bool prefill = num_tokens >= kGroupedMoeMinTokens &&
+    const bool prefill = num_tokens >= kRouterPrefillMinTokens &&
                          RouterLogitsPrefillSupports(hidden, config.num_experts);
     (prefill ? RouterLogitsPrefill : RouterLogits)(ws.normed_fp32.data(), num_tokens, hidden,
                                                    layer.router, config.num_experts,
@@ -179,7 +179,7 @@ PendingMoe LayeredForward::RunFfn(int64_t layer_id, int64_t num_tokens) const {
               config.num_experts,
               config.num_experts_per_token,
               ws.ffn_out.data()};
-  if (num_tokens >= kGroupedMoeMinTokens && ws.moe.gathered_x != nullptr) {
+  if (num_tokens >= c_.options.grouped_moe_min_tokens && ws.moe.gathered_x != nullptr) {
     MoeForwardGrouped(moe, ws.moe, c_.cublas, stream_);  // prefill: grouped GEMMs over experts
     return {};
   }

@@ -13,6 +13,9 @@
 
 namespace mkserve::cuda {
 
+// Token counts from which the engine routes with this kernel (prefill chunks).
+inline constexpr int64_t kRouterPrefillMinTokens = 128;
+
 // k a multiple of 32 (n any positive).
 bool RouterLogitsPrefillSupports(int64_t k, int64_t n);
 
