@@ -99,9 +99,11 @@ std::string ChatChoices::StreamEvent(const ChoiceEvent& event) {
   std::string events;
   Json tail = ApplyDelta(index, choice.parser->Finish());
   if (!tail.empty()) events += SseEvent(Chunk(index, std::move(tail), nullptr, nullptr));
-  choice.finish_reason = choice.tool_calls.empty() || finished.reason == FinishReason::kLength
-                             ? FinishReasonName(finished.reason)
-                             : "tool_calls";
+  // "tool_calls" only for a choice that ended on its own after a call; a call cut short by the
+  // length limit or an abort keeps that reason.
+  choice.finish_reason = !choice.tool_calls.empty() && finished.reason == FinishReason::kStop
+                             ? "tool_calls"
+                             : FinishReasonName(finished.reason);
   events += SseEvent(Chunk(index, Json::object(), nullptr, choice.finish_reason));
   return events;
 }

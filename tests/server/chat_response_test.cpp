@@ -134,6 +134,17 @@ TEST(ChatResponseTest, NonStreamingMessageHasToolCallsAndNullContent) {
   EXPECT_EQ(response["choices"][0]["finish_reason"], "tool_calls");
 }
 
+TEST(ChatResponseTest, AnAbortedChoiceReportsAbortAfterAToolCall) {
+  ChatChoices choices(1, {"chatcmpl-7", 100, "m"}, Options(true));
+  choices.Accumulate(Tokens(0,
+                            "<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", "
+                            "\"tool_name\": \"g\", \"parameters\": {}}]<|END_ACTION|>"));
+  choices.Accumulate(Finished(0, FinishReason::kAbort));
+  Json response = choices.FinalResponse({5, 2, 0});
+  EXPECT_EQ(response["choices"][0]["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "abort");
+}
+
 TEST(ChatResponseTest, LengthWinsOverToolCallsAndChoicesAreIndexed) {
   ChatChoices choices(2, {"chatcmpl-9", 100, "m"}, Options(false));
   choices.Accumulate(Tokens(1, "second"));
