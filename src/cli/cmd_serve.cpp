@@ -378,7 +378,9 @@ int RunServe(std::span<const std::string> argv) {
   if (model_id.empty()) model_id = fs::absolute(flags.model_dir).parent_path().filename().string();
   server::ServerState state({model_id, flags.reasoning, static_cast<int64_t>(std::time(nullptr))});
   server::HttpCounters counters;
-  server::HttpServer http(flags.http);
+  server::HttpOptions http_options = flags.http;
+  http_options.on_response = [&counters](int status) { counters.Record(status); };
+  server::HttpServer http(http_options);
   server::RegisterRoutes(http, state, counters);
   int port = http.Bind();
   std::atomic<bool> listener_done{false};

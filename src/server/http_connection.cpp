@@ -188,6 +188,7 @@ void HttpConnection::Dispatch() {
 }
 
 void HttpConnection::AnswerAndClose(int status, std::string body) {
+  if (context_.on_response) context_.on_response(status);
   auto message = std::make_shared<http::response<http::string_body>>();
   message->result(static_cast<unsigned>(status));
   message->version(11);
@@ -227,6 +228,7 @@ void HttpConnection::Handle(std::shared_ptr<HttpConnection> self, HttpRequest re
   bool written = false;
   {
     HttpResponse response = context.router->Respond(request);
+    if (context.on_response) context.on_response(response.status);
     // HTTP/1.0 has no chunked encoding: a stream ends by closing the connection.
     keep_alive = self->keep_alive_ && !context.draining && (self->version_ >= 11 || !response.next);
     written = response.next ? self->WriteStream(response, keep_alive)

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,6 +52,7 @@ struct ConnectionContext {
   // Set when a shutdown begins: no new requests are read.
   std::atomic<bool> draining{false};
   std::atomic<int> open_connections{0};
+  std::function<void(int status)> on_response;  // HttpOptions::on_response
   RunningRequests running;
 };
 

@@ -53,6 +53,7 @@ class HttpServer::Impl {
   explicit Impl(HttpOptions options) : options_(std::move(options)), router_(options_.api_key) {
     context_.router = &router_;
     context_.limits = {options_.max_body_bytes, options_.header_timeout, options_.body_timeout};
+    context_.on_response = options_.on_response;
   }
 
   void Route(const std::string& method, const std::string& path, Access access, Handler handler) {

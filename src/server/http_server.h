@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,9 @@ struct HttpOptions {
   // head, and from there to the end of the body. Past either the connection is closed.
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds body_timeout{60'000};
+  // Called with the status of every response the server starts, the ones the HTTP layer sends
+  // itself (413, 431, 503 at the connection cap, malformed requests) included; from any thread.
+  std::function<void(int status)> on_response;
 };
 
 class HttpServer {

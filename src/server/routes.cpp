@@ -15,8 +15,8 @@ HttpResponse ErrorResponse(const ApiError& error) {
 
 // The one place handler exceptions stop: ApiError keeps its kind; mkserve::Error from a module
 // (tokenizer, template) is a bad input; anything else is a bug and answers 500.
-Handler Guard(Handler handler, HttpCounters& counters) {
-  return [handler = std::move(handler), &counters](const HttpRequest& request) {
+Handler Guard(Handler handler) {
+  return [handler = std::move(handler)](const HttpRequest& request) {
     HttpResponse response;
     try {
       response = handler(request);
@@ -30,14 +30,13 @@ Handler Guard(Handler handler, HttpCounters& counters) {
       response = ErrorResponse(
           ApiError(ErrorKind::kInternal, "internal error: " + std::string(error.what())));
     }
-    counters.Record(response.status);
     return response;
   };
 }
 
 }  // namespace
 
-void RegisterRoutes(HttpServer& http, const ServerState& state, HttpCounters& counters) {
+void RegisterRoutes(HttpServer& http, const ServerState& state, const HttpCounters& counters) {
   auto bind = [&state](auto handler) {
     return [&state, handler](const HttpRequest& request) { return handler(state, request); };
   };
@@ -47,13 +46,13 @@ void RegisterRoutes(HttpServer& http, const ServerState& state, HttpCounters& co
   constexpr Access kPublic = Access::kPublic;
   constexpr Access kAuth = Access::kAuthenticated;
   // clang-format off
-  http.Route("POST", "/v1/chat/completions", kAuth,   Guard(bind(HandleChatCompletions), counters));
-  http.Route("POST", "/v1/completions",      kAuth,   Guard(bind(HandleCompletions), counters));
-  http.Route("GET",  "/v1/models",           kAuth,   Guard(bind(HandleModels), counters));
-  http.Route("POST", "/tokenize",            kAuth,   Guard(bind(HandleTokenize), counters));
-  http.Route("POST", "/detokenize",          kAuth,   Guard(bind(HandleDetokenize), counters));
-  http.Route("GET",  "/health",              kPublic, Guard(bind(HandleHealth), counters));
-  http.Route("GET",  "/metrics",             kPublic, Guard(metrics, counters));
+  http.Route("POST", "/v1/chat/completions", kAuth,   Guard(bind(HandleChatCompletions)));
+  http.Route("POST", "/v1/completions",      kAuth,   Guard(bind(HandleCompletions)));
+  http.Route("GET",  "/v1/models",           kAuth,   Guard(bind(HandleModels)));
+  http.Route("POST", "/tokenize",            kAuth,   Guard(bind(HandleTokenize)));
+  http.Route("POST", "/detokenize",          kAuth,   Guard(bind(HandleDetokenize)));
+  http.Route("GET",  "/health",              kPublic, Guard(bind(HandleHealth)));
+  http.Route("GET",  "/metrics",             kPublic, Guard(metrics));
   // clang-format on
 }
 

@@ -7,7 +7,8 @@
 
 namespace mkserve::server {
 
-// `state` and `counters` must outlive `http`.
-void RegisterRoutes(HttpServer& http, const ServerState& state, HttpCounters& counters);
+// `state` and `counters` must outlive `http`; /metrics reports `counters`, which the server's
+// HttpOptions::on_response feeds.
+void RegisterRoutes(HttpServer& http, const ServerState& state, const HttpCounters& counters);
 
 }  // namespace mkserve::server

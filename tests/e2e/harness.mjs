@@ -72,6 +72,12 @@ export async function metric(server, series) {
   return Number(line.slice(series.length + 1));
 }
 
+// Every request outcome counter, as one line for an assertion message.
+export async function outcomes(server) {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  return text.split('\n').filter((l) => l.startsWith('mkserve_requests_total{')).join(', ');
+}
+
 // POSTs a raw body (for malformed JSON and the like) and returns { status, body }.
 export async function rawPost(server, path, body, headers = {}) {
   const response = await fetch(`${server.url}${path}`, {

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { makeTinyModel, startServer, client, rawPost, metric, waitFor, MODEL_BACKEND_ARGS } from './harness.mjs';
+import { makeTinyModel, startServer, client, rawPost, metric, outcomes, waitFor, MODEL_BACKEND_ARGS } from './harness.mjs';
 
 const KEY = 'test-key-123';
 const MAX_BODY = 65536;
@@ -173,10 +173,14 @@ test('bad input: each with its clear error', async () => {
   await expectApiError(openai.chat.completions.create({ messages: [{ role: 'robot', content: 'x' }] }), 400, 'messages[0].role');
   await expectApiError(openai.completions.create({ prompt: [1, 99999], max_tokens: 1 }), 400, 'prompt[1]');
   await expectApiError(openai.chat.completions.create({ model: 'gpt-9', messages: user('x') }), 404, 'model');
+  // The HTTP layer's own refusals are counted in /metrics too.
+  const responses = (code) => metric(server, `mkserve_http_responses_total{code="${code}"}`).catch(() => 0);
+  const refusedBefore = await responses(413);
   const big = await rawPost(server, '/v1/chat/completions',
     JSON.stringify({ messages: user('x'.repeat(MAX_BODY * 2)) }), auth);
   assert.equal(big.status, 413);
   assert.match(big.json.error.message, /max-body-bytes/);
+  assert.equal(await responses(413), refusedBefore + 1);
   const route = await fetch(`${server.url}/v1/nothing`, { headers: auth });
   assert.equal(route.status, 404);
   assert.ok((await route.json()).error.message.includes('/v1/nothing'));
@@ -228,8 +232,9 @@ test('a client aborting mid-stream frees its KV and the server stays healthy', a
   assert.ok(await metric(server, 'mkserve_num_requests_running') <= 1);
   assert.ok(await waitFor(async () => (await metric(server, 'mkserve_kv_blocks_used')) === baseline),
     'KV blocks back to baseline');
-  assert.ok(await waitFor(async () =>
-    (await metric(server, 'mkserve_requests_total{outcome="cancelled"}')) === cancelledBefore + 1));
+  const cancelled = () => metric(server, 'mkserve_requests_total{outcome="cancelled"}');
+  assert.ok(await waitFor(async () => (await cancelled()) === cancelledBefore + 1),
+    `cancelled ${await cancelled()}, expected ${cancelledBefore + 1}; ${await outcomes(server)}`);
   assert.equal((await fetch(`${server.url}/health`)).status, 200);
 
   // Non-streaming: the client gives up; the request is cancelled too.

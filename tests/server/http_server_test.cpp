@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 namespace mkserve::server {
 namespace {
@@ -20,8 +22,14 @@ using namespace std::chrono_literals;
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    HttpOptions options{
-        .host = "127.0.0.1", .port = 0, .api_key = "sekret", .max_body_bytes = 1024};
+    HttpOptions options;
+    options.port = 0;
+    options.api_key = "sekret";
+    options.max_body_bytes = 1024;
+    options.on_response = [this](int status) {
+      std::lock_guard lock(statuses_mutex_);
+      statuses_.push_back(status);
+    };
     server_ = std::make_unique<HttpServer>(options);
     server_->Route("GET", "/public", Access::kPublic,
                    [](const HttpRequest&) { return JsonResponse("{\"ok\":true}"); });
@@ -109,6 +117,8 @@ class HttpServerTest : public ::testing::Test {
   int port_ = 0;
   std::atomic<bool> saw_close_{false};
   std::atomic<bool> wait_done_{false};
+  std::mutex statuses_mutex_;
+  std::vector<int> statuses_;  // HttpOptions::on_response, in order
 };
 
 TEST_F(HttpServerTest, PublicRouteNeedsNoKey) {
@@ -155,6 +165,22 @@ TEST_F(HttpServerTest, OversizedBodyIs413) {
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 413);
   EXPECT_EQ(nlohmann::json::parse(result->body)["error"]["code"], "request_too_large");
+}
+
+// Every response reaches HttpOptions::on_response: the router's, a handler's and the HTTP layer's
+// own refusals.
+TEST_F(HttpServerTest, EveryResponseIsReportedWithItsStatus) {
+  httplib::Client client = Client();
+  client.Post("/echo", {{"Authorization", "Bearer sekret"}}, std::string(4096, 'x'), "text/plain");
+  client.Get("/v1/nothing");
+  client.Get("/public");
+  int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd, "NOT HTTP AT ALL\r\n\r\n");
+  ReadUntil(fd, "\r\n\r\n");
+  close(fd);
+  std::lock_guard lock(statuses_mutex_);
+  EXPECT_EQ(statuses_, (std::vector<int>{413, 401, 200, 400}));
 }
 
 TEST_F(HttpServerTest, PreflightIsAnsweredWithoutKey) {
