@@ -10,8 +10,10 @@ import OpenAI from 'openai';
 export const BIN = process.env.MKSERVE_BIN ?? new URL('../../build/mkserve', import.meta.url).pathname;
 
 // The backend the real-model tests run on: cpu by default; MKSERVE_E2E_BACKEND=cuda runs the same
-// suite through the CUDA backend on a GPU machine (scripts/gpu_e2e.sh).
-export const MODEL_BACKEND_ARGS = ['--backend', process.env.MKSERVE_E2E_BACKEND ?? 'cpu'];
+// suite through the CUDA backend on a GPU machine (scripts/gpu_e2e.sh), MKSERVE_E2E_SERVE_ARGS
+// adds serve flags (space-separated, e.g. "--decode megakernel").
+export const MODEL_BACKEND_ARGS = ['--backend', process.env.MKSERVE_E2E_BACKEND ?? 'cpu',
+  ...(process.env.MKSERVE_E2E_SERVE_ARGS ?? '').split(' ').filter((arg) => arg !== '')];
 
 // A fresh tiny model (random weights, tiny tokenizer) in a temporary folder, or the one named by
 // MKSERVE_TINY_MODEL (a folder called "tiny" made by `mkserve make-model --preset tiny`).
