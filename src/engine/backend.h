@@ -77,6 +77,9 @@ struct SequenceResult {
 
 struct StepOutputs {
   std::vector<SequenceResult> results;  // same order as StepInputs::sequences
+  // The decode path that ran this step's decode rows ("graph", "megakernel", ...), for /metrics;
+  // empty when the step had none or the backend has no decode paths.
+  std::string decode_path;
 };
 
 class Backend {

@@ -340,6 +340,7 @@ bool Engine::Step() {
   stats_.last_batch_size = static_cast<int64_t>(batch.sequences.size());
   stats_.last_batch_tokens = batch.num_tokens;
   stats_.batch_size.Observe(static_cast<double>(batch.sequences.size()));
+  if (!outputs.decode_path.empty()) ++stats_.decode_steps_by_path[outputs.decode_path];
   RecordStepTime(decode_rows, batch.num_tokens - decode_rows, Clock::now() - started,
                  backend_finished - backend_started);
   return true;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace mkserve {
@@ -66,7 +68,8 @@ struct EngineSnapshot {
   int64_t generation_tokens_total = 0;
   int64_t preemptions_total = 0;
   int64_t steps_total = 0;
-  StepKindStats steps[kNumStepKinds];  // indexed by StepKind
+  StepKindStats steps[kNumStepKinds];                   // indexed by StepKind
+  std::map<std::string, int64_t> decode_steps_by_path;  // StepOutputs::decode_path, when set
 };
 
 }  // namespace mkserve

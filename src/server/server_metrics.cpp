@@ -69,6 +69,11 @@ void RenderSteps(std::ostringstream& out, const EngineSnapshot& engine) {
            [](const StepKindStats& s) { return s.prefill_tokens; });
   per_kind("mkserve_step_decode_rows_total", "Decode rows, by step kind.",
            [](const StepKindStats& s) { return s.decode_rows; });
+  const std::string paths = "mkserve_decode_steps_total";
+  Header(out, paths, "counter", "Steps whose decode rows ran through each decode path (CUDA).");
+  for (const auto& [path, count] : engine.decode_steps_by_path) {
+    out << paths << "{path=\"" << path << "\"} " << count << "\n";
+  }
 }
 
 }  // namespace

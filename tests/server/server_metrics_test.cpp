@@ -90,6 +90,15 @@ TEST(ServerMetricsTest, StepTimeIsLabelledByKind) {
   EXPECT_EQ(SeriesValue(text, "mkserve_step_decode_rows_total{kind=\"prefill\"}"), 0);
 }
 
+TEST(ServerMetricsTest, DecodeStepsAreCountedByPath) {
+  EngineSnapshot engine;
+  engine.decode_steps_by_path = {{"graph", 7}, {"megakernel", 3}};
+  std::string text = RenderMetrics(engine, {});
+  EXPECT_EQ(SeriesValue(text, "mkserve_decode_steps_total{path=\"graph\"}"), 7);
+  EXPECT_EQ(SeriesValue(text, "mkserve_decode_steps_total{path=\"megakernel\"}"), 3);
+  EXPECT_NE(text.find("# TYPE mkserve_decode_steps_total counter"), std::string::npos);
+}
+
 TEST(ServerMetricsTest, EveryLineIsCommentOrSample) {
   EngineSnapshot engine;
   engine.inter_token_latency_s.Observe(0.003);

@@ -142,12 +142,17 @@ void CudaBackend::RunPart(const StepInputs& inputs, const std::vector<size_t>& s
   for (size_t i = 0; i < sequences.size(); ++i) {
     outputs->results[sequences[i]] = std::move(part_outputs.results[i]);
   }
+  if (!part_outputs.decode_path.empty()) outputs->decode_path = part_outputs.decode_path;
 }
 
 void CudaBackend::RunPlanned(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs) {
   if (plan.num_tokens == 0) return;
   DecodePath* path = PickDecodePath(plan);
-  if (path == nullptr) return RunLayered(inputs, plan, outputs);
+  if (path == nullptr) {
+    if (plan.decode_only) outputs->decode_path = "layered";  // more rows than any path takes
+    return RunLayered(inputs, plan, outputs);
+  }
+  outputs->decode_path = std::string(path->name());
   path->Run(plan, stream_);
   const int64_t rows = static_cast<int64_t>(plan.logit_rows.size());
   if (rows > 0) {

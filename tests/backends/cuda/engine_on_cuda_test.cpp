@@ -110,6 +110,10 @@ TEST_P(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBl
   EXPECT_EQ(rejected.error->kind, EngineErrorKind::kInvalidRequest);
   const EngineSnapshot snapshot = engine.Snapshot();
   EXPECT_GT(snapshot.preemptions_total, 0);
+  // The path under test served the decode steps (its name in /metrics' mkserve_decode_steps_total).
+  const auto served = snapshot.decode_steps_by_path.find(GetParam());
+  ASSERT_NE(served, snapshot.decode_steps_by_path.end()) << GetParam() << " ran no decode step";
+  EXPECT_GT(served->second, kMaxTokens / 2) << GetParam();
   for (const KvGroupUsage& group : snapshot.kv_groups) EXPECT_EQ(group.used_blocks, 0);
   std::printf("KV capacity %lld tokens, demand %lld, preemptions %lld\n",
               static_cast<long long>(capacity), static_cast<long long>(demand),
