@@ -48,7 +48,7 @@ struct ServeFlags {
   double gpu_memory_fraction = 0.9;  // cuda: weights + scratch + KV cache
   bool cuda_graphs = true;
   std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
-  int64_t warmup_context = 8192;        // cuda: graphs captured at start-up up to this context
+  int64_t warmup_context = 8192;        // cuda: decode path prepared at start-up up to this context
   bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
   uint64_t seed = 0;
   int64_t max_model_len = 0;
@@ -175,7 +175,8 @@ constexpr int kExitBackendFatal = 3;
 constexpr int64_t kCudaStepTokens = 8192;
 
 #ifdef MKSERVE_HAS_CUDA
-// Captures the decode graphs before the first request, with progress and the cost on stderr.
+// Prepares the decode path before the first request (graphs, or the megakernel's schedules), with
+// progress and the cost on stderr.
 void WarmUpCuda(cuda::CudaBackend& backend) {
   int last_tenth = -1;
   const cuda::WarmUpReport report = backend.WarmUp([&last_tenth](int64_t done, int64_t total) {
@@ -185,10 +186,13 @@ void WarmUpCuda(cuda::CudaBackend& backend) {
     std::fprintf(stderr, "decode warm-up: %lld/%lld\n", static_cast<long long>(done),
                  static_cast<long long>(total));
   });
-  std::fprintf(stderr, "decode warm-up: %lld graphs captured in %.1f s, %lld MiB of GPU memory%s\n",
-               static_cast<long long>(report.prepared), report.seconds,
-               static_cast<long long>(report.device_bytes >> 20),
-               report.stopped_early ? " (stopped early: the rest is captured on first use)" : "");
+  std::fprintf(
+      stderr,
+      "decode warm-up (--decode %s): %lld graphs or schedules prepared in %.1f s, %lld MiB "
+      "of GPU memory%s\n",
+      backend.decode_path().c_str(), static_cast<long long>(report.prepared), report.seconds,
+      static_cast<long long>(report.device_bytes >> 20),
+      report.stopped_early ? " (stopped early: the rest is prepared on first use)" : "");
   if (!report.error.empty()) std::fprintf(stderr, "decode warm-up: %s\n", report.error.c_str());
 }
 #endif

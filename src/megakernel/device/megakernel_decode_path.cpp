@@ -1,6 +1,9 @@
 #include "megakernel/device/megakernel_decode_path.h"
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
+#include <vector>
 
 #include "backends/cuda/decode/argmax.h"
 #include "megakernel/device/megakernel_decoder.h"
@@ -37,6 +40,29 @@ class MegakernelDecodePath : public cuda::DecodePath {
     decoder_->Run(plan, ws.logits.data(), stream);
     cuda::ArgmaxRows(ws.logits.data(), plan.num_sequences, c_.config.vocab_size, ws.sampled.data(),
                      stream);
+  }
+
+  // Every schedule of 1..max_batch rows in the buckets up to the one holding the warm-up context,
+  // built, verified and uploaded before the first request (tens of ms each otherwise).
+  int64_t WarmUp(const cuda::DecodeWarmUp& request, cudaStream_t stream) override {
+    (void)stream;
+    if (!decoder_) return 0;
+    std::vector<int64_t> contexts;
+    for (int64_t bound : decoder_->bucket_bounds()) {
+      contexts.push_back(bound);
+      if (bound > request.max_context_tokens) break;  // +1: the decoded token attends to itself
+    }
+    const int64_t batches = std::min(request.max_batch, max_batch());
+    const int64_t total = static_cast<int64_t>(contexts.size()) * batches;
+    int64_t done = 0, prepared = 0;
+    for (int64_t context : contexts) {
+      for (int64_t batch = 1; batch <= batches; ++batch) {
+        if (std::chrono::steady_clock::now() >= request.deadline) return prepared;
+        prepared += decoder_->Prepare(batch, context) ? 1 : 0;
+        if (request.progress) request.progress(++done, total);
+      }
+    }
+    return prepared;
   }
 
  private:

@@ -197,6 +197,12 @@ MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& sche
   return stored;
 }
 
+bool MegakernelDecoder::Prepare(int64_t batch, int64_t longest_context) {
+  const size_t before = uploaded_.size();
+  UploadedFor(cache_.Select(batch, longest_context));
+  return uploaded_.size() > before;
+}
+
 void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream) {
   int64_t longest = 0;
   for (int32_t position : plan.positions) longest = std::max<int64_t>(longest, position + 1);

@@ -59,6 +59,11 @@ class MegakernelDecoder {
   // many rows, a context beyond the largest bucket) and BackendFatalError, with the counters
   // that fell short, when the step does not finish within the watchdog.
   void Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream);
+  // Builds, verifies and uploads now the schedule a step of `batch` rows whose longest row
+  // attends to `longest_context` tokens would run (start-up warm-up); true when it was not ready.
+  bool Prepare(int64_t batch, int64_t longest_context);
+  // The context buckets' upper bounds in tokens: one schedule per (batch, bucket) at most.
+  const std::vector<int64_t>& bucket_bounds() const { return cache_.bucket_bounds(); }
 
   // GPU time of the last step's kernel launch, milliseconds (the zeroing kernel included).
   float last_step_ms() const { return last_step_ms_; }
