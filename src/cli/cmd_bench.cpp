@@ -41,8 +41,10 @@ constexpr char kUsage[] =
     "step ms, tok/s, bytes/step, distinct experts per layer, SoL tok/s and % SoL.\n"
     "--decode: a comma list, run in turn in one process: layered (default: eager kernels, then\n"
     "graphs where they apply) or decode paths by name (eager, graph, megakernel). Rows are\n"
-    "labelled with the path that ran; \"vs layered\" divides by layered+graphs at the same point,\n"
-    "whose routed experts also set the SoL bytes of the other paths (same weights, same inputs).\n"
+    "labelled with the path that ran; \"vs layered\" divides by layered+graphs at the same point "
+    "and\n"
+    "mode, whose routed experts also set the SoL bytes of the other paths (same weights, same "
+    "inputs).\n"
     "--breakdown: per-op GPU time of eager decode steps (CUDA events), bytes and GB/s.\n"
     "--sampling sampled: decode with temperature 0.7, top-p 0.95, seeded (the GPU sampler)\n"
     "instead of greedy argmax.\n"
@@ -141,11 +143,12 @@ std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_
   return cuda::LoadCudaBackend(o.model_dir, options);
 }
 
-// The layered+graphs point at the same batch and context: the reference of the other paths.
+// The layered+graphs point of the same mode (`reference`, e.g. "layered+graphs+sampled") at the
+// same batch and context: the reference of the other paths.
 const cuda::DecodePoint* LayeredPoint(const std::vector<cuda::DecodePoint>& decode,
-                                      const cuda::DecodePoint& p) {
+                                      const std::string& reference, const cuda::DecodePoint& p) {
   for (const auto& q : decode) {
-    if (q.path == "layered+graphs" && q.batch == p.batch && q.context_tokens == p.context_tokens) {
+    if (q.path == reference && q.batch == p.batch && q.context_tokens == p.context_tokens) {
       return &q;
     }
   }
@@ -154,10 +157,10 @@ const cuda::DecodePoint* LayeredPoint(const std::vector<cuda::DecodePoint>& deco
 
 // Other paths route like the layered one (same weights, same inputs) but leave no routing where
 // CountDistinctExperts reads it: their SoL bytes come from the layered point.
-void TakeLayeredBytes(std::vector<cuda::DecodePoint>& decode) {
+void TakeLayeredBytes(std::vector<cuda::DecodePoint>& decode, const std::string& reference) {
   for (auto& p : decode) {
     if (p.path.rfind("layered", 0) == 0) continue;
-    const cuda::DecodePoint* layered = LayeredPoint(decode, p);
+    const cuda::DecodePoint* layered = LayeredPoint(decode, reference, p);
     if (layered == nullptr) continue;
     p.distinct_experts = layered->distinct_experts;
     p.bytes_per_step = layered->bytes_per_step;
@@ -167,12 +170,13 @@ void TakeLayeredBytes(std::vector<cuda::DecodePoint>& decode) {
 }
 
 // tok/s over the layered+graphs tok/s at the same point; 0 when there is none.
-double VsLayered(const std::vector<cuda::DecodePoint>& decode, const cuda::DecodePoint& p) {
-  const cuda::DecodePoint* layered = LayeredPoint(decode, p);
+double VsLayered(const std::vector<cuda::DecodePoint>& decode, const std::string& reference,
+                 const cuda::DecodePoint& p) {
+  const cuda::DecodePoint* layered = LayeredPoint(decode, reference, p);
   return layered != nullptr ? p.tokens_per_second / layered->tokens_per_second : 0.0;
 }
 
-void PrintTable(const std::vector<cuda::DecodePoint>& decode,
+void PrintTable(const std::vector<cuda::DecodePoint>& decode, const std::string& reference,
                 const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
   std::printf("\nstreaming read: %.2f TB/s\n\n", read_bw / 1e12);
   std::printf(
@@ -184,7 +188,7 @@ void PrintTable(const std::vector<cuda::DecodePoint>& decode,
                 p.path.c_str(), static_cast<long long>(p.batch),
                 static_cast<long long>(p.context_tokens), p.step_ms, p.tokens_per_second,
                 p.bytes_per_step / 1e6, static_cast<long long>(p.distinct_experts),
-                p.sol_tokens_per_second, p.percent_of_sol, VsLayered(decode, p));
+                p.sol_tokens_per_second, p.percent_of_sol, VsLayered(decode, reference, p));
   }
   std::printf("\n| prefill tokens | ms | tok/s |\n|---|---|---|\n");
   for (const auto& p : prefill) {
@@ -239,7 +243,7 @@ std::vector<cuda::StepBreakdown> RunBreakdowns(cuda::CudaBackend& backend, cuda:
   return breakdowns;
 }
 
-nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode,
+nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode, const std::string& reference,
                       const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
   nlohmann::json j = {{"read_bytes_per_second", read_bw},
                       {"decode", nlohmann::json::array()},
@@ -254,7 +258,7 @@ nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode,
                            {"distinct_experts", p.distinct_experts},
                            {"sol_tok_s", p.sol_tokens_per_second},
                            {"pct_sol", p.percent_of_sol},
-                           {"vs_layered", VsLayered(decode, p)}});
+                           {"vs_layered", VsLayered(decode, reference, p)}});
   }
   for (const auto& p : prefill) {
     j["prefill"].push_back(
@@ -276,34 +280,36 @@ int RunBench(std::span<const std::string> argv) {
   auto hooks = std::make_shared<cuda::ToolHooks>();
   auto backend = LoadBench(o, max_batch, hooks);
   backend->kv_pool().FillRandom(o.seed + 1, kKvStd);
+  const SamplingParams sampling = o.sampled ? cuda::BenchSampledParams() : cuda::GreedyParams();
+  // Every row of a run shares its mode, so the reference is layered+graphs in that mode.
+  const std::string reference = "layered+graphs" + cuda::DecodeModeSuffix(sampling, o.same_token);
   std::vector<cuda::DecodePoint> decode;
   for (const std::string& path : o.decode_paths) {
     backend->set_decode_path(path);
     for (int64_t context : o.contexts) {
       for (int64_t batch : o.batches) {
-        decode.push_back(cuda::BenchDecode(
-            *backend, batch, context, kWarmupSteps, o.steps, read_bw,
-            o.sampled ? cuda::BenchSampledParams() : cuda::GreedyParams(), o.same_token));
+        decode.push_back(cuda::BenchDecode(*backend, batch, context, kWarmupSteps, o.steps, read_bw,
+                                           sampling, o.same_token));
         std::fprintf(stderr, "%s batch %lld context %lld: %.3f ms\n", decode.back().path.c_str(),
                      static_cast<long long>(batch), static_cast<long long>(context),
                      decode.back().step_ms);
       }
     }
   }
-  TakeLayeredBytes(decode);
+  TakeLayeredBytes(decode, reference);
   backend->set_decode_path("eager");
   const std::vector<cuda::StepBreakdown> breakdowns = RunBreakdowns(*backend, *hooks, o);
   std::vector<cuda::PrefillPoint> prefill;
   for (int64_t tokens : o.prefills)
     prefill.push_back(cuda::BenchPrefill(*backend, tokens, kPrefillRuns));
-  nlohmann::json j = ToJson(decode, prefill, read_bw);
+  nlohmann::json j = ToJson(decode, reference, prefill, read_bw);
   if (o.breakdown) j["breakdown"] = BreakdownJson(breakdowns);
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     if (!out) throw Error("--json: cannot write " + o.json_path);
     out << j.dump(2) << "\n";
   }
-  PrintTable(decode, prefill, read_bw);
+  PrintTable(decode, reference, prefill, read_bw);
   for (const auto& b : breakdowns) PrintBreakdown(b);
   return 0;
 }

@@ -80,6 +80,10 @@ double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context
   return bytes;
 }
 
+std::string DecodeModeSuffix(const SamplingParams& sampling, bool same_token) {
+  return std::string(sampling.is_greedy() ? "" : "+sampled") + (same_token ? "+same-token" : "");
+}
+
 SamplingParams BenchSampledParams() {
   SamplingParams params;
   params.temperature = 0.7f;
@@ -123,8 +127,7 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   // docs/performance.md: the eager kernels are "layered", graphs "layered+graphs".
   const std::string path(backend.DecodePathFor(inputs));
   point.path = path == "eager" ? "layered" : path == "graph" ? "layered+graphs" : path;
-  if (!sampling.is_greedy()) point.path += "+sampled";
-  if (same_token) point.path += "+same-token";
+  point.path += DecodeModeSuffix(sampling, same_token);
   point.batch = batch;
   point.context_tokens = context_tokens;
   point.step_ms = MedianMs(ms);

@@ -14,7 +14,7 @@ namespace mkserve::cuda {
 
 struct DecodePoint {
   // "layered" (eager kernels), "layered+graphs" (graphs where possible) or the decode path's
-  // name; "+sampled" when not greedy.
+  // name, then DecodeModeSuffix.
   std::string path;
   int64_t batch = 0;
   int64_t context_tokens = 0;
@@ -47,6 +47,9 @@ std::unique_ptr<DecodeBatch> MakeDecodeBatch(const CudaBackend& backend, int64_t
                                              int64_t context_tokens,
                                              const SamplingParams& sampling = GreedyParams(),
                                              bool same_token = false);
+
+// The label suffix of a bench run's mode: "+sampled" when not greedy, "+same-token".
+std::string DecodeModeSuffix(const SamplingParams& sampling, bool same_token);
 
 // What `mkserve bench --sampling sampled` decodes with: a typical chat setting on the GPU sampler.
 SamplingParams BenchSampledParams();
