@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/mix64.h"
+#include "grammar/grammar_matcher.h"
 namespace mkserve {
 namespace {
 
@@ -70,7 +71,9 @@ void ApplyAllowedTokens(std::vector<float>& logits, std::span<const uint32_t> al
   if (allowed.empty()) return;
   const size_t allowed_ids = allowed.size() * 32;
   for (size_t id = 0; id < logits.size(); ++id) {
-    if (id >= allowed_ids || !((allowed[id >> 5] >> (id & 31)) & 1u)) logits[id] = kNegInf;
+    if (id >= allowed_ids || !grammar::MaskAllows(allowed, static_cast<int32_t>(id))) {
+      logits[id] = kNegInf;
+    }
   }
 }
 

@@ -28,31 +28,30 @@ StopOutcome StopChecker::Append(int32_t token_id, int64_t num_output_tokens, int
   if (stop_strings_apply_ && IsStopToken(token_id)) {
     out.emit_token = false;
     out.finish = FinishReason::kStop;
-    out.text = Flush();
+    out.text = Flush(&out.stop_string);
     return out;
   }
   if (text_) pending_ += text_->Append(token_id);
-  // At the length limit the decoder's held-back tail is released now, so it is checked too.
-  if (at_length && text_) pending_ += text_->Flush();
+  if (at_length) {  // the decoder's held-back tail is released now, so it is checked too
+    out.text = Flush(&out.stop_string);
+    out.finish = out.stop_string.empty() ? FinishReason::kLength : FinishReason::kStop;
+    return out;
+  }
   if (std::optional<std::string> before = CutAtStopString(out.stop_string)) {
     out.text = std::move(*before);
     out.finish = FinishReason::kStop;
     return out;
   }
-  if (at_length) {
-    out.finish = FinishReason::kLength;
-    out.text = std::exchange(pending_, {});
-  } else {
-    out.text = stop_strings_apply_ ? ReleaseUndecided() : std::exchange(pending_, {});
-  }
+  out.text = stop_strings_apply_ ? ReleaseUndecided() : std::exchange(pending_, {});
   return out;
 }
 
-std::string StopChecker::Flush() {
+std::string StopChecker::Flush(std::string* matched_stop) {
   if (text_) pending_ += text_->Flush();
-  std::string stop_string;
-  if (std::optional<std::string> before = CutAtStopString(stop_string)) return *before;
-  return std::exchange(pending_, {});
+  std::string matched;
+  std::optional<std::string> before = CutAtStopString(matched);
+  if (matched_stop != nullptr) *matched_stop = matched;
+  return before ? *before : std::exchange(pending_, {});
 }
 
 std::optional<std::string> StopChecker::CutAtStopString(std::string& matched) {

@@ -41,9 +41,9 @@ class StopChecker {
 
   // Called once per sampled token, with the sequence's counts including that token.
   StopOutcome Append(int32_t token_id, int64_t num_output_tokens, int64_t num_tokens);
-  // Ends the sequence (a stop token or an outside reason): releases withheld text, up to a stop
-  // string if one is in it.
-  std::string Flush();
+  // Ends the sequence (a stop token, the length limit or an outside reason): releases withheld
+  // text, up to a stop string if one is in it (then named in `matched_stop` when given).
+  std::string Flush(std::string* matched_stop = nullptr);
 
  private:
   bool IsStopToken(int32_t token_id) const;

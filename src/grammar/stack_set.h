@@ -35,7 +35,6 @@ class StackSet {
   // Whether the text so far is a complete match.
   bool can_end() const { return !stacks_.empty() && stacks_.front().empty(); }
   const std::vector<Stack>& stacks() const { return stacks_; }
-  bool operator==(const StackSet&) const = default;
 
  private:
   void Normalize();  // sorted (an empty stack first) and without duplicates

@@ -18,14 +18,6 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> bytes, std::vector<boo
   std::sort(sorted_ids_.begin(), sorted_ids_.end(), [&](int32_t a, int32_t b) {
     return bytes_[a] < bytes_[b] || (bytes_[a] == bytes_[b] && a < b);
   });
-  common_prefix_.resize(sorted_ids_.size(), 0);
-  for (size_t i = 1; i < sorted_ids_.size(); ++i) {
-    const std::string& a = bytes_[sorted_ids_[i - 1]];
-    const std::string& b = bytes_[sorted_ids_[i]];
-    size_t n = 0;
-    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-    common_prefix_[i] = static_cast<int32_t>(n);
-  }
 }
 
 }  // namespace mkserve::grammar

@@ -23,10 +23,8 @@ class TokenVocabulary {
   int32_t size() const { return static_cast<int32_t>(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[id]; }
   bool is_special(int32_t id) const { return special_[id]; }
-  // Ordinary non-empty tokens sorted by bytes; common_prefix()[i] is the length shared by
-  // sorted_ids()[i - 1] and sorted_ids()[i] (0 for i = 0).
+  // Ordinary non-empty tokens sorted by bytes.
   std::span<const int32_t> sorted_ids() const { return sorted_ids_; }
-  std::span<const int32_t> common_prefix() const { return common_prefix_; }
 
   // Token sets of JsonPrelude() positions, shared by every grammar built on the prelude.
   PositionCacheTable& prelude_cache() const { return prelude_cache_; }
@@ -35,7 +33,6 @@ class TokenVocabulary {
   std::vector<std::string> bytes_;
   std::vector<bool> special_;
   std::vector<int32_t> sorted_ids_;
-  std::vector<int32_t> common_prefix_;
   mutable PositionCacheTable prelude_cache_;
 };
 

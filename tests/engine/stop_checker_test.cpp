@@ -146,7 +146,21 @@ TEST(StopCheckerTest, TextReleasedByFlushIsCheckedToo) {
   std::vector<int32_t> eos = {kEos};
   StopChecker checker(params, eos, 1000, std::make_unique<HoldingStream>());
   EXPECT_EQ(checker.Append(0, 1, 6).text, "");
-  EXPECT_EQ(checker.Flush(), "");
+  std::string matched;
+  EXPECT_EQ(checker.Flush(&matched), "");
+  EXPECT_EQ(matched, params.stop[0]);
+}
+
+// A stop token releases the decoder's tail; a stop string in it is named, as at the length limit.
+TEST(StopCheckerTest, AStopTokenNamesTheStopStringItsReleasedTextHeld) {
+  SamplingParams params = Params({"\xEF\xBF\xBD"}, 10);
+  std::vector<int32_t> eos = {kEos};
+  StopChecker checker(params, eos, 1000, std::make_unique<HoldingStream>());
+  EXPECT_EQ(checker.Append(0, 1, 6).text, "");
+  StopOutcome last = checker.Append(kEos, 2, 7);
+  EXPECT_EQ(last.text, "");
+  EXPECT_EQ(last.finish, FinishReason::kStop);
+  EXPECT_EQ(last.stop_string, params.stop[0]);
 }
 
 }  // namespace
