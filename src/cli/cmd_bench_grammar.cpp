@@ -7,7 +7,6 @@
 // or the JSON schema in --schema. The caches of the shared JSON rules are built first, as the
 // server does at start-up; the first mask (the schema's own positions still cold) is reported
 // apart.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -23,6 +22,7 @@
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 #include "server/grammar_vocabulary.h"
+#include "server/load_generator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mkserve::cli {
@@ -80,11 +80,6 @@ std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read --schema " + path);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-double Percentile(std::vector<double> values, double fraction) {
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(fraction * values.size()))];
 }
 
 int RunBenchGrammar(std::span<const std::string> argv) {
@@ -157,9 +152,10 @@ int RunBenchGrammar(std::span<const std::string> argv) {
       "mask per token over %zu tokens in %lld walks: mean %.3f ms, p50 %.3f ms, p99 %.3f "
       "ms, max %.3f ms\n",
       mask_ms.size(), static_cast<long long>(walks), total / mask_ms.size(),
-      Percentile(mask_ms, 0.5), Percentile(mask_ms, 0.99), Percentile(mask_ms, 1.0));
-  std::printf("accept per token: p50 %.4f ms, p99 %.4f ms\n", Percentile(accept_ms, 0.5),
-              Percentile(accept_ms, 0.99));
+      server::Percentile(mask_ms, 50), server::Percentile(mask_ms, 99),
+      server::Percentile(mask_ms, 100));
+  std::printf("accept per token: p50 %.4f ms, p99 %.4f ms\n", server::Percentile(accept_ms, 50),
+              server::Percentile(accept_ms, 99));
   return 0;
 }
 

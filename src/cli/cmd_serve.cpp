@@ -45,8 +45,7 @@ struct ServeFlags {
   int64_t kv_bytes = int64_t{1} << 30;  // cpu and scripted backends
   int64_t max_step_tokens = 0;          // 0: the backend's default
   int64_t max_prefill_while_decoding = EngineOptions{}.max_prefill_tokens_while_decoding;
-  double gpu_memory_fraction = 0.9;  // cuda: weights + scratch + KV cache
-  bool cuda_graphs = true;
+  double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
   std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
   int64_t warmup_context = 8192;        // cuda: decode path prepared at start-up up to this context
   bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
@@ -109,7 +108,6 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.gpu_memory_fraction = args.Double("gpu-memory-fraction", flags.gpu_memory_fraction);
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
-  flags.cuda_graphs = graphs == "on";
   flags.decode_path = args.String("decode", flags.decode_path);
   flags.warmup_context = args.Int("warmup-context", flags.warmup_context);
   flags.random_weights = args.Switch("random-weights");
@@ -149,7 +147,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (!(flags.gpu_memory_fraction > 0.0 && flags.gpu_memory_fraction < 1.0)) {
     throw Error("--gpu-memory-fraction must be in (0, 1)");
   }
-  if (!flags.cuda_graphs) {
+  if (graphs == "off") {
     if (flags.decode_path != "layered" && flags.decode_path != "eager") {
       throw Error("--cuda-graphs off contradicts --decode " + flags.decode_path);
     }

@@ -52,20 +52,18 @@ std::string TokenText(const std::optional<tokenizer::NamedToken>& token) {
   return token ? token->text : "";
 }
 
-}  // namespace
-
-bool ThinkingFor(const ChatRequest& request, bool default_enable_thinking) {
-  return request.enable_thinking.value_or(default_enable_thinking);
-}
-
+// True when the conversation ends with an assistant message (text, no tool calls) that the
+// model should continue rather than answer.
 bool EndsWithPrefill(const ChatRequest& request) {
   const ChatMessage& last = request.messages.back();
   return last.role == "assistant" && last.tool_calls.empty() && last.content &&
          last.content->find_first_not_of(" \t\r\n\f\v") != std::string::npos;
 }
 
+// The variables the template sees. Both `enable_thinking` and `reasoning` carry the thinking
+// switch, as templates differ in the name; `developer` messages are passed as `system`.
 Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer& tokenizer,
-                          bool enable_thinking) {
+                          const ChatPrompt& prompt) {
   Json context =
       request.chat_template_kwargs.is_object() ? request.chat_template_kwargs : Json::object();
   context["messages"] = Json::array();
@@ -73,13 +71,15 @@ Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer
     context["messages"].push_back(MessageJson(message));
   }
   context["tools"] = ToolsJson(request);
-  context["add_generation_prompt"] = !EndsWithPrefill(request);
+  context["add_generation_prompt"] = !prompt.prefill;
   context["bos_token"] = TokenText(tokenizer.bos());
   context["eos_token"] = TokenText(tokenizer.eos());
-  context["enable_thinking"] = enable_thinking;
-  context["reasoning"] = enable_thinking;
+  context["enable_thinking"] = prompt.thinking;
+  context["reasoning"] = prompt.thinking;
   return context;
 }
+
+}  // namespace
 
 ChatPrompt BuildChatPrompt(const ServedModel& model, const ChatRequest& request,
                            bool default_enable_thinking) {
@@ -88,11 +88,12 @@ ChatPrompt BuildChatPrompt(const ServedModel& model, const ChatRequest& request,
                    "this model has no chat template; use /v1/completions instead");
   }
   ChatPrompt prompt;
-  prompt.thinking = ThinkingFor(request, default_enable_thinking);
+  // The request's switch (chat_template_kwargs, reasoning_effort), else the default.
+  prompt.thinking = request.enable_thinking.value_or(default_enable_thinking);
   prompt.prefill = EndsWithPrefill(request);
   try {
-    std::string text = model.chat_template->Render(
-        BuildTemplateContext(request, *model.tokenizer, prompt.thinking));
+    std::string text =
+        model.chat_template->Render(BuildTemplateContext(request, *model.tokenizer, prompt));
     // Templates close every assistant turn; a prefill is cut open after its text, as
     // transformers' continue_final_message does.
     if (prompt.prefill) text = chat::ContinueFinalMessage(text, *request.messages.back().content);

@@ -18,18 +18,6 @@ struct ChatPrompt {
   bool prefill = false;   // the prompt ends inside the final assistant message's text
 };
 
-// Thinking: the request's switch (chat_template_kwargs, reasoning_effort), else the default.
-bool ThinkingFor(const ChatRequest& request, bool default_enable_thinking);
-
-// True when the conversation ends with an assistant message (text, no tool calls) that the
-// model should continue rather than answer.
-bool EndsWithPrefill(const ChatRequest& request);
-
-// The variables the template sees. Both `enable_thinking` and `reasoning` carry the thinking
-// switch, as templates differ in the name; `developer` messages are passed as `system`.
-Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer& tokenizer,
-                          bool enable_thinking);
-
 // Renders and tokenizes. Template errors (raise_exception, e.g. roles out of order) are 400s.
 ChatPrompt BuildChatPrompt(const ServedModel& model, const ChatRequest& request,
                            bool default_enable_thinking);

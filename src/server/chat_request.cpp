@@ -161,8 +161,8 @@ ResponseFormat ParseResponseFormat(const JsonFields& fields) {
     ThrowInvalid("response_format.json_schema", "is required when the type is 'json_schema'");
   }
   JsonFields schema_fields(*json_schema, "response_format.json_schema");
-  format.name = schema_fields.String("name").value_or("");
-  format.strict = schema_fields.Bool("strict").value_or(false);
+  schema_fields.String("name");  // typed when present; nothing depends on them
+  schema_fields.Bool("strict");
   const Json* schema = schema_fields.Get("schema");
   if (schema == nullptr) ThrowInvalid("response_format.json_schema.schema", "is required");
   if (!schema->is_object() && !schema->is_boolean()) {

@@ -51,4 +51,8 @@ std::string ErrorBody(const ApiError& error) {
   return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+HttpResponse ErrorResponse(const ApiError& error) {
+  return JsonResponse(ErrorBody(error), StatusOf(error.kind()).http_status);
+}
+
 }  // namespace mkserve::server

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "server/http_types.h"
+
 namespace mkserve::server {
 
 enum class ErrorKind {
@@ -41,5 +43,7 @@ class ApiError : public std::runtime_error {
 
 // {"error": {"message", "type", "param", "code"}} as OpenAI sends it; param is null when empty.
 std::string ErrorBody(const ApiError& error);
+// That body with the kind's HTTP status.
+HttpResponse ErrorResponse(const ApiError& error);
 
 }  // namespace mkserve::server

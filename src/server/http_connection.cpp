@@ -46,10 +46,6 @@ HttpRequest ToHttpRequest(http::request<http::string_body>& message) {
   return request;
 }
 
-std::string ErrorJson(ErrorKind kind, const std::string& message) {
-  return ErrorBody(ApiError(kind, message));
-}
-
 template <typename Message>
 void SetHead(Message& message, const HttpResponse& response, bool keep_alive) {
   message.set(http::field::server, "mkserve");
@@ -100,9 +96,9 @@ HttpConnection::~HttpConnection() { --context_.open_connections; }
 void HttpConnection::Start() { ReadHead(); }
 
 void HttpConnection::Refuse(int max_connections) {
-  AnswerAndClose(503, ErrorJson(ErrorKind::kUnavailable,
-                                "the server is at its limit of " + std::to_string(max_connections) +
-                                    " open connections (--max-connections); retry shortly"));
+  AnswerAndClose(ErrorResponse(ApiError(
+      ErrorKind::kUnavailable, "the server is at its limit of " + std::to_string(max_connections) +
+                                   " open connections (--max-connections); retry shortly")));
 }
 
 void HttpConnection::CloseUnlessHandling() {
@@ -154,17 +150,19 @@ void HttpConnection::OnRead(beast::error_code error) {
   // A timeout has closed the socket already: nothing can be answered.
   if (IsHangUp(error) || phase_ == Phase::kClosed) return Close();
   if (error == http::error::body_limit) {
-    return AnswerAndClose(
-        413, ErrorJson(ErrorKind::kPayloadTooLarge,
-                       "request body too large; the server limit is set by --max-body-bytes"));
+    return AnswerAndClose(ErrorResponse(
+        ApiError(ErrorKind::kPayloadTooLarge,
+                 "request body too large; the server limit is set by --max-body-bytes")));
   }
   if (error == http::error::header_limit) {
-    return AnswerAndClose(431, ErrorJson(ErrorKind::kInvalidRequest,
-                                         "request head over " + std::to_string(kMaxHeadBytes) +
-                                             " bytes; send fewer or shorter headers"));
+    HttpResponse too_large = ErrorResponse(
+        ApiError(ErrorKind::kInvalidRequest, "request head over " + std::to_string(kMaxHeadBytes) +
+                                                 " bytes; send fewer or shorter headers"));
+    too_large.status = 431;  // the kind's 400, made specific
+    return AnswerAndClose(std::move(too_large));
   }
-  AnswerAndClose(
-      400, ErrorJson(ErrorKind::kInvalidRequest, "malformed HTTP request: " + error.message()));
+  AnswerAndClose(ErrorResponse(
+      ApiError(ErrorKind::kInvalidRequest, "malformed HTTP request: " + error.message())));
 }
 
 void HttpConnection::Dispatch() {
@@ -182,21 +180,21 @@ void HttpConnection::Dispatch() {
     std::thread(&HttpConnection::Handle, shared_from_this(), std::move(request)).detach();
   } catch (const std::system_error&) {
     context_.running.End();
-    AnswerAndClose(503, ErrorJson(ErrorKind::kUnavailable,
-                                  "the server cannot start a thread for this request; retry"));
+    AnswerAndClose(ErrorResponse(ApiError(
+        ErrorKind::kUnavailable, "the server cannot start a thread for this request; retry")));
   }
 }
 
-void HttpConnection::AnswerAndClose(int status, std::string body) {
-  if (context_.on_response) context_.on_response(status);
+void HttpConnection::AnswerAndClose(HttpResponse response) {
+  if (context_.on_response) context_.on_response(response.status);
   auto message = std::make_shared<http::response<http::string_body>>();
-  message->result(static_cast<unsigned>(status));
+  message->result(static_cast<unsigned>(response.status));
   message->version(11);
   message->set(http::field::server, "mkserve");
-  message->set(http::field::content_type, "application/json");
+  message->set(http::field::content_type, response.content_type);
   message->set(http::field::access_control_allow_origin, "*");
   message->keep_alive(false);
-  message->body() = std::move(body);
+  message->body() = std::move(response.body);
   message->prepare_payload();
   stream_.expires_after(kWriteTimeout);
   http::async_write(stream_, *message,

@@ -81,7 +81,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void OnRead(boost::beast::error_code error);
   void Dispatch();
   // Answers a request that could not be read, then closes.
-  void AnswerAndClose(int status, std::string body);
+  void AnswerAndClose(HttpResponse response);
   // Stops sending, then reads (and drops) what the client still sends for a moment before
   // closing, so an error answer is not lost to a reset while the client is mid-upload.
   void LingerAndClose();

@@ -5,10 +5,6 @@
 namespace mkserve::server {
 namespace {
 
-HttpResponse ErrorResponse(const ApiError& error) {
-  return JsonResponse(ErrorBody(error), StatusOf(error.kind()).http_status);
-}
-
 // Browsers send a preflight before cross-origin POSTs; we allow any origin (the API key, not
 // the origin, is the access control) and echo the origin so credentialed requests work too.
 void AddCorsHeaders(const HttpRequest& request, HttpResponse& response) {

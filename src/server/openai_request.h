@@ -57,9 +57,8 @@ struct ToolChoice {
 struct ResponseFormat {
   enum class Type { kText, kJsonObject, kJsonSchema };
   Type type = Type::kText;
-  std::string name;     // json_schema.name
-  Json schema;          // json_schema.schema
-  bool strict = false;  // json_schema.strict; the schema is enforced either way
+  Json schema;  // json_schema.schema (json_schema.name and .strict are checked, not kept: the
+                // schema is enforced either way)
 };
 
 struct ChatRequest {

@@ -9,10 +9,6 @@
 namespace mkserve::server {
 namespace {
 
-HttpResponse ErrorResponse(const ApiError& error) {
-  return JsonResponse(ErrorBody(error), StatusOf(error.kind()).http_status);
-}
-
 // The one place handler exceptions stop: ApiError keeps its kind; mkserve::Error from a module
 // (tokenizer, template) is a bad input; anything else is a bug and answers 500.
 Handler Guard(Handler handler) {

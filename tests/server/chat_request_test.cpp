@@ -195,9 +195,14 @@ TEST(ChatRequestTest, ResponseFormatTypes) {
       {"json_schema", {{"name", "p"}, {"strict", true}, {"schema", {{"type", "object"}}}}}};
   ResponseFormat format = ParseChatRequest(body).response_format;
   EXPECT_EQ(format.type, ResponseFormat::Type::kJsonSchema);
-  EXPECT_EQ(format.name, "p");
-  EXPECT_TRUE(format.strict);
   EXPECT_EQ(format.schema, Json({{"type", "object"}}));
+  body["response_format"]["json_schema"]["strict"] = "yes";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(),
+            "response_format.json_schema.strict");
+  body["response_format"]["json_schema"]["strict"] = true;
+  body["response_format"]["json_schema"]["name"] = 7;
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(),
+            "response_format.json_schema.name");
 }
 
 TEST(ChatRequestTest, ResponseFormatErrorsNameTheField) {
