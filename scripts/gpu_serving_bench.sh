@@ -15,7 +15,7 @@
 # The weights are random, the tokenizer is the tiny model's padded to North's vocabulary (prompt
 # lengths are counted with the server's own /tokenize). JSON per run and the server logs go to $OUT; a table is printed last.
 set -u
-bin=$(readlink -f "${1:?usage: scripts/gpu_serving_bench.sh MKSERVE_BIN [DECODE_PATH...]}")
+bin=$(readlink -f "${1:?usage: scripts/gpu_serving_bench.sh MKSERVE_BIN [CONFIG...]}")
 shift
 configs=("${@:-layered}")
 phases=" ${PHASES:-c1 c8 c64 arrival} "

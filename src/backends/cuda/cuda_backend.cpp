@@ -34,7 +34,8 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
   cublas_workspace_ = DeviceBuffer<uint8_t>(kCublasWorkspaceBytes);
   MKSERVE_CUBLAS_CHECK(
       cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
-  workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens);
+  workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens,
+                                               options.grouped_moe_min_tokens);
   kv_pool_ = std::make_unique<KvPool>(
       options.kv_layout
           ? KvPool::Create(config_, *options.kv_layout)
@@ -113,7 +114,6 @@ DecodePath* CudaBackend::PickDecodePath(const StepPlan& plan) const {
 }
 
 StepOutputs CudaBackend::Step(const StepInputs& inputs) {
-  const StepPlan plan = Plan(inputs);  // validates the whole step before any GPU work
   StepOutputs outputs;
   outputs.results.resize(inputs.sequences.size());
   std::vector<size_t> decode_rows, prompt_chunks;
@@ -121,24 +121,31 @@ StepOutputs CudaBackend::Step(const StepInputs& inputs) {
     (inputs.sequences[s].token_ids.size() == 1 ? decode_rows : prompt_chunks).push_back(s);
   }
   if (decode_rows.empty() || prompt_chunks.empty()) {
-    RunPlanned(inputs, plan, &outputs);
+    RunPlanned(inputs, Plan(inputs), &outputs);  // the plan validates the step before GPU work
   } else {
     // Mixed: the decode rows through the decode path, the prompt chunks through the layered
     // prefill, as two sub-steps; each sequence's results are those of running it in either.
-    RunPart(inputs, decode_rows, &outputs);
-    RunPart(inputs, prompt_chunks, &outputs);
+    // Both parts are planned (validated) before either runs.
+    const StepInputs decode = Part(inputs, decode_rows), prompts = Part(inputs, prompt_chunks);
+    const StepPlan decode_plan = Plan(decode), prompt_plan = Plan(prompts);
+    RunPart(decode, decode_plan, decode_rows, &outputs);
+    RunPart(prompts, prompt_plan, prompt_chunks, &outputs);
   }
   if (options_.hooks) options_.hooks->Finish(stream_);
   return outputs;
 }
 
-void CudaBackend::RunPart(const StepInputs& inputs, const std::vector<size_t>& sequences,
-                          StepOutputs* outputs) {
+StepInputs CudaBackend::Part(const StepInputs& inputs, const std::vector<size_t>& sequences) {
   StepInputs part;
   for (size_t s : sequences) part.sequences.push_back(inputs.sequences[s]);
+  return part;
+}
+
+void CudaBackend::RunPart(const StepInputs& part, const StepPlan& plan,
+                          const std::vector<size_t>& sequences, StepOutputs* outputs) {
   StepOutputs part_outputs;
   part_outputs.results.resize(sequences.size());
-  RunPlanned(part, Plan(part), &part_outputs);
+  RunPlanned(part, plan, &part_outputs);
   for (size_t i = 0; i < sequences.size(); ++i) {
     outputs->results[sequences[i]] = std::move(part_outputs.results[i]);
   }
@@ -149,7 +156,8 @@ void CudaBackend::RunPlanned(const StepInputs& inputs, const StepPlan& plan, Ste
   if (plan.num_tokens == 0) return;
   DecodePath* path = PickDecodePath(plan);
   if (path == nullptr) {
-    if (plan.decode_only) outputs->decode_path = "layered";  // more rows than any path takes
+    if (plan.decode_only)
+      outputs->decode_path = "eager";  // more rows than a path takes: its kernels
     return RunLayered(inputs, plan, outputs);
   }
   outputs->decode_path = std::string(path->name());

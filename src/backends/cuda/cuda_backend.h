@@ -1,6 +1,6 @@
 // CudaBackend: the CUDA implementation of Backend. A step is planned on the host (StepPlan); its
 // decode rows (one token per sequence) run through the first decode path that accepts them
-// (decode/decode_path.h: captured graphs, eager layered kernels, later the megakernel), its
+// (decode/decode_path.h: captured graphs, eager layered kernels, the megakernel), its
 // prompt chunks through the layered kernels; a step holding both runs them as two sub-steps. The
 // logits rows are sampled on the GPU (sampling/step_sampler.h).
 #pragma once
@@ -73,9 +73,10 @@ class CudaBackend : public Backend {
  private:
   StepPlan Plan(const StepInputs& inputs) const;
   DecodePath* PickDecodePath(const StepPlan& plan) const;
-  // The sequences `sequences` of `inputs` as a step of their own; their results go to the same
-  // indices of `outputs`.
-  void RunPart(const StepInputs& inputs, const std::vector<size_t>& sequences,
+  // The sequences `sequences` of `inputs` as a step of their own.
+  static StepInputs Part(const StepInputs& inputs, const std::vector<size_t>& sequences);
+  // Runs a part planned as `plan`; the results go to indices `sequences` of `outputs`.
+  void RunPart(const StepInputs& part, const StepPlan& plan, const std::vector<size_t>& sequences,
                StepOutputs* outputs);
   // A planned step: its decode path when one accepts the plan, else the layered kernels.
   void RunPlanned(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);

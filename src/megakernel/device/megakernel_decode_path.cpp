@@ -16,7 +16,7 @@ class MegakernelDecodePath : public cuda::DecodePath {
   explicit MegakernelDecodePath(const cuda::DecodePathContext& context) : c_(context) {
     if (!MegakernelUnsupportedReason(c_.config)) {
       MegakernelDecoderOptions options;
-      options.max_batch = std::min<int64_t>(kMaxMegakernelBatch, c_.options.max_batch);
+      options.max_batch = max_batch();
       decoder_.emplace(c_.config, c_.weights, c_.kv_pool, options);
     }
   }

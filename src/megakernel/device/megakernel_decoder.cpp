@@ -59,11 +59,6 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
       num_sms_(MegakernelGridSize()),
       cache_(config, options_.max_batch, DefaultBucketBounds(config.max_position_embeddings),
              MegakernelGridSize(), options_.policy) {
-  if (options_.max_batch < 1 || options_.max_batch > kMaxMegakernelBatch) {
-    throw Error("megakernel: max_batch " + std::to_string(options_.max_batch) + " outside 1.." +
-                std::to_string(kMaxMegakernelBatch) +
-                " (larger batches are not verified yet: run them on the layered path)");
-  }
   if (std::optional<std::string> why = MegakernelUnsupportedReason(config)) throw Error(*why);
   const int64_t B = options_.max_batch, H = config.hidden_size, k = config.num_experts_per_token;
   for (int64_t l = 0; l < config.num_layers; ++l) {

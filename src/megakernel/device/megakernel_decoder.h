@@ -25,13 +25,14 @@
 #include "megakernel/schedule/schedule.h"
 #include "megakernel/schedule/schedule_cache.h"
 #include "megakernel/schedule/schedule_policy.h"
+#include "megakernel/schedule/tile_shapes.h"
 #include "model/model_config.h"
 
 namespace mkserve::megakernel {
 
-// The most rows a step may have: the largest batch the decoder test checks against the layered
-// path on a GPU. Larger batches stay on the layered path.
-inline constexpr int64_t kMaxMegakernelBatch = 64;
+// The most rows a step may have: the schedules' limit (the decoder test checks it against the
+// layered path on a GPU). Larger batches stay on the layered path.
+inline constexpr int64_t kMaxMegakernelBatch = kMaxBatch;
 
 // Why the megakernel cannot run `config` (the shapes its op bodies are written for), or nullopt.
 std::optional<std::string> MegakernelUnsupportedReason(const ModelConfig& config);

@@ -1,5 +1,5 @@
 // megakernel_bench: the megakernel's decode step next to the layered path's (CUDA graphs on), at
-// batch 1, 8, 32 and 64 (a batch above kMaxMegakernelBatch: layered only) with an 8K context,
+// batch 1, 8, 32 and 64 with an 8K context,
 // random North Mini Code weights and a random KV cache. Prints one markdown table, then where the
 // time of one recorded step went. Usage: megakernel_bench [layers] [context_tokens]
 // [policy.json...]: with policy files (SchedulePolicy::FromJson), one megakernel row per policy

@@ -1,7 +1,7 @@
 // StepHooks: what benchmarks and tests may observe or change inside a step (per-op GPU time,
 // forced expert routing), as an interface the serving code only calls through. CudaBackend takes
 // it from CudaBackendOptions::hooks, which serving leaves null; the implementations live in the
-// tools library (tools/tool_hooks.h), which the server does not link.
+// tools library (tools/tool_hooks.h), apart from the serving library.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -16,7 +16,9 @@ inline constexpr int64_t kLogitRowsPerChunk = 64;
 inline constexpr int64_t kAttentionPartialCapacity = 1024;  // token-splits of split-KV partials
 
 struct StepWorkspace {
-  StepWorkspace(const ModelConfig& config, int64_t max_num_tokens);
+  // grouped_moe_min_tokens: CudaBackendOptions::grouped_moe_min_tokens (the grouped MoE path's
+  // buffers exist when a step may reach it).
+  StepWorkspace(const ModelConfig& config, int64_t max_num_tokens, int64_t grouped_moe_min_tokens);
 
   int64_t max_num_tokens = 0;
   DeviceBuffer<float> residual;                // [T][hidden]

@@ -1,5 +1,5 @@
 // The registered decode paths, by name, and the preference order a CudaBackendOptions::decode_path
-// selects. Adding a path (the megakernel) is one entry in the table of decode_path_registry.cpp.
+// selects. A path (the megakernel is one) is one entry in the table of decode_path_registry.cpp.
 #pragma once
 
 #include <memory>
