@@ -1,7 +1,8 @@
 // The built-in chat template for Cohere's Command-4 format (North Mini Code), used when a
 // checkpoint ships no chat_template (e.g. the tiny test model). Its output is byte-identical to
-// transformers' rendering of North's own template for the cases in
-// tests/chat/fixtures/command4_renders.json (tools/chat_fixtures renders them):
+// North's own template rendered by @huggingface/jinja with transformers' settings (trimmed
+// blocks, its context) for the cases in tests/chat/fixtures/command4_renders.json
+// (tools/chat_fixtures renders them; Python's jinja2 is not run):
 // - a first system turn always holds the platform instruction (the kwarg
 //   `platform_instruction_override` replaces it) and the "# Available Tools" JSON list, with the
 //   document tool first when the kwarg `documents` is set;

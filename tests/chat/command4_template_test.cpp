@@ -1,4 +1,5 @@
-// The built-in Command-4 template against transformers' rendering of North's real template:
+// The built-in Command-4 template against North's real template rendered by @huggingface/jinja
+// with transformers' settings:
 // tests/chat/fixtures/command4_renders.json holds the contexts and the expected prompts, written
 // by tools/chat_fixtures/render_command4_fixtures.mjs from the real template file.
 #include "chat/command4_template.h"

@@ -1,5 +1,5 @@
-// Renders the Command-4 test conversations with a real chat template file the way transformers'
-// apply_chat_template does, and writes them as the fixtures the built-in template is checked
+// Renders the Command-4 test conversations with a real chat template file in the settings of
+// transformers' apply_chat_template (with @huggingface/jinja, not Python's jinja2), and writes them as the fixtures the built-in template is checked
 // against (tests/chat/command4_template_test.cpp).
 //
 //   node tools/chat_fixtures/render_command4_fixtures.mjs PATH/TO/chat_template.jinja \
