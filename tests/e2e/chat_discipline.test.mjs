@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { makeTinyModel, writeScript, startServer, client, rawPost } from './harness.mjs';
+import { makeTinyModel, writeScript, startServer, client, rawPost, user } from './harness.mjs';
 
 const READ_CALL = '{"tool_call_id": "0", "tool_name": "read", "parameters": {"path": "a.txt"}}';
 const BAD_ALARM = '{"tool_call_id": "0", "tool_name": "set_alarm", "parameters": {"time": 15:30}}';
@@ -26,7 +26,6 @@ before(async () => {
 });
 after(async () => { await server?.stop(); model?.cleanup(); });
 
-const user = (content) => [{ role: 'user', content }];
 
 async function both(request) {
   const response = await openai.chat.completions.create({ max_tokens: 200, ...request });

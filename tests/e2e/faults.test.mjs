@@ -4,8 +4,7 @@
 // 503, and the process exits non-zero even while the engine thread is still stuck.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-import { makeTinyModel, writeScript, startServer, client } from './harness.mjs';
+import { makeTinyModel, writeScript, startServer, client, user, expectApiError } from './harness.mjs';
 
 const SCRIPT = [
   { prompt_contains: 'transient', fault: 'error' },
@@ -20,27 +19,17 @@ let model;
 before(() => { model = makeTinyModel(); });
 after(() => model?.cleanup());
 
-const user = (content) => [{ role: 'user', content }];
 const exitCode = (proc) => new Promise((resolve) => {
   if (proc.exitCode !== null) return resolve(proc.exitCode);
   proc.on('exit', (code) => resolve(code));
 });
 
-async function expectStatus(promise, status, pattern) {
-  await assert.rejects(promise, (error) => {
-    assert.ok(error instanceof OpenAI.APIError, String(error));
-    assert.equal(error.status, status, error.message);
-    if (pattern) assert.match(error.message, pattern);
-    return true;
-  });
-}
-
 async function expectUnhealthyAndRefusing(server, openai) {
   const health = await fetch(`${server.url}/health`);
   assert.equal(health.status, 503);
   assert.match((await health.json()).error.message, /backend failed/);
-  await expectStatus(openai.chat.completions.create({ messages: user('hello'), max_tokens: 5 }), 503,
-    /fatal backend error/);
+  await expectApiError(openai.chat.completions.create({ messages: user('hello'), max_tokens: 5 }),
+    { status: 503, message: /fatal backend error/ });
 }
 
 test('transient error fails one request; a fatal one fails all in flight, then 503 and exit', async () => {
@@ -48,8 +37,8 @@ test('transient error fails one request; a fatal one fails all in flight, then 5
   const server = await startServer(model.modelDir, ['--backend', `scripted:${script}`]);
   try {
     const openai = client(server);
-    await expectStatus(openai.chat.completions.create({ messages: user('transient'), max_tokens: 5 }), 500,
-      /scripted transient backend error/);
+    await expectApiError(openai.chat.completions.create({ messages: user('transient'), max_tokens: 5 }),
+      { status: 500, message: /scripted transient backend error/ });
     const ok = await openai.chat.completions.create({ messages: user('hello'), max_tokens: 5 });
     assert.equal(ok.choices[0].finish_reason, 'stop');
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
@@ -57,8 +46,8 @@ test('transient error fails one request; a fatal one fails all in flight, then 5
     const stream = await openai.chat.completions.create({ messages: user('long'), max_tokens: 1000, stream: true });
     const iterator = stream[Symbol.asyncIterator]();
     await iterator.next();  // the stream is running
-    await expectStatus(openai.chat.completions.create({ messages: user('fatal'), max_tokens: 5 }), 500,
-      /cannot continue: scripted fatal backend error/);
+    await expectApiError(openai.chat.completions.create({ messages: user('fatal'), max_tokens: 5 }),
+      { status: 500, message: /cannot continue: scripted fatal backend error/ });
     await assert.rejects((async () => { while (!(await iterator.next()).done); })(), /scripted fatal backend error/);
     await expectUnhealthyAndRefusing(server, openai);
     assert.notEqual(await exitCode(server.proc), 0, server.log());
@@ -76,8 +65,8 @@ test('a step that hangs past --step-timeout is fatal: requests fail, 503, and th
     const openai = client(server);
     await openai.chat.completions.create({ messages: user('hello'), max_tokens: 5 });
     const start = Date.now();
-    await expectStatus(openai.chat.completions.create({ messages: user('wedge'), max_tokens: 5 }), 500,
-      /did not return within 1 s/);
+    await expectApiError(openai.chat.completions.create({ messages: user('wedge'), max_tokens: 5 }),
+      { status: 500, message: /did not return within 1 s/ });
     assert.ok(Date.now() - start < 10000, `failed after ${Date.now() - start} ms`);
     await expectUnhealthyAndRefusing(server, openai);
     // The engine thread is still inside the 10-minute hang; the process exits anyway.

@@ -5,6 +5,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 
 export const BIN = process.env.MKSERVE_BIN ?? new URL('../../build/mkserve', import.meta.url).pathname;
@@ -72,6 +73,21 @@ export async function metric(server, series) {
   const line = text.split('\n').find((l) => l.startsWith(series + ' '));
   if (!line) throw new Error(`no series ${series} in /metrics`);
   return Number(line.slice(series.length + 1));
+}
+
+// One user message, as every chat test sends it.
+export const user = (content) => [{ role: 'user', content }];
+
+// Asserts the SDK call fails with an OpenAI-shaped API error: its status, and its param and a
+// message pattern when given (param null: the error names none).
+export async function expectApiError(promise, { status, param, message }) {
+  await assert.rejects(promise, (error) => {
+    assert.ok(error instanceof OpenAI.APIError, String(error));
+    assert.equal(error.status, status, error.message);
+    if (param !== undefined) assert.equal(error.param, param);
+    if (message !== undefined) assert.match(error.message, message);
+    return true;
+  });
 }
 
 // Every request outcome counter, as one line for an assertion message.

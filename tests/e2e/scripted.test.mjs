@@ -2,7 +2,7 @@
 // stop strings and the Command-4 parser, streaming and not, through the official SDK.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { makeTinyModel, writeScript, startServer, client, rawPost } from './harness.mjs';
+import { makeTinyModel, writeScript, startServer, client, rawPost, user } from './harness.mjs';
 
 const TOOL_ARGS = { city: 'Paris', unit: 'celsius' };
 // The first matching rule wins, and the tool schemas in the prompt mention "weather": the
@@ -29,7 +29,6 @@ before(async () => {
 });
 after(async () => { await server?.stop(); model?.cleanup(); });
 
-const user = (content) => [{ role: 'user', content }];
 
 async function tokenCount(text) {
   const response = await rawPost(server, '/tokenize', JSON.stringify({ prompt: text, add_special_tokens: false }));

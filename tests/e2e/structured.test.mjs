@@ -4,8 +4,7 @@
 // streamed or not; unsupported schemas and formats are 400s that name the feature.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-import { makeTinyModel, startServer, client, MODEL_BACKEND_ARGS } from './harness.mjs';
+import { makeTinyModel, startServer, client, user, expectApiError, MODEL_BACKEND_ARGS } from './harness.mjs';
 
 let model, server, openai;
 before(async () => {
@@ -17,7 +16,6 @@ after(async () => { await server?.stop(); model?.cleanup(); });
 
 const SEEDS = [1, 2, 3, 4, 5, 6];
 const NO_THINKING = { chat_template_kwargs: { enable_thinking: false } };
-const user = (content) => [{ role: 'user', content }];
 
 // The checks for the schema subset these tests use; returns the first violation or null.
 function violation(schema, value, path = '$') {
@@ -173,36 +171,27 @@ test('tool_choice named and required: a valid call whose arguments match the sch
   assert.ok(complete >= SEEDS.length, `only ${complete} of ${2 * SEEDS.length} calls finished`);
 });
 
-async function expectApiError(promise, param, message) {
-  await assert.rejects(promise, (error) => {
-    assert.ok(error instanceof OpenAI.APIError, String(error));
-    assert.equal(error.status, 400, error.message);
-    assert.equal(error.param, param);
-    assert.match(error.message, message);
-    return true;
-  });
-}
-
 test('unsupported schemas and formats are 400s that name them; text is plain', async () => {
   const withSchema = (schema) => ({ messages: user('x'), max_tokens: 4,
     response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', patternProperties: { x: {} } })),
-    'response_format.json_schema.schema', /'patternProperties' is not supported/);
+    { status: 400, param: 'response_format.json_schema.schema', message: /'patternProperties' is not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: 'a+' } } })),
-    'response_format.json_schema.schema.properties.s', /'pattern' is not supported/);
+    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'pattern' is not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', format: 'ipv4' })),
-    'response_format.json_schema.schema.format', /format 'ipv4' is not supported/);
+    { status: 400, param: 'response_format.json_schema.schema.format', message: /format 'ipv4' is not supported/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'xml' } }),
-    'response_format.type', /unknown response_format type 'xml'/);
+    { status: 400, param: 'response_format.type', message: /unknown response_format type 'xml'/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_schema' } }),
-    'response_format.json_schema', /is required/);
+    { status: 400, param: 'response_format.json_schema', message: /is required/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), tool_choice: 'required',
     tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } } } }] }),
-  'tools[0].function.parameters.properties.n', /'minimum' is not supported/);
+    { status: 400, param: 'tools[0].function.parameters.properties.n', message: /'minimum' is not supported/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_object' }, ignore_eos: true }),
-    null, /ignore_eos cannot be combined with a constrained output/);
+    { status: 400, param: null, message: /ignore_eos cannot be combined with a constrained output/ });
   await expectApiError(openai.chat.completions.create({ messages: [...user('x'), { role: 'assistant', content: '{' }],
-    response_format: { type: 'json_object' } }), 'messages', /cannot continue an assistant prefill/);
+    response_format: { type: 'json_object' } }),
+    { status: 400, param: 'messages', message: /cannot continue an assistant prefill/ });
   const text = await openai.chat.completions.create({ messages: user('x'), response_format: { type: 'text' }, max_tokens: 4, ...NO_THINKING });
   assert.ok(['stop', 'length'].includes(text.choices[0].finish_reason));
 });

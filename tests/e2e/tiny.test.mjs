@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { makeTinyModel, startServer, client, rawPost, metric, outcomes, waitFor, MODEL_BACKEND_ARGS } from './harness.mjs';
+import { makeTinyModel, startServer, client, rawPost, metric, outcomes, waitFor, user, expectApiError, MODEL_BACKEND_ARGS } from './harness.mjs';
 
 const KEY = 'test-key-123';
 const MAX_BODY = 65536;
@@ -18,21 +18,11 @@ before(async () => {
 after(async () => { await server?.stop(); model?.cleanup(); });
 
 const auth = { Authorization: `Bearer ${KEY}` };
-const user = (content) => [{ role: 'user', content }];
-
-async function expectApiError(promise, status, param) {
-  await assert.rejects(promise, (error) => {
-    assert.ok(error instanceof OpenAI.APIError, String(error));
-    assert.equal(error.status, status, error.message);
-    if (param !== undefined) assert.equal(error.param, param);
-    return true;
-  });
-}
 
 test('models needs the key; health and metrics are public; metrics is Prometheus text', async () => {
   const models = await openai.models.list();
   assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
-  await expectApiError(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list(), 401);
+  await expectApiError(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list(), { status: 401 });
   const anonymous = await fetch(`${server.url}/v1/models`);
   assert.equal(anonymous.status, 401);
   assert.equal((await anonymous.json()).error.code, 'invalid_api_key');
@@ -166,13 +156,13 @@ test('bad input: each with its clear error', async () => {
   assert.equal(malformed.status, 400);
   assert.match(malformed.json.error.message, /malformed JSON/);
   assert.equal(malformed.json.error.type, 'invalid_request_error');
-  await expectApiError(openai.chat.completions.create({ messages: user('x'), temperature: 'hot' }), 400, 'temperature');
-  await expectApiError(openai.chat.completions.create({ messages: user('x'), top_p: 2 }), 400, 'top_p');
-  await expectApiError(openai.chat.completions.create({ messages: user('x'), n: 0 }), 400, 'n');
-  await expectApiError(openai.chat.completions.create({ messages: user('x'), logit_bias: { '999999': 1 } }), 400, 'logit_bias.999999');
-  await expectApiError(openai.chat.completions.create({ messages: [{ role: 'robot', content: 'x' }] }), 400, 'messages[0].role');
-  await expectApiError(openai.completions.create({ prompt: [1, 99999], max_tokens: 1 }), 400, 'prompt[1]');
-  await expectApiError(openai.chat.completions.create({ model: 'gpt-9', messages: user('x') }), 404, 'model');
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), temperature: 'hot' }), { status: 400, param: 'temperature' });
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), top_p: 2 }), { status: 400, param: 'top_p' });
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), n: 0 }), { status: 400, param: 'n' });
+  await expectApiError(openai.chat.completions.create({ messages: user('x'), logit_bias: { '999999': 1 } }), { status: 400, param: 'logit_bias.999999' });
+  await expectApiError(openai.chat.completions.create({ messages: [{ role: 'robot', content: 'x' }] }), { status: 400, param: 'messages[0].role' });
+  await expectApiError(openai.completions.create({ prompt: [1, 99999], max_tokens: 1 }), { status: 400, param: 'prompt[1]' });
+  await expectApiError(openai.chat.completions.create({ model: 'gpt-9', messages: user('x') }), { status: 404, param: 'model' });
   // The HTTP layer's own refusals are counted in /metrics too.
   const responses = (code) => metric(server, `mkserve_http_responses_total{code="${code}"}`).catch(() => 0);
   const refusedBefore = await responses(413);
@@ -188,7 +178,7 @@ test('bad input: each with its clear error', async () => {
 
 test('API key: 401 without or with a wrong key; CORS preflight needs none', async () => {
   const anonymous = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
-  await expectApiError(anonymous.chat.completions.create({ messages: user('x'), max_tokens: 1 }), 401);
+  await expectApiError(anonymous.chat.completions.create({ messages: user('x'), max_tokens: 1 }), { status: 401 });
   const missing = await rawPost(server, '/v1/completions', JSON.stringify({ prompt: 'x' }));
   assert.equal(missing.status, 401);
   assert.equal(missing.json.error.code, 'invalid_api_key');
