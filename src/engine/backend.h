@@ -3,12 +3,15 @@
 // engine never knows whether the CPU reference, the layered CUDA path or the megakernel runs.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/kv_layout.h"
 #include "engine/sampling_params.h"
 #include "model/model_config.h"
@@ -82,6 +85,17 @@ struct StepOutputs {
   std::string decode_path;
 };
 
+// A prompt chunk running beside the steps (Backend::StartPromptChunk). Until Wait says it is
+// done, the chunk may still write the KV blocks of its sequence.
+class PendingChunk {
+ public:
+  // Destroying a chunk that has not finished waits for it: its blocks may be reused afterwards.
+  virtual ~PendingChunk() = default;
+  // Whether the chunk has finished, waiting up to `timeout` for it. Throws mkserve::Error when it
+  // failed (BackendFatalError when the backend cannot run another step).
+  virtual bool Wait(std::chrono::microseconds timeout) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -91,6 +105,18 @@ class Backend {
   virtual const KvLayout& kv_layout() const = 0;
   // Runs one step. Throws mkserve::Error on a failure the engine should report to the requests.
   virtual StepOutputs Step(const StepInputs& inputs) = 0;
+
+  // Prompt chunks beside the steps: a backend that can compute a prompt chunk while the next
+  // Steps run (the CUDA backend: on a second stream) takes chunks of up to this many tokens; 0
+  // (the default) means it cannot, and prompts run inside steps only.
+  virtual int64_t max_prompt_chunk_tokens() const { return 0; }
+  // Starts computing `chunk` (one sequence's prompt tokens: no sampling, no logits, no prompt
+  // logprobs) and returns at once. One chunk at a time: the previous one has finished (Wait said
+  // so) before the next starts. Throws mkserve::Error for a chunk it cannot run.
+  virtual std::unique_ptr<PendingChunk> StartPromptChunk(const SequenceStep& chunk) {
+    (void)chunk;
+    throw Error(name() + " cannot run prompt chunks beside steps");
+  }
 };
 
 }  // namespace mkserve

@@ -19,6 +19,9 @@ namespace {
 using Clock = Engine::Clock;
 
 constexpr int64_t kIdleWaitMs = 60'000;  // any command wakes the loop earlier
+// With only a prompt chunk to wait for, the loop waits for it this long at a time, so commands
+// (a new request, a cancel) still apply promptly.
+constexpr std::chrono::microseconds kChunkWait(2'000);
 
 double SecondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -35,7 +38,7 @@ int64_t ResolveMaxModelLen(const EngineOptions& options, const ModelConfig& conf
   return model > 0 ? model : std::numeric_limits<int32_t>::max();
 }
 
-SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options) {
+SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options, const Backend& backend) {
   if (options.max_batch < 1) throw Error("max_batch must be >= 1");
   if (options.max_step_tokens < options.max_batch) {
     throw Error("max_step_tokens (" + std::to_string(options.max_step_tokens) +
@@ -45,7 +48,14 @@ SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options) {
     throw Error("max_prefill_tokens_while_decoding must be >= 1, got " +
                 std::to_string(options.max_prefill_tokens_while_decoding));
   }
-  return {options.max_batch, options.max_step_tokens, options.max_prefill_tokens_while_decoding};
+  if (options.prompt_chunk_tokens < 0 ||
+      options.prompt_chunk_tokens > backend.max_prompt_chunk_tokens()) {
+    throw Error("prompt_chunk_tokens must be 0.." +
+                std::to_string(backend.max_prompt_chunk_tokens()) + " (what " + backend.name() +
+                " runs beside a step), got " + std::to_string(options.prompt_chunk_tokens));
+  }
+  return {options.max_batch, options.max_step_tokens, options.max_prefill_tokens_while_decoding,
+          options.prompt_chunk_tokens};
 }
 
 }  // namespace
@@ -165,7 +175,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
       options_(std::move(options)),
       max_model_len_(ResolveMaxModelLen(options_, backend_->config())),
       blocks_(backend_->kv_layout()),
-      scheduler_(blocks_, CheckedSchedulerOptions(options_)),
+      scheduler_(blocks_, CheckedSchedulerOptions(options_, *backend_)),
       commands_(std::make_shared<Commands>()),
       watchdog_(std::make_unique<StepWatchdog>(
           options_.first_step_timeout, options_.step_timeout,
@@ -304,10 +314,17 @@ void Engine::Apply(const CancelCommand& command) {
 // Returns whether anything changed.
 bool Engine::Step() {
   const Clock::time_point started = Clock::now();
+  bool progressed = PollChunk(std::chrono::microseconds(0));
   Batch batch = scheduler_.Schedule();
   stats_.preemptions_total += static_cast<int64_t>(batch.preempted.size());
   DropOutOfMemory(batch);
-  if (batch.empty()) return !batch.preempted.empty() || !batch.out_of_memory.empty();
+  progressed = progressed || !batch.preempted.empty() || !batch.out_of_memory.empty();
+  if (batch.chunk != nullptr) {  // before the step, so that the two run together
+    StartChunk(*batch.chunk);
+    progressed = true;
+  }
+  if (batch.empty())
+    return PollChunk(progressed ? std::chrono::microseconds(0) : kChunkWait) || progressed;
   int64_t decode_rows = 0;  // counted now: sequences change in Postprocess
   for (const Sequence* seq : batch.sequences) decode_rows += seq->is_decoding() ? 1 : 0;
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
@@ -356,6 +373,54 @@ void Engine::RecordStepTime(int64_t decode_rows, int64_t prefill_tokens, Clock::
   stats.backend_seconds += std::chrono::duration<double>(backend).count();
   stats.prefill_tokens += prefill_tokens;
   stats.decode_rows += decode_rows;
+}
+
+void Engine::StartChunk(Sequence& seq) {
+  Batch chunk;
+  chunk.sequences.push_back(&seq);
+  const StepInputs inputs = PrepareStepInputs(chunk, next_token_scratch_);
+  try {
+    chunk_ = backend_->StartPromptChunk(inputs.sequences[0]);
+    if (chunk_ == nullptr) throw Error("the backend started no prompt chunk");
+    chunk_started_ = Clock::now();
+    stats_.prompt_chunk_tokens_total += seq.num_scheduled_tokens;
+    return;
+  } catch (const BackendFatalError& e) {
+    commands_->FailAll(std::string("the backend failed and cannot continue: ") + e.what());
+  } catch (const std::exception& e) {
+    scheduler_.FinishChunk();
+    FailRequest(*generations_.at(seq.id)->request, EngineErrorKind::kBackend,
+                std::string("starting a prompt chunk failed: ") + e.what());
+  }
+}
+
+bool Engine::PollChunk(std::chrono::microseconds timeout) {
+  if (chunk_ == nullptr) return false;
+  std::optional<std::string> failure;
+  try {
+    if (!chunk_->Wait(timeout)) {
+      if (Clock::now() - chunk_started_ <= options_.step_timeout) return false;
+      commands_->FailAll("a prompt chunk has not finished within the step timeout of " +
+                         std::to_string(options_.step_timeout.count()) + " ms");
+      return true;
+    }
+  } catch (const BackendFatalError& e) {
+    commands_->FailAll(std::string("the backend failed and cannot continue: ") + e.what());
+    return true;
+  } catch (const std::exception& e) {
+    failure = std::string("prompt chunk failed: ") + e.what();
+  }
+  chunk_.reset();
+  Sequence* seq = scheduler_.FinishChunk();
+  if (seq == nullptr) return true;  // its request ended meanwhile; its blocks are free now
+  if (failure) {
+    FailRequest(*generations_.at(seq->id)->request, EngineErrorKind::kBackend, *failure);
+    return true;
+  }
+  seq->num_computed_tokens += seq->num_scheduled_tokens;
+  seq->num_scheduled_tokens = 0;
+  blocks_.CacheFullBlocks(*seq);
+  return true;
 }
 
 // How the backend failed, or nullopt when `outputs` is good.

@@ -19,7 +19,9 @@
 // further event. Preemption is invisible: tokens are never re-emitted.
 //
 // Each step: schedule -> backend step -> postprocess (advance counters, cache full blocks,
-// stop checks) -> emit events. A Backend::Step that throws mkserve::Error fails the requests in
+// stop checks) -> emit events. A prompt chunk the scheduler starts beside the steps runs while
+// they do; the loop polls it each step (waits for it when nothing else can run) and advances its
+// sequence when it has finished. A Backend::Step that throws mkserve::Error fails the requests in
 // that batch with an ErrorEvent; the loop keeps serving the others.
 //
 // Fatal failures: a BackendFatalError (engine/backend_error.h), or a step that has not returned
@@ -60,6 +62,10 @@ struct EngineOptions {
   int64_t max_step_tokens = 2048;  // tokens per step (prefill chunk budget); >= max_batch
   // Prompt tokens in a step that also decodes (keeps inter-token latency smooth); >= 1.
   int64_t max_prefill_tokens_while_decoding = 1024;
+  // While streams decode, a longer prompt runs as chunks of up to this many tokens beside the
+  // steps (Scheduler; Backend::StartPromptChunk), at most the backend's
+  // max_prompt_chunk_tokens(). 0: prompts run inside steps only.
+  int64_t prompt_chunk_tokens = 0;
   int64_t max_model_len = 0;         // context limit; 0 = the model's max_position_embeddings
   int64_t max_waiting_requests = 0;  // beyond this Submit fails with kQueueFull; 0 = unlimited
   // A step running longer than this is a wedged backend (fatal). The first step may take longer:
@@ -116,6 +122,9 @@ class Engine {
   void Apply(const CancelCommand& command);
   void AddGeneration(Request& request, const EngineRequest& in, int32_t index);
   bool Step();
+  void StartChunk(Sequence& seq);
+  // Finishes the chunk in flight if it has finished within `timeout`; returns whether it did.
+  bool PollChunk(std::chrono::microseconds timeout);
   std::optional<StepFailure> RunBackend(const StepInputs& inputs, StepOutputs& outputs);
   void FailBatch(const Batch& batch, const std::string& message);
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
@@ -147,6 +156,8 @@ class Engine {
   std::vector<int64_t> done_requests_;                    // erased after the step
   std::vector<std::vector<int32_t>> next_token_scratch_;  // backs SequenceStep::next_token_ids
   std::vector<std::vector<uint32_t>> mask_scratch_;       // backs SequenceStep::allowed_tokens
+  std::unique_ptr<PendingChunk> chunk_;                   // the prompt chunk beside the steps
+  Clock::time_point chunk_started_;
   int64_t next_sequence_id_ = 0;
   std::mt19937_64 random_seeds_;  // seeds for requests that bring none
   EngineSnapshot stats_;

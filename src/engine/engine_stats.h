@@ -68,6 +68,7 @@ struct EngineSnapshot {
   int64_t generation_tokens_total = 0;
   int64_t preemptions_total = 0;
   int64_t steps_total = 0;
+  int64_t prompt_chunk_tokens_total = 0;                // prompt tokens computed beside the steps
   StepKindStats steps[kNumStepKinds];                   // indexed by StepKind
   std::map<std::string, int64_t> decode_steps_by_path;  // StepOutputs::decode_path, when set
 };

@@ -13,6 +13,14 @@ void Scheduler::Add(Sequence* seq) {
 }
 
 void Scheduler::Remove(Sequence* seq) {
+  if (seq->chunk_in_flight) {
+    // The chunk may still write these blocks: FinishChunk frees them.
+    chunk_orphan_.block_tables = std::move(seq->block_tables);
+    seq->block_tables.clear();
+    seq->block_hashes.clear();
+    seq->chunk_in_flight = false;
+    chunk_sequence_ = nullptr;
+  }
   blocks_.Free(*seq);
   EraseRunning(seq);
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
@@ -20,23 +28,38 @@ void Scheduler::Remove(Sequence* seq) {
   seq->num_scheduled_tokens = 0;
 }
 
+Sequence* Scheduler::FinishChunk() {
+  Sequence* seq = chunk_sequence_;
+  if (seq != nullptr) seq->chunk_in_flight = false;
+  blocks_.Free(chunk_orphan_);
+  chunk_sequence_ = nullptr;
+  chunk_running_ = false;
+  return seq;
+}
+
 Batch Scheduler::Schedule() {
   Batch batch;
   int64_t budget = options_.max_step_tokens;
-  for (Sequence* seq : running_) seq->num_scheduled_tokens = 0;
-  ScheduleDecodes(batch, budget);
-  if (!batch.sequences.empty()) {
-    budget = std::min(budget, options_.max_prefill_tokens_while_decoding);
+  for (Sequence* seq : running_) {
+    if (!seq->chunk_in_flight) seq->num_scheduled_tokens = 0;
   }
-  SchedulePrefills(batch, budget);
+  ScheduleDecodes(batch, budget);
+  const bool decoding = !batch.sequences.empty();
+  if (decoding) budget = std::min(budget, options_.max_prefill_tokens_while_decoding);
+  const bool chunks_beside = decoding && options_.prompt_chunk_tokens > 0;
+  SchedulePrefills(batch, budget, chunks_beside);
   // Admitting right after a preemption would only hand the freed blocks to someone newer.
-  if (batch.preempted.empty()) AdmitWaiting(batch, budget);
-  if (batch.empty() && !running_.empty()) {
-    // Every running sequence is a stalled prefill: free the newest so the others can move.
-    if (running_.size() == 1) {
-      DropOutOfMemory(running_.front(), batch);
+  if (batch.preempted.empty()) AdmitWaiting(batch, budget, chunks_beside);
+  if (chunks_beside && !chunk_running_ && batch.preempted.empty()) StartChunk(batch);
+  if (batch.empty() && batch.chunk == nullptr) {
+    // Every running sequence is a stalled prefill (or has its chunk in flight): free the newest
+    // so the others can move. A chunk in flight will move on its own.
+    Sequence* newest = NewestPreemptible();
+    if (newest == nullptr) return batch;
+    if (running_.size() == 1 && !chunk_running_) {
+      DropOutOfMemory(newest, batch);
     } else {
-      Preempt(running_.back(), batch);
+      Preempt(newest, batch);
     }
   }
   return batch;
@@ -57,9 +80,10 @@ void Scheduler::ScheduleDecodes(Batch& batch, int64_t& budget) {
 // Preempts newer sequences until `seq` can grow by one token. False when `seq` itself had to go.
 bool Scheduler::MakeRoomForDecode(Sequence* seq, Batch& batch) {
   while (!blocks_.CanAllocate(*seq, 1)) {
-    if (running_.back() != seq) {
-      Preempt(running_.back(), batch);
-    } else if (running_.size() == 1) {
+    Sequence* newest = NewestPreemptible();
+    if (newest != seq) {
+      Preempt(newest, batch);
+    } else if (running_.size() == 1 && !chunk_running_) {
       DropOutOfMemory(seq, batch);
       return false;
     } else {
@@ -70,37 +94,97 @@ bool Scheduler::MakeRoomForDecode(Sequence* seq, Batch& batch) {
   return true;
 }
 
-void Scheduler::SchedulePrefills(Batch& batch, int64_t& budget) {
+Sequence* Scheduler::NewestPreemptible() const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (!(*it)->chunk_in_flight) return *it;
+  }
+  return nullptr;
+}
+
+bool Scheduler::RunsBeside(const Sequence& seq) const {
+  // Prompt logprobs need every position's logits, which only a step returns.
+  return seq.num_uncomputed_tokens() > options_.max_prefill_tokens_while_decoding &&
+         seq.sampling.num_prompt_logprobs < 0;
+}
+
+void Scheduler::SchedulePrefills(Batch& batch, int64_t& budget, bool chunks_beside) {
   for (Sequence* seq : running_) {
     if (budget == 0) return;
-    if (seq->num_scheduled_tokens > 0 || seq->is_decoding()) continue;
+    if (seq->num_scheduled_tokens > 0 || seq->is_decoding()) continue;  // chunks in flight too
+    if (chunks_beside && RunsBeside(*seq)) continue;                    // waits for StartChunk
     int64_t wanted = std::min(seq->num_uncomputed_tokens(), budget);
     int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
     if (num_tokens > 0) Take(seq, num_tokens, batch, budget);
   }
 }
 
-void Scheduler::AdmitWaiting(Batch& batch, int64_t& budget) {
+void Scheduler::AdmitWaiting(Batch& batch, int64_t& budget, bool chunks_beside) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < options_.max_batch) {
-    Sequence* seq = waiting_.front();
-    if (seq->prompt_ready && !*seq->prompt_ready) return;  // its sibling is still prefilling
-    int64_t num_cached = blocks_.AttachCachedPrefix(*seq);
+    int64_t num_cached = 0;
+    Sequence* seq = AttachHead(num_cached);
+    if (seq == nullptr) return;
+    if (chunks_beside && RunsBeside(*seq)) return Detach(seq);  // no overtaking: StartChunk's
     int64_t wanted = std::min(seq->num_uncomputed_tokens(), budget);
     int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
-    if (num_tokens == 0) {
-      blocks_.Free(*seq);
-      seq->num_computed_tokens = 0;
-      return;
-    }
-    blocks_.RecordPrefixLookup(seq->num_tokens(), num_cached);
-    if (!seq->was_admitted) seq->num_cached_tokens = std::min(num_cached, seq->num_prompt_tokens);
-    seq->was_admitted = true;
-    seq->status = SequenceStatus::kRunning;
-    waiting_.pop_front();
-    running_.push_back(seq);
+    if (num_tokens == 0) return Detach(seq);
+    Admit(seq, num_cached);
     Take(seq, num_tokens, batch, budget);
   }
+}
+
+// The oldest prompt that runs beside the steps gets the next chunk; the last prompt token is left
+// for a step.
+void Scheduler::StartChunk(Batch& batch) {
+  Sequence* seq = nullptr;
+  for (Sequence* running : running_) {
+    if (running->num_scheduled_tokens == 0 && !running->is_decoding() && RunsBeside(*running)) {
+      seq = running;
+      break;
+    }
+  }
+  int64_t num_cached = 0;
+  const bool admitting = seq == nullptr;
+  if (admitting) {
+    if (waiting_.empty() || static_cast<int64_t>(running_.size()) >= options_.max_batch) return;
+    seq = AttachHead(num_cached);
+    if (seq == nullptr) return;
+    if (!RunsBeside(*seq)) return Detach(seq);
+  }
+  const int64_t wanted = std::min(options_.prompt_chunk_tokens, seq->num_uncomputed_tokens() - 1);
+  const int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
+  if (num_tokens == 0) {
+    if (admitting) Detach(seq);
+    return;
+  }
+  if (admitting) Admit(seq, num_cached);
+  blocks_.Allocate(*seq, num_tokens);
+  seq->num_scheduled_tokens = num_tokens;
+  seq->chunk_in_flight = true;
+  chunk_running_ = true;
+  chunk_sequence_ = seq;
+  batch.chunk = seq;
+}
+
+Sequence* Scheduler::AttachHead(int64_t& num_cached) {
+  Sequence* seq = waiting_.front();
+  if (seq->prompt_ready && !*seq->prompt_ready) return nullptr;  // its sibling is still prefilling
+  num_cached = blocks_.AttachCachedPrefix(*seq);
+  return seq;
+}
+
+void Scheduler::Detach(Sequence* seq) {
+  blocks_.Free(*seq);
+  seq->num_computed_tokens = 0;
+}
+
+void Scheduler::Admit(Sequence* seq, int64_t num_cached) {
+  blocks_.RecordPrefixLookup(seq->num_tokens(), num_cached);
+  if (!seq->was_admitted) seq->num_cached_tokens = std::min(num_cached, seq->num_prompt_tokens);
+  seq->was_admitted = true;
+  seq->status = SequenceStatus::kRunning;
+  waiting_.pop_front();
+  running_.push_back(seq);
 }
 
 void Scheduler::Take(Sequence* seq, int64_t num_tokens, Batch& batch, int64_t& budget) {

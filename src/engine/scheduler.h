@@ -13,6 +13,15 @@
 // arrives in small chunks, so each step, and with it every running stream's next token, stays
 // short; with nobody decoding a prompt gets the whole step. A sequence that cannot grow even when
 // it runs alone is reported in Batch::out_of_memory and dropped.
+//
+// Chunks beside the steps (prompt_chunk_tokens > 0, a backend that runs them): while any sequence
+// decodes, a prompt with more uncomputed tokens than that cap does not run inside steps at all.
+// The oldest such prompt gets a chunk of up to prompt_chunk_tokens that the backend computes
+// beside the next steps (Batch::chunk); the others wait for it, in order. One chunk runs at a
+// time; the prompt's last token always runs in a step, which samples the first output token. A
+// sequence whose chunk is in flight is neither scheduled nor preempted, and when it is removed
+// (cancelled, failed) its blocks stay held until the chunk has finished (FinishChunk): the chunk
+// may still be writing them.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +37,7 @@ struct SchedulerOptions {
   int64_t max_batch = 64;          // running sequences
   int64_t max_step_tokens = 2048;  // tokens computed per step, prefill chunks included
   int64_t max_prefill_tokens_while_decoding = 1024;  // prompt tokens in a step with decode rows
+  int64_t prompt_chunk_tokens = 0;  // chunks beside the steps (see above); 0: inside steps only
 };
 
 struct Batch {
@@ -35,6 +45,8 @@ struct Batch {
   std::vector<Sequence*> preempted;      // sent back to waiting this step
   std::vector<Sequence*> out_of_memory;  // removed: the KV cache cannot hold them even alone
   int64_t num_tokens = 0;
+  // To start beside this step: num_scheduled_tokens prompt tokens of this sequence.
+  Sequence* chunk = nullptr;
   bool empty() const { return sequences.empty(); }
 };
 
@@ -45,16 +57,29 @@ class Scheduler {
   void Add(Sequence* seq);     // to the back of the waiting queue
   void Remove(Sequence* seq);  // finished or cancelled: frees its KV and forgets it
   Batch Schedule();
+  // The chunk of Batch::chunk has finished (or failed): returns its sequence, which the caller
+  // advances (or fails), or null when the sequence was removed meanwhile (its blocks go now).
+  Sequence* FinishChunk();
 
-  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || chunk_running_; }
+  bool chunk_running() const { return chunk_running_; }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   const SchedulerOptions& options() const { return options_; }
 
  private:
   void ScheduleDecodes(Batch& batch, int64_t& budget);
-  void SchedulePrefills(Batch& batch, int64_t& budget);
-  void AdmitWaiting(Batch& batch, int64_t& budget);
+  void SchedulePrefills(Batch& batch, int64_t& budget, bool chunks_beside);
+  void AdmitWaiting(Batch& batch, int64_t& budget, bool chunks_beside);
+  void StartChunk(Batch& batch);
+  // The head of the waiting queue with its cached prefix attached (`num_cached` tokens), or null
+  // when it waits for its sibling's prompt. Detach undoes the attach; Admit makes it running.
+  Sequence* AttachHead(int64_t& num_cached);
+  void Detach(Sequence* seq);
+  void Admit(Sequence* seq, int64_t num_cached);
+  // Whether, while others decode, this prompt runs as chunks beside the steps.
+  bool RunsBeside(const Sequence& seq) const;
+  Sequence* NewestPreemptible() const;  // the newest running sequence without a chunk in flight
   bool MakeRoomForDecode(Sequence* seq, Batch& batch);
   void Take(Sequence* seq, int64_t num_tokens, Batch& batch, int64_t& budget);
   void Preempt(Sequence* seq, Batch& batch);
@@ -65,6 +90,9 @@ class Scheduler {
   SchedulerOptions options_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in admission order, oldest first
+  bool chunk_running_ = false;
+  Sequence* chunk_sequence_ = nullptr;  // null once removed while its chunk runs
+  Sequence chunk_orphan_;               // the blocks of that removed sequence
 };
 
 }  // namespace mkserve

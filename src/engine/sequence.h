@@ -27,6 +27,9 @@ struct Sequence {
   int64_t num_cached_tokens = 0;     // prompt tokens taken from the prefix cache (first admission)
   int64_t num_prompt_logprobs_done = 0;  // prompt positions whose logprobs were reported
   bool was_admitted = false;
+  // Its next num_scheduled_tokens prompt tokens run as a chunk beside the steps (Scheduler):
+  // not scheduled, not preempted, its blocks held until the chunk finishes.
+  bool chunk_in_flight = false;
   bool use_prefix_cache = true;  // off when prompt logprobs need every position's logits
 
   // Per KV group: logical block -> physical block, -1 once a sliding group released it.

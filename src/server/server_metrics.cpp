@@ -122,6 +122,9 @@ std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int6
   }
   Metric(out, "mkserve_prompt_tokens_total", "counter", "Prompt tokens processed.",
          engine.prompt_tokens_total);
+  Metric(out, "mkserve_prompt_chunk_tokens_total", "counter",
+         "Prompt tokens computed in chunks beside the steps (while other streams decode).",
+         engine.prompt_chunk_tokens_total);
   Metric(out, "mkserve_generation_tokens_total", "counter", "Tokens generated.",
          engine.generation_tokens_total);
   Metric(out, "mkserve_preemptions_total", "counter", "Sequences preempted for KV memory.",

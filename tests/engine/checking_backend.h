@@ -4,9 +4,15 @@
 //    the table still maps. It catches two sequences writing one slot in a step, reads of released
 //    blocks, and shared or reused blocks holding the wrong content.
 //  - The step hook lets tests pace steps or inject failures.
+//  - Prompt chunks beside the steps (enable_prompt_chunks): a chunk writes its KV only when it
+//    finishes, which the test decides (release_chunks, or after `steps` further steps), so a
+//    sequence scheduled while its chunk is in flight, or a block reused before the chunk is done,
+//    shows up as a violation.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,6 +40,19 @@ class CheckingBackend : public Backend {
   }
   int64_t num_steps() const { return num_steps_; }
 
+  // Chunks of up to `max_tokens`; each finishes `steps` steps after it started (-1: only once
+  // released, or when the engine drops it). `hook` (may be empty) runs when a chunk finishes and
+  // may throw to fail it.
+  void enable_prompt_chunks(int64_t max_tokens, int64_t steps, std::function<void()> hook = {}) {
+    max_chunk_tokens_ = max_tokens;
+    chunk_steps_ = steps;
+    chunk_hook_ = std::move(hook);
+  }
+  void release_chunks() { chunks_released_ = true; }
+  int64_t num_chunks() const { return num_chunks_; }
+  // The most prompt tokens a step held beside decode rows.
+  int64_t max_prompt_tokens_beside_decode() const { return max_prompt_beside_decode_; }
+
   std::string name() const override { return "checking(" + inner_->name() + ")"; }
   const ModelConfig& config() const override { return inner_->config(); }
   const KvLayout& kv_layout() const override { return inner_->kv_layout(); }
@@ -42,12 +61,82 @@ class CheckingBackend : public Backend {
     int64_t step = num_steps_++;
     if (hook_) hook_(step);
     std::set<std::pair<size_t, int64_t>> written;  // (group, slot) this step
-    for (const SequenceStep& step : inputs.sequences) Write(step, written);
+    int64_t decode_rows = 0, prompt_tokens = 0;
+    for (const SequenceStep& step : inputs.sequences) {
+      if (chunk_ && step.sequence_id == chunk_->step.sequence_id) {
+        Violation(step, "scheduled while its prompt chunk is in flight");
+      }
+      (step.token_ids.size() == 1 ? decode_rows : prompt_tokens) +=
+          static_cast<int64_t>(step.token_ids.size());
+      Write(step, written);
+    }
+    if (decode_rows > 0) {
+      max_prompt_beside_decode_ = std::max<int64_t>(max_prompt_beside_decode_, prompt_tokens);
+    }
     for (const SequenceStep& step : inputs.sequences) Read(step);
     return inner_->Step(inputs);
   }
 
+  int64_t max_prompt_chunk_tokens() const override { return max_chunk_tokens_; }
+
+  std::unique_ptr<PendingChunk> StartPromptChunk(const SequenceStep& chunk) override {
+    if (chunk_) Violation(chunk, "a prompt chunk started while another was in flight");
+    if (chunk.sample || static_cast<int64_t>(chunk.token_ids.size()) > max_chunk_tokens_) {
+      Violation(chunk, "a prompt chunk that samples or is too long");
+    }
+    ++num_chunks_;
+    chunk_ = std::make_unique<Chunk>(chunk, num_steps_ + chunk_steps_);
+    return std::make_unique<Pending>(this);
+  }
+
  private:
+  // A chunk's inputs, copied: the engine's spans may change once StartPromptChunk returns.
+  struct Chunk {
+    Chunk(const SequenceStep& from, int64_t done_at) : done_at_step(done_at) {
+      tokens.assign(from.token_ids.begin(), from.token_ids.end());
+      prompt.assign(from.prompt_token_ids.begin(), from.prompt_token_ids.end());
+      output.assign(from.output_token_ids.begin(), from.output_token_ids.end());
+      for (auto table : from.block_tables) tables.emplace_back(table.begin(), table.end());
+      step.sequence_id = from.sequence_id;
+      step.start_position = from.start_position;
+      step.token_ids = tokens;
+      step.prompt_token_ids = prompt;
+      step.output_token_ids = output;
+      for (const auto& table : tables) step.block_tables.push_back(table);
+    }
+    std::vector<int32_t> tokens, prompt, output;
+    std::vector<std::vector<int32_t>> tables;
+    SequenceStep step;
+    int64_t done_at_step;
+  };
+  class Pending : public PendingChunk {
+   public:
+    explicit Pending(CheckingBackend* backend) : backend_(backend) {}
+    ~Pending() override {
+      if (backend_->chunk_) backend_->FinishChunk();
+    }
+    bool Wait(std::chrono::microseconds) override {
+      const Chunk& chunk = *backend_->chunk_;
+      bool done = backend_->chunks_released_ ||
+                  (backend_->chunk_steps_ >= 0 && backend_->num_steps_ >= chunk.done_at_step);
+      if (!done) return false;
+      backend_->FinishChunk();
+      if (backend_->chunk_hook_) backend_->chunk_hook_();
+      return true;
+    }
+
+   private:
+    CheckingBackend* backend_;
+  };
+
+  // The chunk's KV lands now (a late write into a reused block corrupts its new owner's KV).
+  void FinishChunk() {
+    std::set<std::pair<size_t, int64_t>> written;
+    Write(chunk_->step, written);
+    Read(chunk_->step);
+    chunk_.reset();
+  }
+
   struct Slot {
     int32_t token_id;
     int64_t position;
@@ -114,6 +203,13 @@ class CheckingBackend : public Backend {
   std::vector<std::vector<Slot>> slots_;  // per group, per physical slot
   std::function<void(int64_t)> hook_;
   std::atomic<int64_t> num_steps_{0};
+  int64_t max_chunk_tokens_ = 0;
+  int64_t chunk_steps_ = -1;
+  std::function<void()> chunk_hook_;
+  std::atomic<bool> chunks_released_{false};
+  std::unique_ptr<Chunk> chunk_;  // the chunk in flight
+  std::atomic<int64_t> num_chunks_{0};
+  std::atomic<int64_t> max_prompt_beside_decode_{0};
   mutable std::mutex mutex_;
   std::vector<std::string> violations_;
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,10 @@ struct EngineSetup {
   int64_t max_position_embeddings = 4096;
   std::optional<KvLayout> layout;  // replaces the groups above when set
   EngineOptions options;
+  // Prompt chunks beside the steps in the checking backend (CheckingBackend::enable_prompt_chunks)
+  int64_t chunk_max_tokens = 0;  // 0: the backend runs none
+  int64_t chunk_steps = -1;
+  std::function<void()> chunk_hook;
 };
 
 struct Harness {
@@ -63,6 +68,9 @@ inline Harness MakeEngine(EngineSetup setup, std::function<void(int64_t)> step_h
   auto scripted = std::make_unique<ScriptedBackend>(config, layout, setup.script);
   auto checker = std::make_unique<CheckingBackend>(std::move(scripted));
   checker->set_step_hook(std::move(step_hook));
+  if (setup.chunk_max_tokens > 0) {
+    checker->enable_prompt_chunks(setup.chunk_max_tokens, setup.chunk_steps, setup.chunk_hook);
+  }
   Harness harness;
   harness.checker = checker.get();
   harness.engine = std::make_unique<Engine>(std::move(checker), setup.options);

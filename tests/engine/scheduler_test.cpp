@@ -38,6 +38,14 @@ class SchedulerTest : public ::testing::Test {
     }
     return batch;
   }
+  // What the engine does when a chunk beside the steps has finished.
+  void FinishChunk() {
+    Sequence* seq = scheduler_->FinishChunk();
+    ASSERT_NE(seq, nullptr);
+    seq->num_computed_tokens += seq->num_scheduled_tokens;
+    seq->num_scheduled_tokens = 0;
+    blocks_->CacheFullBlocks(*seq);
+  }
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Sequence>> sequences_;
@@ -90,6 +98,107 @@ TEST_F(SchedulerTest, PromptsGetASmallerBudgetWhileOthersDecode) {
   EXPECT_EQ(b->num_computed_tokens, 900);
   EXPECT_EQ(c->num_computed_tokens, 50);
   EXPECT_EQ(alone.num_tokens, 650);
+}
+
+TEST_F(SchedulerTest, LongPromptsRunAsChunksBesideDecodesOneAtATime) {
+  Init(64, {.max_batch = 8,
+            .max_step_tokens = 1000,
+            .max_prefill_tokens_while_decoding = 32,
+            .prompt_chunk_tokens = 100});
+  Sequence* a = Submit(10, 0);
+  Step();
+  ASSERT_TRUE(a->is_decoding());
+  Sequence* b = Submit(250, 1000);  // long: chunks beside the steps
+  Sequence* c = Submit(200, 2000);  // long too: waits for b's chunks
+  Batch batch = Step();
+  ASSERT_EQ(batch.chunk, b);
+  EXPECT_EQ(batch.sequences, std::vector<Sequence*>{a});  // no prompt tokens inside the step
+  EXPECT_TRUE(b->chunk_in_flight);
+  EXPECT_EQ(b->num_scheduled_tokens, 100);
+  Sequence* d = Submit(20, 3000);  // short, but behind c in the queue: no overtaking
+  for (int i = 0; i < 3; ++i) {
+    batch = Step();  // b's chunk still runs: a decodes alone
+    EXPECT_EQ(batch.chunk, nullptr);
+    EXPECT_EQ(batch.sequences, std::vector<Sequence*>{a});
+    EXPECT_EQ(b->num_scheduled_tokens, 100);
+    EXPECT_EQ(b->num_computed_tokens, 0);
+    EXPECT_EQ(c->status, SequenceStatus::kWaiting);
+    EXPECT_EQ(d->status, SequenceStatus::kWaiting);
+  }
+  FinishChunk();
+  EXPECT_EQ(b->num_computed_tokens, 100);
+  batch = Step();
+  ASSERT_EQ(batch.chunk, b);  // the oldest long prompt goes on
+  EXPECT_EQ(b->num_scheduled_tokens, 100);
+  FinishChunk();
+  batch = Step();  // 50 left, more than the cap: all but the last token beside the step
+  ASSERT_EQ(batch.chunk, b);
+  EXPECT_EQ(b->num_scheduled_tokens, 49);
+  FinishChunk();
+  EXPECT_TRUE(b->is_decoding());
+  batch = Step();  // b's last prompt token samples inside the step; c gets the next chunk
+  EXPECT_EQ(batch.sequences, (std::vector<Sequence*>{a, b}));
+  EXPECT_EQ(b->num_output_tokens(), 1);
+  ASSERT_EQ(batch.chunk, c);
+  EXPECT_EQ(c->num_scheduled_tokens, 100);
+  EXPECT_EQ(d->status, SequenceStatus::kWaiting);
+  FinishChunk();
+  scheduler_->Remove(a);
+  scheduler_->Remove(b);
+  batch = Step();  // nobody decodes: prompts run inside the step again, c's rest and d whole
+  EXPECT_EQ(batch.chunk, nullptr);
+  EXPECT_EQ(batch.sequences, (std::vector<Sequence*>{c, d}));
+  EXPECT_EQ(batch.num_tokens, 100 + 20);
+}
+
+TEST_F(SchedulerTest, PromptLogprobRequestsAndShortPromptsStayInsideSteps) {
+  Init(64, {.max_batch = 8,
+            .max_step_tokens = 1000,
+            .max_prefill_tokens_while_decoding = 32,
+            .prompt_chunk_tokens = 100});
+  Sequence* a = Submit(10, 0);
+  Step();
+  Sequence* echo = Submit(80, 1000);
+  echo->sampling.num_prompt_logprobs = 0;  // needs every position's logits
+  Sequence* small = Submit(20, 2000);
+  Batch batch = Step();
+  EXPECT_EQ(batch.chunk, nullptr);
+  EXPECT_EQ(echo->num_computed_tokens, 32);  // under the cap, inside the step
+  EXPECT_EQ(small->status, SequenceStatus::kWaiting);
+  Step();
+  Step();
+  EXPECT_EQ(echo->num_computed_tokens, 80);
+  EXPECT_EQ(small->num_computed_tokens, 16);
+  EXPECT_EQ(a->num_output_tokens(), 4);
+}
+
+TEST_F(SchedulerTest, ASequenceWithItsChunkInFlightIsNeitherPreemptedNorFreed) {
+  // 6 blocks: a decodes in 2, grows into a 3rd at position 128 and wants a 4th at 192.
+  Init(6, {.max_batch = 8,
+           .max_step_tokens = 1000,
+           .max_prefill_tokens_while_decoding = 16,
+           .prompt_chunk_tokens = 128});
+  Sequence* a = Submit(100, 0);
+  Step();
+  while (a->num_tokens() < 128) Step();
+  Sequence* b = Submit(300, 1000);
+  Batch batch = Step();
+  ASSERT_EQ(batch.chunk, b);
+  ASSERT_EQ(b->num_scheduled_tokens, 128);
+  FinishChunk();
+  batch = Step();  // a takes its 3rd block; b's chunk gets the one block left
+  ASSERT_EQ(batch.chunk, b);
+  ASSERT_EQ(b->num_scheduled_tokens, 64);
+  while (batch.preempted.empty() && a->status == SequenceStatus::kRunning) batch = Step();
+  EXPECT_EQ(batch.preempted, std::vector<Sequence*>{a});  // not b, the newest
+  EXPECT_EQ(a->num_tokens(), 193);
+  EXPECT_TRUE(b->chunk_in_flight);
+  EXPECT_EQ(blocks_->num_used_blocks(0), 3);  // b's; a's are parked in the prefix cache
+  scheduler_->Remove(b);  // cancelled while its chunk runs: the blocks stay held
+  EXPECT_EQ(blocks_->num_used_blocks(0), 3);
+  EXPECT_TRUE(scheduler_->has_work());
+  EXPECT_EQ(scheduler_->FinishChunk(), nullptr);
+  EXPECT_EQ(blocks_->num_used_blocks(0), 0);
 }
 
 TEST_F(SchedulerTest, RespectsMaxBatchAndAdmitsInOrder) {

@@ -1,0 +1,144 @@
+// Long prompts computed in chunks beside the steps while other streams decode (Scheduler,
+// Backend::StartPromptChunk), over the checking backend's delayed chunks: the chunk's KV lands
+// only when it finishes, so a sequence stepped during its chunk or a block reused too early
+// shows up as a violation.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/error.h"
+#include "engine/backend_error.h"
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+
+namespace mkserve::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int32_t kDecoderMark = 5;  // prompts holding it stream a long answer
+
+// Decoders stream `decoder_tokens` tokens of 'c'; every other prompt answers "xyz".
+EngineSetup ChunkSetup(int64_t decoder_tokens) {
+  EngineSetup setup;
+  setup.script.rules = {ScriptRule{{kDecoderMark}, std::vector<int32_t>(decoder_tokens, 12)},
+                        ScriptRule{{}, Letters("xyz")}};
+  setup.options.max_prefill_tokens_while_decoding = 16;
+  setup.options.prompt_chunk_tokens = 64;
+  setup.chunk_max_tokens = 64;
+  return setup;
+}
+
+void Pace(int64_t) { std::this_thread::sleep_for(milliseconds(1)); }
+
+// Returns once the request has streamed its first token.
+void WaitForFirstToken(RequestHandle& handle, Collected& out) {
+  while (out.token_ids[0].empty() && !handle.is_done()) {
+    if (auto event = handle.Next(milliseconds(1000))) Record(out, *event);
+  }
+}
+
+TEST(EnginePromptChunkTest, ALongPromptPrefillsBesideTheDecodingStreams) {
+  EngineSetup setup = ChunkSetup(300);
+  setup.chunk_steps = 3;  // each chunk runs beside three steps
+  Harness h = MakeEngine(setup, Pace);
+  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 300));
+  Collected decoded;
+  WaitForFirstToken(decoder, decoded);
+  RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(300), 3));
+  Collected answer = Drain(long_prompt);
+  EXPECT_FALSE(answer.error.has_value());
+  EXPECT_EQ(answer.token_ids[0], Letters("xyz"));
+  EXPECT_EQ(answer.finished[0].usage.prompt_tokens, 300);
+  // 64 x 4 beside the steps, then 43 (more than the cap of 16 were left), then the last token
+  // samples inside a step.
+  EXPECT_EQ(h.checker->num_chunks(), 5);
+  EXPECT_LE(h.checker->max_prompt_tokens_beside_decode(), 16);
+  Collected rest = Drain(decoder);
+  EXPECT_EQ(decoded.token_ids[0].size() + rest.token_ids[0].size(), 300u);
+  EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.prompt_chunk_tokens_total == 299 && s.kv_groups[0].used_blocks == 0;
+  }));
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations().front();
+}
+
+// The cancelled prompt's blocks stay held while its chunk may still write them; a prompt that
+// arrives meanwhile gets other blocks, and reads its own KV intact after the chunk lands.
+TEST(EnginePromptChunkTest, CancellingDuringAChunkHoldsItsBlocksUntilTheChunkEnds) {
+  EngineSetup setup = ChunkSetup(1000);
+  setup.full_blocks = 8;
+  Harness h = MakeEngine(setup, Pace);
+  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 1000));
+  Collected decoded;
+  WaitForFirstToken(decoder, decoded);
+  {
+    RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(200), 3));
+    ASSERT_TRUE(WaitForSnapshot(
+        *h.engine, [](const EngineSnapshot& s) { return s.prompt_chunk_tokens_total == 64; }));
+  }  // cancelled while its chunk runs (it only finishes once released)
+  ASSERT_TRUE(WaitForSnapshot(*h.engine,
+                              [](const EngineSnapshot& s) { return s.requests_cancelled == 1; }));
+  RequestHandle short_prompt = h.engine->Submit(MakeRequest(Prompt(12, 41), 3));
+  Collected first;
+  WaitForFirstToken(short_prompt, first);
+  h.checker->release_chunks();  // the chunk's KV lands now, in the blocks it was given
+  Collected answer = Drain(short_prompt);
+  EXPECT_EQ(first.token_ids[0].size() + answer.token_ids[0].size(), 3u);
+  decoder.Cancel();
+  EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.num_running == 0 && s.kv_groups[0].used_blocks == 0;
+  }));
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations().front();
+}
+
+TEST(EnginePromptChunkTest, AFailedChunkFailsOnlyItsRequest) {
+  EngineSetup setup = ChunkSetup(200);
+  setup.chunk_steps = 1;
+  setup.chunk_hook = [] { throw Error("chunk lost"); };
+  Harness h = MakeEngine(setup, Pace);
+  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 200));
+  Collected decoded;
+  WaitForFirstToken(decoder, decoded);
+  RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
+  Collected failed = Drain(long_prompt);
+  ASSERT_TRUE(failed.error.has_value());
+  EXPECT_EQ(failed.error->kind, EngineErrorKind::kBackend);
+  EXPECT_NE(failed.error->message.find("chunk lost"), std::string::npos) << failed.error->message;
+  Collected rest = Drain(decoder);
+  EXPECT_FALSE(rest.error.has_value());
+  EXPECT_EQ(decoded.token_ids[0].size() + rest.token_ids[0].size(), 200u);
+  EXPECT_FALSE(h.engine->fatal_error().has_value());
+  EXPECT_TRUE(WaitForSnapshot(
+      *h.engine, [](const EngineSnapshot& s) { return s.kv_groups[0].used_blocks == 0; }));
+}
+
+TEST(EnginePromptChunkTest, AFatalChunkFailureStopsTheEngine) {
+  EngineSetup setup = ChunkSetup(1000);
+  setup.chunk_steps = 1;
+  setup.chunk_hook = [] { throw BackendFatalError("illegal address in the chunk"); };
+  Harness h = MakeEngine(setup, Pace);
+  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 1000));
+  Collected decoded;
+  WaitForFirstToken(decoder, decoded);
+  RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
+  for (RequestHandle* handle : {&decoder, &long_prompt}) {
+    Collected out = Drain(*handle);
+    ASSERT_TRUE(out.error.has_value());
+    EXPECT_NE(out.error->message.find("illegal address in the chunk"), std::string::npos)
+        << out.error->message;
+  }
+  ASSERT_TRUE(h.engine->fatal_error().has_value());
+}
+
+TEST(EnginePromptChunkTest, ChunksNeedABackendThatRunsThem) {
+  EngineSetup setup = ChunkSetup(10);
+  setup.chunk_max_tokens = 0;
+  EXPECT_THROW(MakeEngine(setup), Error);
+  setup.chunk_max_tokens = 32;  // smaller than the engine's chunks
+  EXPECT_THROW(MakeEngine(setup), Error);
+  setup.options.prompt_chunk_tokens = -1;
+  EXPECT_THROW(MakeEngine(setup), Error);
+}
+
+}  // namespace
+}  // namespace mkserve::testing
