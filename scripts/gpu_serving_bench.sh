@@ -3,7 +3,8 @@
 # Mini Code's geometry, driven by `mkserve bench-serve`, next to `mkserve bench` at the same batch.
 #   scripts/gpu_serving_bench.sh MKSERVE_BIN [CONFIG...]     (default config: layered)
 # A CONFIG is a decode path followed by comma-separated choices: `cap=N` (serve
-# --max-prefill-tokens-while-decoding N), `temp=T` (bench-serve --temperature T); e.g.
+# --max-prefill-tokens-while-decoding N), `chunk=N` (serve --prompt-chunk-tokens N; 0: long
+# prompts inside steps only), `temp=T` (bench-serve --temperature T); e.g.
 # `layered,cap=768,temp=0`.
 # Per config (PHASES, default "c1 c8 c64 arrival"): start-up time, concurrency 1 / 8 / 64 with
 # distinct ~550-token chat prompts (256 output tokens, ignore_eos), then ITL with 8 streams
@@ -107,6 +108,7 @@ for config in "${configs[@]}"; do
   for choice in ${choices//,/ }; do
     case $choice in
       cap=*) serve_args+=(--max-prefill-tokens-while-decoding "${choice#cap=}") ;;
+      chunk=*) serve_args+=(--prompt-chunk-tokens "${choice#chunk=}") ;;
       temp=*) client_args+=(--temperature "${choice#temp=}") ;;
       *) echo "unknown choice $choice in $config" >&2; exit 2 ;;
     esac
@@ -187,6 +189,9 @@ def read(path):
         m = re.match(r'mkserve_step_(duration_seconds_sum|duration_seconds_count|backend_seconds_total|prefill_tokens_total|decode_rows_total)\{kind="(\w+)"\} (\S+)', line)
         if m:
             values[(m[1], m[2])] = float(m[3])
+        m = re.match(r'mkserve_prompt_chunk_tokens_total (\S+)', line)
+        if m:
+            values[("chunk_tokens", "")] = float(m[1])
     return values
 for phase in ("c1", "c8", "c64", "steady8", "arrive32k"):
     before, after = f"{out}/{label}-{phase}.metrics-before", f"{out}/{label}-{phase}.metrics-after"
@@ -204,6 +209,7 @@ for phase in ("c1", "c8", "c64", "steady8", "arrive32k"):
                      f"(backend {1000 * d('backend_seconds_total', kind) / n:.1f}; "
                      f"{d('decode_rows_total', kind) / n:.0f} rows, "
                      f"{d('prefill_tokens_total', kind) / n:.0f} prompt tok)")
+    cells.append(f"{d('chunk_tokens', ''):.0f}")
     print("| " + " | ".join(cells) + " |")
 EOF
 )
@@ -243,6 +249,6 @@ echo "| config | start-up s | c=1 tok/s | c=8 tok/s | c=64 tok/s | TTFT c=1 p50 
 echo "|---|---|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do echo "${ROW[${config//,/-}]:-| $config | failed |}"; done
 echo
-echo "| config | phase | decode-only steps | mixed steps | prefill-only steps |"
-echo "|---|---|---|---|---|"
+echo "| config | phase | decode-only steps | mixed steps | prefill-only steps | prompt tokens in chunks beside |"
+echo "|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do echo "${STEPS[${config//,/-}]:-}"; done

@@ -45,6 +45,7 @@ struct ServeFlags {
   int64_t kv_bytes = int64_t{1} << 30;  // cpu and scripted backends
   int64_t max_step_tokens = 0;          // 0: the backend's default
   int64_t max_prefill_while_decoding = EngineOptions{}.max_prefill_tokens_while_decoding;
+  int64_t prompt_chunk_tokens = -1;     // cuda: -1 = kCudaPromptChunkTokens; 0 = inside steps only
   double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
   std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
   int64_t warmup_context = 8192;        // cuda: decode path prepared at start-up up to this context
@@ -105,6 +106,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.max_step_tokens = args.Int("max-step-tokens", 0);
   flags.max_prefill_while_decoding =
       args.Int("max-prefill-tokens-while-decoding", flags.max_prefill_while_decoding);
+  flags.prompt_chunk_tokens = args.Int("prompt-chunk-tokens", flags.prompt_chunk_tokens);
   flags.gpu_memory_fraction = args.Double("gpu-memory-fraction", flags.gpu_memory_fraction);
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
@@ -141,6 +143,20 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
         "--max-prefill-tokens-while-decoding must be at least 1 (set it to "
         "--max-step-tokens to let prompts take whole steps)");
   }
+  if (flags.prompt_chunk_tokens < -1 ||
+      (flags.backend != "cuda" && flags.prompt_chunk_tokens > 0)) {
+    throw Error(
+        "--prompt-chunk-tokens must be 0 (prompts inside steps only) or, with --backend cuda, a "
+        "positive number of tokens");
+  }
+  // The megakernel needs every SM at once (a cooperative launch); beside a chunk that holds SMs
+  // it is untried, so it keeps prompts inside steps.
+  if (flags.decode_path == "megakernel") {
+    if (flags.prompt_chunk_tokens > 0) {
+      throw Error("--prompt-chunk-tokens does not work with --decode megakernel yet (use 0)");
+    }
+    flags.prompt_chunk_tokens = 0;
+  }
   if (!(flags.step_timeout_s >= 0.001) || !(flags.first_step_timeout_s >= 0.001)) {
     throw Error("--step-timeout and --first-step-timeout must be positive numbers of seconds");
   }
@@ -171,6 +187,10 @@ constexpr int kExitBackendFatal = 3;
 // Steps of this many tokens keep the GPU's prefill GEMMs large; the CPU backend keeps the
 // engine's smaller default so decode rows are not starved behind long prefill chunks.
 constexpr int64_t kCudaStepTokens = 8192;
+// While streams decode, a long prompt runs beside their steps in chunks of this many tokens (in
+// pieces of a step's size): the stream for chunks idles only between chunks, up to a step's time
+// each (H200, 8 streams, three 32K prompts arriving: docs/performance.md).
+constexpr int64_t kCudaPromptChunkTokens = 32768;
 
 #ifdef MKSERVE_HAS_CUDA
 // Prepares the decode path before the first request (graphs, or the megakernel's schedules), with
@@ -202,6 +222,8 @@ std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
   options.gpu_memory_fraction = flags.gpu_memory_fraction;
   options.max_batch = flags.max_batch;
   options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
+  options.max_prompt_chunk_tokens =
+      flags.prompt_chunk_tokens < 0 ? kCudaPromptChunkTokens : flags.prompt_chunk_tokens;
   options.decode_path = flags.decode_path;
   options.random_weights = flags.random_weights;
   options.seed = flags.seed;
@@ -309,6 +331,8 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
                             : flags.backend == "cuda" ? kCudaStepTokens
                                                       : options.max_step_tokens;
   options.max_prefill_tokens_while_decoding = flags.max_prefill_while_decoding;
+  options.prompt_chunk_tokens =
+      backend->max_prompt_chunk_tokens();  // what --prompt-chunk-tokens set up
   options.max_model_len = flags.max_model_len;
   options.max_waiting_requests = flags.max_waiting;
   options.step_timeout = Milliseconds(flags.step_timeout_s);

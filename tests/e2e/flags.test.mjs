@@ -24,6 +24,8 @@ const CASES = [
   [['--backend', 'tpu'], /--backend must be cpu, cuda or scripted:FILE, got 'tpu'/],
   [['--reasoning', 'sometimes'], /--reasoning must be on or off/],
   [['--max-prefill-tokens-while-decoding', '0'], /--max-prefill-tokens-while-decoding must be at least 1/],
+  [['--prompt-chunk-tokens', '4096'], /--prompt-chunk-tokens must be 0 \(prompts inside steps only\) or, with --backend cuda/],
+  [['--prompt-chunk-tokens', '-2'], /--prompt-chunk-tokens must be 0/],
   [['--step-timeout', '0'], /--step-timeout and --first-step-timeout must be positive/],
   [['--header-timeout', '0'], /--header-timeout and --body-timeout must be positive/],
   [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],

@@ -29,13 +29,25 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
     throw Error("CUDA backend: head_dim " + std::to_string(config_.head_dim) +
                 " is not supported (16, 32, 64 or 128); use the CPU backend for this model");
   }
-  MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  int least_priority = 0, greatest_priority = 0;
+  MKSERVE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  MKSERVE_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest_priority));
   MKSERVE_CUBLAS_CHECK(cublasCreate(&cublas_));
   cublas_workspace_ = DeviceBuffer<uint8_t>(kCublasWorkspaceBytes);
   MKSERVE_CUBLAS_CHECK(
       cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
   workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens,
                                                options.grouped_moe_min_tokens);
+  if (options.max_prompt_chunk_tokens < 0) {
+    throw Error("max_prompt_chunk_tokens must be >= 0, got " +
+                std::to_string(options.max_prompt_chunk_tokens));
+  }
+  if (options.max_prompt_chunk_tokens > 0) {  // before the KV pool takes the rest of the memory
+    chunk_stream_ =
+        std::make_unique<ChunkStream>(config_, weights_, device_, options_,
+                                      options.max_prompt_chunk_tokens, options.max_num_tokens);
+  }
   kv_pool_ = std::make_unique<KvPool>(
       options.kv_layout
           ? KvPool::Create(config_, *options.kv_layout)
@@ -47,6 +59,7 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
 
 CudaBackend::~CudaBackend() {
   decode_paths_.clear();
+  chunk_stream_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -133,6 +146,11 @@ StepOutputs CudaBackend::Step(const StepInputs& inputs) {
   }
   if (options_.hooks) options_.hooks->Finish(stream_);
   return outputs;
+}
+
+std::unique_ptr<PendingChunk> CudaBackend::StartPromptChunk(const SequenceStep& chunk) {
+  if (!chunk_stream_) return Backend::StartPromptChunk(chunk);  // throws: none configured
+  return chunk_stream_->Start(chunk, *kv_pool_);
 }
 
 StepInputs CudaBackend::Part(const StepInputs& inputs, const std::vector<size_t>& sequences) {

@@ -2,7 +2,8 @@
 // decode rows (one token per sequence) run through the first decode path that accepts them
 // (decode/decode_path.h: captured graphs, eager layered kernels, the megakernel), its
 // prompt chunks through the layered kernels; a step holding both runs them as two sub-steps. The
-// logits rows are sampled on the GPU (sampling/step_sampler.h).
+// logits rows are sampled on the GPU (sampling/step_sampler.h). Steps run on a stream of the
+// highest priority; prompt chunks started beside them run on a second one (prefill/chunk_stream.h).
 #pragma once
 
 #include <cublas_v2.h>
@@ -23,6 +24,7 @@
 #include "backends/cuda/core/step_workspace.h"
 #include "backends/cuda/cuda_backend_options.h"
 #include "backends/cuda/decode/decode_path.h"
+#include "backends/cuda/prefill/chunk_stream.h"
 #include "backends/cuda/sampling/step_sampler.h"
 #include "engine/backend.h"
 
@@ -47,6 +49,10 @@ class CudaBackend : public Backend {
   const ModelConfig& config() const override { return config_; }
   const KvLayout& kv_layout() const override { return kv_pool_->layout(); }
   StepOutputs Step(const StepInputs& inputs) override;
+  int64_t max_prompt_chunk_tokens() const override {
+    return chunk_stream_ ? chunk_stream_->max_tokens() : 0;
+  }
+  std::unique_ptr<PendingChunk> StartPromptChunk(const SequenceStep& chunk) override;
 
   // Prepares the decode paths for decode steps of 1..max_batch rows at contexts of up to
   // options.warmup_context_tokens (graph captures), within options.warmup_seconds, so the first
@@ -92,6 +98,7 @@ class CudaBackend : public Backend {
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<uint8_t> cublas_workspace_;  // fixed, so cuBLAS never allocates inside a capture
   std::unique_ptr<StepWorkspace> workspace_;
+  std::unique_ptr<ChunkStream> chunk_stream_;  // when options.max_prompt_chunk_tokens > 0
   std::unique_ptr<KvPool> kv_pool_;
   std::unique_ptr<DecodePathContext> context_;
   std::vector<std::unique_ptr<DecodePath>> decode_paths_;  // preference order

@@ -18,6 +18,9 @@ struct CudaBackendOptions {
   std::optional<KvLayout> kv_layout;  // exact KV pool (tests); otherwise sized from the fraction
   int64_t max_num_tokens = 8192;      // tokens per step (prefill chunk + decode rows)
   int64_t max_batch = 64;             // sequences per step the sliding pools must hold
+  // > 0: prompt chunks of up to this many tokens run beside the steps on a second stream with
+  // its own workspace of min(this, max_num_tokens) tokens (prefill/chunk_stream.h); 0: none.
+  int64_t max_prompt_chunk_tokens = 0;
   // Which decode path runs decode rows: "layered" (captured CUDA graphs where the step allows,
   // else eager kernels) or a registered path's name ("eager", "graph", ...), tried first with
   // "eager" behind it (decode/decode_path_registry.h).

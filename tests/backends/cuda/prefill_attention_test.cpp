@@ -139,7 +139,9 @@ class PrefillAttentionTest : public ::testing::TestWithParam<Shape> {
                     s.kv_heads,      s.head_dim,     s.window,     1,
                     d_out.data(),    nullptr,        nullptr};
     ASSERT_TRUE(PrefillAttentionSupports(a));
-    PrefillAttention(a, 0);
+    DeviceBuffer<float> carry_acc(c.tokens * s.heads * s.head_dim);
+    DeviceBuffer<float> carry_stats(c.tokens * s.heads * 2);
+    PrefillAttention(a, {carry_acc.data(), carry_stats.data()}, 0);
     const std::vector<float> got = ToHostFloat(d_out);
     const Expected want = Reference(s, c);
     ExpectAttentionClose(got, want.out, want, "prefill vs cpu");
@@ -157,6 +159,13 @@ TEST_P(PrefillAttentionTest, RaggedChunk) {
 TEST_P(PrefillAttentionTest, DecodeRowsMixedIn) { Run({{300, 1}, {0, 33}, {64, 1}, {129, 20}}); }
 
 TEST_P(PrefillAttentionTest, LongSequence) { Run({{0, 300}}); }
+
+// Past kPrefillPagesPerLaunch pages the passes run as several launches with the state carried:
+// a chunk at 5.3K context (2 launches) whose tiles straddle a short sequence, and one at 10.3K
+// (3 launches) that starts mid-page.
+TEST_P(PrefillAttentionTest, LongContextRunsAsSeveralLaunches) {
+  Run({{5230, 40}, {0, 20}, {10230, 57}});
+}
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PrefillAttentionTest,
                          ::testing::Values(Shape{32, 4, 128, 0}, Shape{32, 4, 128, 70},
@@ -177,7 +186,8 @@ TEST(PrefillAttentionWindowTest, NorthWindowCrossesPages) {
                   d_tables.data(), c.max_pages,    c.tokens,     s.heads,
                   s.kv_heads,      s.head_dim,     s.window,     1,
                   d_out.data(),    nullptr,        nullptr};
-  PrefillAttention(a, 0);
+  ASSERT_EQ(PrefillAttentionLaunches(a), 1);  // a window's range fits one launch
+  PrefillAttention(a, {}, 0);
   const Expected want = Reference(s, c);
   ExpectAttentionClose(ToHostFloat(d_out), want.out, want, "window 4096");
 }
@@ -188,11 +198,24 @@ TEST(PrefillAttentionShapeTest, RejectsUnsupportedShapes) {
   a.num_kv_heads = 2;  // 16 query heads per kv head
   a.head_dim = 128;
   EXPECT_FALSE(PrefillAttentionSupports(a));
-  EXPECT_THROW(PrefillAttention(a, 0), Error);
+  EXPECT_THROW(PrefillAttention(a, {}, 0), Error);
   a.num_kv_heads = 4;
   a.head_dim = 96;
   EXPECT_FALSE(PrefillAttentionSupports(a));
-  EXPECT_THROW(PrefillAttention(a, 0), Error);
+  EXPECT_THROW(PrefillAttention(a, {}, 0), Error);
+}
+
+TEST(PrefillAttentionShapeTest, SeveralLaunchesNeedACarry) {
+  AttentionArgs a;
+  a.num_heads = 32;
+  a.num_kv_heads = 4;
+  a.head_dim = 128;
+  a.num_tokens = 64;
+  a.max_pages = 2 * kPrefillPagesPerLaunch + 1;
+  EXPECT_EQ(PrefillAttentionLaunches(a), 3);
+  EXPECT_THROW(PrefillAttention(a, {}, 0), Error);  // before any launch
+  a.window_tokens = 4096;  // North's sliding layers: one launch at any context
+  EXPECT_EQ(PrefillAttentionLaunches(a), 1);
 }
 
 TEST(PrefillAttentionShapeTest, PrefersTheKernelForLongChunksOnly) {

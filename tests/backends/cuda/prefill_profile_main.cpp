@@ -61,6 +61,7 @@ void AttentionKernels(int64_t tokens) {
                 pages = (tokens + kBlockTokens - 1) / kBlockTokens;
   DeviceBuffer<__nv_bfloat16> cache(pages * kBlockTokens * 2 * kv_heads * dim);
   DeviceBuffer<__nv_bfloat16> q(tokens * heads * dim), out(tokens * heads * dim);
+  DeviceBuffer<float> carry_acc(tokens * heads * dim), carry_stats(tokens * heads * 2);
   FillNormal(cache.data(), cache.count(), 0.0f, 1.0f, 1, 0, nullptr);
   FillNormal(q.data(), q.count(), 0.0f, 0.5f, 1, 1, nullptr);
   std::vector<int32_t> positions(tokens), seqs(tokens, 0), table(pages);
@@ -81,7 +82,9 @@ void AttentionKernels(int64_t tokens) {
     for (int64_t t = 0; t < tokens; ++t) keys += window > 0 && t >= window ? window : t + 1;
     const double flop = 4.0 * keys * heads * dim;
     const double paged = KernelMs([&] { PagedAttention(a, nullptr); });
-    const double prefill = KernelMs([&] { PrefillAttention(a, nullptr); });
+    const double prefill = KernelMs([&] {
+      PrefillAttention(a, {carry_acc.data(), carry_stats.data()}, nullptr);
+    });
     std::printf("| paged (decode kernel) | %lld | %.3f | %.1f |\n", static_cast<long long>(window),
                 paged, flop / paged / 1e9);
     std::printf("| prefill (tensor cores) | %lld | %.3f | %.1f |\n", static_cast<long long>(window),

@@ -37,16 +37,32 @@ DeviceMetadata PointMetadata(const int32_t* base, const PackedMetadata& packed, 
 
 DeviceMetadata UploadMetadata(const StepPlan& plan, DeviceBuffer<int32_t>& buffer,
                               cudaStream_t stream) {
-  const PackedMetadata packed = PackMetadata(plan);
-  const int64_t count = static_cast<int64_t>(packed.values.size());
+  return UploadMetadata(std::span<const StepPlan>(&plan, 1), buffer, stream).front();
+}
+
+std::vector<DeviceMetadata> UploadMetadata(std::span<const StepPlan> plans,
+                                           DeviceBuffer<int32_t>& buffer, cudaStream_t stream) {
+  std::vector<PackedMetadata> packed;
+  std::vector<int32_t> values;  // every plan's, each a multiple of 16 bytes long
+  for (const StepPlan& plan : plans) {
+    packed.push_back(PackMetadata(plan));
+    values.insert(values.end(), packed.back().values.begin(), packed.back().values.end());
+  }
+  const int64_t count = static_cast<int64_t>(values.size());
   if (count > buffer.count()) {
     MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the old buffer may still be read
     buffer = DeviceBuffer<int32_t>(count * 2);
   }
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(buffer.data(), packed.values.data(), count * sizeof(int32_t),
+  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(buffer.data(), values.data(), count * sizeof(int32_t),
                                      cudaMemcpyHostToDevice, stream));
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // `packed` is pageable and local
-  return PointMetadata(buffer.data(), packed, plan.slots.size());
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // `values` is pageable and local
+  std::vector<DeviceMetadata> metas;
+  size_t at = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    metas.push_back(PointMetadata(buffer.data() + at, packed[i], plans[i].slots.size()));
+    at += packed[i].values.size();
+  }
+  return metas;
 }
 
 int64_t PagesBucket(int64_t pages) {

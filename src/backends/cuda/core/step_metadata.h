@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backends/cuda/core/device_buffer.h"
@@ -41,6 +42,9 @@ DeviceMetadata PointMetadata(const int32_t* base, const PackedMetadata& packed, 
 // for the copy: the packed host values are pageable and local.
 DeviceMetadata UploadMetadata(const StepPlan& plan, DeviceBuffer<int32_t>& buffer,
                               cudaStream_t stream);
+// The same for several plans back to back in one copy (a chunk's pieces); one entry per plan.
+std::vector<DeviceMetadata> UploadMetadata(std::span<const StepPlan> plans,
+                                           DeviceBuffer<int32_t>& buffer, cudaStream_t stream);
 
 // Each KV group's block tables padded (-1) to a power-of-two page count, and the context length
 // set to the widest bucket so attention split counts follow the bucket: one captured step then

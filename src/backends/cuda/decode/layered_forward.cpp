@@ -110,7 +110,8 @@ void LayeredForward::RunAttention(int64_t layer_id, const StepPlan& plan,
   attn.partial_stats = ws.attn_partial_stats.data();
   Mark(StepOp::kAttention);
   if (PreferPrefillAttention(tokens, plan.num_sequences) && PrefillAttentionSupports(attn)) {
-    PrefillAttention(attn, stream_);  // tensor cores; one K/V page serves 32 tokens x 8 heads
+    // Tensor cores; one K/V page serves 32 tokens x 8 heads.
+    PrefillAttention(attn, {ws.prefill_carry_acc.data(), ws.prefill_carry_stats.data()}, stream_);
   } else {
     PagedAttention(attn, stream_);
   }

@@ -1,5 +1,6 @@
 #include "backends/cuda/prefill/prefill_attention.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
@@ -202,19 +203,23 @@ __device__ void Accumulate(WarpState<kHeadDim>& st, float (&s)[kMTiles][kKeyTile
   }
 }
 
-// All pages of one sequence's key range, double-buffered through cp.async.
+// This launch's pages of one sequence's key range (launch z takes pages z * kPrefillPagesPerLaunch
+// on from the range's first), double-buffered through cp.async.
 template <int kHeadDim>
 __device__ void RunPass(const AttentionArgs& a, const TileRows& rows, int32_t seq, float scale,
-                        __nv_bfloat16* kv_smem, WarpState<kHeadDim>& st) {
+                        int launch, __nv_bfloat16* kv_smem, WarpState<kHeadDim>& st) {
   constexpr int kTileElements = kPageKeys * kStride<kHeadDim>;
   const PassRange range = RangeOf(rows, seq);
+  const int64_t first_page = range.first_page + launch * kPrefillPagesPerLaunch;
+  const int64_t last_page = min(range.last_page, first_page + kPrefillPagesPerLaunch - 1);
+  if (first_page > last_page) return;  // the range ended in an earlier launch
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_pages;
-  LoadPage<kHeadDim>(a, table[range.first_page], kv_smem, kv_smem + kTileElements);
+  LoadPage<kHeadDim>(a, table[first_page], kv_smem, kv_smem + kTileElements);
   CpAsyncCommit();
-  for (int64_t page = range.first_page; page <= range.last_page; ++page) {
-    __nv_bfloat16* k_tile = kv_smem + ((page - range.first_page) % 2) * 2 * kTileElements;
-    if (page < range.last_page) {
-      __nv_bfloat16* next = kv_smem + ((page + 1 - range.first_page) % 2) * 2 * kTileElements;
+  for (int64_t page = first_page; page <= last_page; ++page) {
+    __nv_bfloat16* k_tile = kv_smem + ((page - first_page) % 2) * 2 * kTileElements;
+    if (page < last_page) {
+      __nv_bfloat16* next = kv_smem + ((page + 1 - first_page) % 2) * 2 * kTileElements;
       LoadPage<kHeadDim>(a, table[page + 1], next, next + kTileElements);
       CpAsyncCommit();
       CpAsyncWait<1>();
@@ -288,11 +293,64 @@ __device__ void StoreRows(const AttentionArgs& a, const WarpState<kHeadDim>& st,
   }
 }
 
+// The warp's online-softmax state between launches, exactly as it is held: o and m per element
+// and row, l quad-reduced (one lane of the quad takes it back, the others 0).
+template <int kHeadDim>
+__device__ void StoreCarry(const AttentionArgs& a, const PrefillCarry& carry,
+                           const WarpState<kHeadDim>& st, int64_t first_token, int head) {
+  const int lane = threadIdx.x % kWarpSize, g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int mh = 0; mh < 2 * kMTiles; ++mh) {
+    const int mt = mh / 2, h = mh % 2;
+    float l = st.l[mt][h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int64_t t = first_token + mt * 16 + g + 8 * h;
+    if (t >= a.num_tokens) continue;
+    const int64_t row = t * a.num_heads + head;
+    if (c == 0) {
+      carry.stats[2 * row] = st.m[mt][h];
+      carry.stats[2 * row + 1] = l;
+    }
+    float* acc = carry.acc + row * kHeadDim + 2 * c;
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      *reinterpret_cast<float2*>(acc + d * 8) =
+          make_float2(st.o[mt][d][2 * h], st.o[mt][d][2 * h + 1]);
+    }
+  }
+}
+
+template <int kHeadDim>
+__device__ void LoadCarry(const AttentionArgs& a, const PrefillCarry& carry,
+                          WarpState<kHeadDim>& st, int64_t first_token, int head) {
+  const int lane = threadIdx.x % kWarpSize, g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int mh = 0; mh < 2 * kMTiles; ++mh) {
+    const int mt = mh / 2, h = mh % 2;
+    const int64_t t = first_token + mt * 16 + g + 8 * h;
+    if (t >= a.num_tokens) continue;
+    const int64_t row = t * a.num_heads + head;
+    st.m[mt][h] = carry.stats[2 * row];
+    st.l[mt][h] = c == 0 ? carry.stats[2 * row + 1] : 0.0f;
+    const float* acc = carry.acc + row * kHeadDim + 2 * c;
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      const float2 v = *reinterpret_cast<const float2*>(acc + d * 8);
+      st.o[mt][d][2 * h] = v.x;
+      st.o[mt][d][2 * h + 1] = v.y;
+    }
+  }
+}
+
 // Grid (32-token tiles, kv heads), one warp per query head of the group. The last tiles (longest
-// causal ranges) are scheduled first so the short ones fill the tail.
+// causal ranges) are scheduled first so the short ones fill the tail. Launch `launch` of
+// `launches` takes its share of each pass's pages, starting from the state the previous launch
+// left in `carry`; the last one writes the output.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kMaxGroup* kWarpSize)
-    PrefillAttentionKernel(AttentionArgs a, float scale) {
+    PrefillAttentionKernel(AttentionArgs a, float scale, PrefillCarry carry, int launch,
+                           int launches) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ TileRows rows;
   const int warp = threadIdx.x / kWarpSize;
@@ -312,17 +370,22 @@ __global__ void __launch_bounds__(kMaxGroup* kWarpSize)
     st.l[mt][0] = st.l[mt][1] = 0.0f;
   }
   st.q = q_smem;
+  if (launch > 0) LoadCarry<kHeadDim>(a, carry, st, first_token, head);
   LoadTile<kHeadDim>(a, first_token, head, rows, q_smem);
   for (int r = 0; r < kRows; ++r) {
     bool seen = rows.seq[r] < 0;
     for (int earlier = 0; earlier < r && !seen; ++earlier) seen = rows.seq[earlier] == rows.seq[r];
-    if (!seen) RunPass<kHeadDim>(a, rows, rows.seq[r], scale, kv_smem, st);
+    if (!seen) RunPass<kHeadDim>(a, rows, rows.seq[r], scale, launch, kv_smem, st);
   }
-  StoreRows<kHeadDim>(a, st, first_token, head);
+  if (launch + 1 < launches) {
+    StoreCarry<kHeadDim>(a, carry, st, first_token, head);
+  } else {
+    StoreRows<kHeadDim>(a, st, first_token, head);
+  }
 }
 
 template <int kHeadDim>
-void Launch(const AttentionArgs& a, cudaStream_t stream) {
+void Launch(const AttentionArgs& a, const PrefillCarry& carry, int launches, cudaStream_t stream) {
   const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
   const size_t smem =
       (group * kRows + 2 * 2 * kPageKeys) * kStride<kHeadDim> * sizeof(__nv_bfloat16);
@@ -334,8 +397,11 @@ void Launch(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(CeilDiv(a.num_tokens, kRows)),
                   static_cast<unsigned>(a.num_kv_heads));
   const float scale = kLog2e / sqrtf(static_cast<float>(kHeadDim));
-  PrefillAttentionKernel<kHeadDim><<<grid, group * kWarpSize, smem, stream>>>(a, scale);
-  MKSERVE_CUDA_CHECK_LAUNCH();
+  for (int launch = 0; launch < launches; ++launch) {
+    PrefillAttentionKernel<kHeadDim>
+        <<<grid, group * kWarpSize, smem, stream>>>(a, scale, carry, launch, launches);
+    MKSERVE_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace
@@ -350,7 +416,16 @@ bool PreferPrefillAttention(int64_t num_tokens, int64_t num_sequences) {
   return num_tokens >= kMinTokens && num_tokens >= kMinTokensPerSequence * num_sequences;
 }
 
-void PrefillAttention(const AttentionArgs& args, cudaStream_t stream) {
+int64_t PrefillAttentionLaunches(const AttentionArgs& args) {
+  // Pages one pass may span: the longest context, or a window plus the tile's own spread.
+  int64_t pages = std::max<int64_t>(args.max_pages, 1);
+  if (args.window_tokens > 0) {
+    pages = std::min(pages, (args.window_tokens + kRows) / kPageKeys + 2);
+  }
+  return (pages + kPrefillPagesPerLaunch - 1) / kPrefillPagesPerLaunch;
+}
+
+void PrefillAttention(const AttentionArgs& args, const PrefillCarry& carry, cudaStream_t stream) {
   if (!PrefillAttentionSupports(args)) {
     throw Error("PrefillAttention: unsupported shape: heads " + std::to_string(args.num_heads) +
                 ", kv heads " + std::to_string(args.num_kv_heads) + ", head_dim " +
@@ -358,7 +433,15 @@ void PrefillAttention(const AttentionArgs& args, cudaStream_t stream) {
                 " (head_dim 16, 32, 64 or 128; at most 8 query heads per kv head)");
   }
   if (args.num_tokens <= 0) return;
-  ForHeadDim(args.head_dim, [&](auto dim) { Launch<decltype(dim)::value>(args, stream); });
+  const int64_t launches = PrefillAttentionLaunches(args);
+  if (launches > 1 && (carry.acc == nullptr || carry.stats == nullptr)) {
+    throw Error("PrefillAttention: a key range of " + std::to_string(args.max_pages) +
+                " pages runs in " + std::to_string(launches) +
+                " launches and needs a carry buffer");
+  }
+  ForHeadDim(args.head_dim, [&](auto dim) {
+    Launch<decltype(dim)::value>(args, carry, static_cast<int>(launches), stream);
+  });
 }
 
 }  // namespace mkserve::cuda
