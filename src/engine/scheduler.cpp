@@ -119,12 +119,17 @@ void Scheduler::SchedulePrefills(Batch& batch, int64_t& budget, bool chunks_besi
 }
 
 void Scheduler::AdmitWaiting(Batch& batch, int64_t& budget, bool chunks_beside) {
-  while (!waiting_.empty() && budget > 0 &&
+  size_t next = 0;  // waiting_[next]: the first not yet passed over
+  while (next < waiting_.size() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < options_.max_batch) {
+    Sequence* seq = waiting_[next];
     int64_t num_cached = 0;
-    Sequence* seq = AttachHead(num_cached);
-    if (seq == nullptr) return;
-    if (chunks_beside && RunsBeside(*seq)) return Detach(seq);  // no overtaking: StartChunk's
+    if (!Attach(seq, num_cached)) return;
+    if (chunks_beside && RunsBeside(*seq)) {  // waits for StartChunk; shorter prompts go on
+      Detach(seq);
+      ++next;
+      continue;
+    }
     int64_t wanted = std::min(seq->num_uncomputed_tokens(), budget);
     int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
     if (num_tokens == 0) return Detach(seq);
@@ -145,12 +150,17 @@ void Scheduler::StartChunk(Batch& batch) {
   }
   int64_t num_cached = 0;
   const bool admitting = seq == nullptr;
-  if (admitting) {
-    if (waiting_.empty() || static_cast<int64_t>(running_.size()) >= options_.max_batch) return;
-    seq = AttachHead(num_cached);
-    if (seq == nullptr) return;
-    if (!RunsBeside(*seq)) return Detach(seq);
+  if (admitting && static_cast<int64_t>(running_.size()) < options_.max_batch) {
+    for (Sequence* waiting : waiting_) {  // the first long one, in order
+      if (!Attach(waiting, num_cached)) return;
+      if (RunsBeside(*waiting)) {
+        seq = waiting;
+        break;
+      }
+      Detach(waiting);
+    }
   }
+  if (seq == nullptr) return;
   const int64_t wanted = std::min(options_.prompt_chunk_tokens, seq->num_uncomputed_tokens() - 1);
   const int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
   if (num_tokens == 0) {
@@ -166,11 +176,10 @@ void Scheduler::StartChunk(Batch& batch) {
   batch.chunk = seq;
 }
 
-Sequence* Scheduler::AttachHead(int64_t& num_cached) {
-  Sequence* seq = waiting_.front();
-  if (seq->prompt_ready && !*seq->prompt_ready) return nullptr;  // its sibling is still prefilling
+bool Scheduler::Attach(Sequence* seq, int64_t& num_cached) {
+  if (seq->prompt_ready && !*seq->prompt_ready) return false;  // its sibling is still prefilling
   num_cached = blocks_.AttachCachedPrefix(*seq);
-  return seq;
+  return true;
 }
 
 void Scheduler::Detach(Sequence* seq) {
@@ -183,7 +192,7 @@ void Scheduler::Admit(Sequence* seq, int64_t num_cached) {
   if (!seq->was_admitted) seq->num_cached_tokens = std::min(num_cached, seq->num_prompt_tokens);
   seq->was_admitted = true;
   seq->status = SequenceStatus::kRunning;
-  waiting_.pop_front();
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
   running_.push_back(seq);
 }
 

@@ -7,7 +7,8 @@
 //      waiting queue; re-admitted, it re-prefills prompt + generated tokens.
 //   2. Running sequences still prefilling continue their prompt in chunks, oldest first.
 //   3. Waiting sequences are admitted in order while the batch has room (max_batch), the step has
-//      token budget left and KV fits; the first that does not fit stops admission (no overtaking).
+//      token budget left and KV fits; the first that does not fit stops admission (no overtaking,
+//      except past long prompts waiting for a chunk beside the steps, below).
 // Every step computes at most max_step_tokens tokens (chunked prefill). While any sequence decodes,
 // steps 2 and 3 together get at most max_prefill_tokens_while_decoding of them: a long prompt then
 // arrives in small chunks, so each step, and with it every running stream's next token, stays
@@ -17,8 +18,9 @@
 // Chunks beside the steps (prompt_chunk_tokens > 0, a backend that runs them): while any sequence
 // decodes, a prompt with more uncomputed tokens than that cap does not run inside steps at all.
 // The oldest such prompt gets a chunk of up to prompt_chunk_tokens that the backend computes
-// beside the next steps (Batch::chunk); the others wait for it, in order. One chunk runs at a
-// time; the prompt's last token always runs in a step, which samples the first output token. A
+// beside the next steps (Batch::chunk); the other long prompts wait for it, in order, while the
+// shorter requests queued behind them are admitted past them (they only use the steps). One chunk
+// runs at a time; the prompt's last token always runs in a step, which samples the first token. A
 // sequence whose chunk is in flight is neither scheduled nor preempted, and when it is removed
 // (cancelled, failed) its blocks stay held until the chunk has finished (FinishChunk): the chunk
 // may still be writing them.
@@ -72,9 +74,9 @@ class Scheduler {
   void SchedulePrefills(Batch& batch, int64_t& budget, bool chunks_beside);
   void AdmitWaiting(Batch& batch, int64_t& budget, bool chunks_beside);
   void StartChunk(Batch& batch);
-  // The head of the waiting queue with its cached prefix attached (`num_cached` tokens), or null
+  // Attaches a waiting sequence's cached prefix (`num_cached` tokens); false, attaching nothing,
   // when it waits for its sibling's prompt. Detach undoes the attach; Admit makes it running.
-  Sequence* AttachHead(int64_t& num_cached);
+  bool Attach(Sequence* seq, int64_t& num_cached);
   void Detach(Sequence* seq);
   void Admit(Sequence* seq, int64_t num_cached);
   // Whether, while others decode, this prompt runs as chunks beside the steps.
