@@ -149,12 +149,8 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
         "--prompt-chunk-tokens must be 0 (prompts inside steps only) or, with --backend cuda, a "
         "positive number of tokens");
   }
-  // The megakernel needs every SM at once (a cooperative launch); beside a chunk that holds SMs
-  // it is untried, so it keeps prompts inside steps.
-  if (flags.decode_path == "megakernel") {
-    if (flags.prompt_chunk_tokens > 0) {
-      throw Error("--prompt-chunk-tokens does not work with --decode megakernel yet (use 0)");
-    }
+  // The megakernel keeps prompts inside steps (cuda::CheckPromptChunks says why).
+  if (flags.decode_path == "megakernel" && flags.prompt_chunk_tokens < 0) {
     flags.prompt_chunk_tokens = 0;
   }
   if (!(flags.step_timeout_s >= 0.001) || !(flags.first_step_timeout_s >= 0.001)) {
@@ -224,6 +220,7 @@ std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
   options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
   options.max_prompt_chunk_tokens =
       flags.prompt_chunk_tokens < 0 ? kCudaPromptChunkTokens : flags.prompt_chunk_tokens;
+  cuda::CheckPromptChunks(options);  // before minutes of weight upload
   options.decode_path = flags.decode_path;
   options.random_weights = flags.random_weights;
   options.seed = flags.seed;

@@ -111,8 +111,9 @@ class Backend {
   // (the default) means it cannot, and prompts run inside steps only.
   virtual int64_t max_prompt_chunk_tokens() const { return 0; }
   // Starts computing `chunk` (one sequence's prompt tokens: no sampling, no logits, no prompt
-  // logprobs) and returns at once. One chunk at a time: the previous one has finished (Wait said
-  // so) before the next starts. Throws mkserve::Error for a chunk it cannot run.
+  // logprobs) and returns at once; the spans in `chunk` are valid only during the call. One chunk
+  // at a time: the previous one has finished (Wait said so) before the next starts. Throws
+  // mkserve::Error for a chunk it cannot run.
   virtual std::unique_ptr<PendingChunk> StartPromptChunk(const SequenceStep& chunk) {
     (void)chunk;
     throw Error(name() + " cannot run prompt chunks beside steps");

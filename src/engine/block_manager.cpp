@@ -39,13 +39,14 @@ int64_t BlockManager::num_available_blocks(int64_t group) const {
   return static_cast<int64_t>(pool.free_blocks.size()) + pool.cache.num_parked();
 }
 
-int64_t BlockManager::MaxAllocatableTokens(const Sequence& seq, int64_t num_tokens) const {
+int64_t BlockManager::MaxAllocatableTokens(const Sequence& seq, int64_t num_tokens,
+                                           int64_t reserve_blocks) const {
   int64_t max_tokens = num_tokens;
   for (int64_t g = 0; g < num_groups(); ++g) {
     const Pool& pool = pools_[g];
     static const std::vector<int32_t> kNoBlocks;
     const std::vector<int32_t>& table = seq.block_tables.empty() ? kNoBlocks : seq.block_tables[g];
-    int64_t available = num_available_blocks(g);
+    int64_t available = num_available_blocks(g) - reserve_blocks;
     int64_t first_needed = FirstNeededBlock(pool, seq.num_computed_tokens);
     for (int64_t b = 0; b < std::min<int64_t>(first_needed, table.size()); ++b) {
       if (table[b] >= 0 && pool.ref_counts[table[b]] == 1) ++available;

@@ -30,8 +30,10 @@ class BlockManager {
   explicit BlockManager(const KvLayout& layout);
 
   // The most of `num_tokens` further tokens of `seq` whose KV fits now, counting blocks that the
-  // sliding release will hand back; 0 when none fits.
-  int64_t MaxAllocatableTokens(const Sequence& seq, int64_t num_tokens) const;
+  // sliding release will hand back, and leaving `reserve_blocks` of each group for others; 0 when
+  // none fits.
+  int64_t MaxAllocatableTokens(const Sequence& seq, int64_t num_tokens,
+                               int64_t reserve_blocks = 0) const;
   bool CanAllocate(const Sequence& seq, int64_t num_tokens) const {
     return MaxAllocatableTokens(seq, num_tokens) >= num_tokens;
   }

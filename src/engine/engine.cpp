@@ -315,12 +315,18 @@ void Engine::Apply(const CancelCommand& command) {
 bool Engine::Step() {
   const Clock::time_point started = Clock::now();
   bool progressed = PollChunk(std::chrono::microseconds(0));
+  if (commands_->fatal_error()) return true;
   Batch batch = scheduler_.Schedule();
   stats_.preemptions_total += static_cast<int64_t>(batch.preempted.size());
   DropOutOfMemory(batch);
   progressed = progressed || !batch.preempted.empty() || !batch.out_of_memory.empty();
   if (batch.chunk != nullptr) {  // before the step, so that the two run together
     StartChunk(*batch.chunk);
+    if (commands_->fatal_error()) return true;
+    // A chunk that failed to start failed its request, siblings in this batch included.
+    std::erase_if(batch.sequences, [](const Sequence* seq) { return seq->is_finished(); });
+    batch.num_tokens = 0;
+    for (const Sequence* seq : batch.sequences) batch.num_tokens += seq->num_scheduled_tokens;
     progressed = true;
   }
   if (batch.empty())
@@ -382,7 +388,11 @@ void Engine::StartChunk(Sequence& seq) {
   try {
     chunk_ = backend_->StartPromptChunk(inputs.sequences[0]);
     if (chunk_ == nullptr) throw Error("the backend started no prompt chunk");
-    chunk_started_ = Clock::now();
+    // A chunk is several steps' worth of tokens, at the lowest priority: it gets the step timeout
+    // per step's worth, and one more.
+    chunk_timeout_ =
+        options_.step_timeout * (1 + seq.num_scheduled_tokens / options_.max_step_tokens);
+    chunk_deadline_ = Clock::now() + chunk_timeout_;
     stats_.prompt_chunk_tokens_total += seq.num_scheduled_tokens;
     return;
   } catch (const BackendFatalError& e) {
@@ -399,9 +409,9 @@ bool Engine::PollChunk(std::chrono::microseconds timeout) {
   std::optional<std::string> failure;
   try {
     if (!chunk_->Wait(timeout)) {
-      if (Clock::now() - chunk_started_ <= options_.step_timeout) return false;
-      commands_->FailAll("a prompt chunk has not finished within the step timeout of " +
-                         std::to_string(options_.step_timeout.count()) + " ms");
+      if (Clock::now() <= chunk_deadline_) return false;
+      commands_->FailAll("a prompt chunk has not finished within " +
+                         std::to_string(chunk_timeout_.count()) + " ms");
       return true;
     }
   } catch (const BackendFatalError& e) {

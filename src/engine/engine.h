@@ -69,7 +69,8 @@ struct EngineOptions {
   int64_t max_model_len = 0;         // context limit; 0 = the model's max_position_embeddings
   int64_t max_waiting_requests = 0;  // beyond this Submit fails with kQueueFull; 0 = unlimited
   // A step running longer than this is a wedged backend (fatal). The first step may take longer:
-  // CUDA graph capture and lazy initialisation happen there.
+  // CUDA graph capture and lazy initialisation happen there. A prompt chunk beside the steps gets
+  // step_timeout per max_step_tokens of its tokens, and one more.
   std::chrono::milliseconds step_timeout{60'000};
   std::chrono::milliseconds first_step_timeout{600'000};
   // Detokenizer for text deltas and stop strings; null = no text (stop strings are rejected).
@@ -156,8 +157,11 @@ class Engine {
   std::vector<int64_t> done_requests_;                    // erased after the step
   std::vector<std::vector<int32_t>> next_token_scratch_;  // backs SequenceStep::next_token_ids
   std::vector<std::vector<uint32_t>> mask_scratch_;       // backs SequenceStep::allowed_tokens
-  std::unique_ptr<PendingChunk> chunk_;                   // the prompt chunk beside the steps
-  Clock::time_point chunk_started_;
+  // The prompt chunk beside the steps; declared after backend_, so destroyed (waiting for the
+  // GPU) before the backend it runs on.
+  std::unique_ptr<PendingChunk> chunk_;
+  std::chrono::milliseconds chunk_timeout_{0};
+  Clock::time_point chunk_deadline_;
   int64_t next_sequence_id_ = 0;
   std::mt19937_64 random_seeds_;  // seeds for requests that bring none
   EngineSnapshot stats_;

@@ -161,8 +161,11 @@ void Scheduler::StartChunk(Batch& batch) {
     }
   }
   if (seq == nullptr) return;
+  // The chunk's sequence cannot be preempted: leave each running sequence a block to grow into
+  // meanwhile, rather than make the streams preempt each other for the chunk's sake.
   const int64_t wanted = std::min(options_.prompt_chunk_tokens, seq->num_uncomputed_tokens() - 1);
-  const int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
+  const int64_t reserve = static_cast<int64_t>(running_.size()) - (admitting ? 0 : 1);
+  const int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted, reserve);
   if (num_tokens == 0) {
     if (admitting) Detach(seq);
     return;

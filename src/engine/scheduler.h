@@ -17,13 +17,13 @@
 //
 // Chunks beside the steps (prompt_chunk_tokens > 0, a backend that runs them): while any sequence
 // decodes, a prompt with more uncomputed tokens than that cap does not run inside steps at all.
-// The oldest such prompt gets a chunk of up to prompt_chunk_tokens that the backend computes
-// beside the next steps (Batch::chunk); the other long prompts wait for it, in order, while the
-// shorter requests queued behind them are admitted past them (they only use the steps). One chunk
-// runs at a time; the prompt's last token always runs in a step, which samples the first token. A
-// sequence whose chunk is in flight is neither scheduled nor preempted, and when it is removed
-// (cancelled, failed) its blocks stay held until the chunk has finished (FinishChunk): the chunk
-// may still be writing them.
+// The oldest such prompt gets a chunk of up to prompt_chunk_tokens (leaving each running sequence
+// a block to grow into) that the backend computes beside the next steps (Batch::chunk); the other
+// long prompts wait for it, in order, while the shorter requests queued behind them are admitted
+// past them (they only use the steps). One chunk runs at a time; the prompt's last token always
+// runs in a step, which samples the first token. A sequence whose chunk is in flight is neither
+// scheduled nor preempted, and when it is removed (cancelled, failed) its blocks stay held until
+// the chunk has finished (FinishChunk): the chunk may still be writing them.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +64,6 @@ class Scheduler {
   Sequence* FinishChunk();
 
   bool has_work() const { return !waiting_.empty() || !running_.empty() || chunk_running_; }
-  bool chunk_running() const { return chunk_running_; }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   const SchedulerOptions& options() const { return options_; }

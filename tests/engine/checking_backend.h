@@ -41,9 +41,11 @@ class CheckingBackend : public Backend {
   int64_t num_steps() const { return num_steps_; }
 
   // Chunks of up to `max_tokens`; each finishes `steps` steps after it started (-1: only once
-  // released, or when the engine drops it). `hook` (may be empty) runs when a chunk finishes and
-  // may throw to fail it.
-  void enable_prompt_chunks(int64_t max_tokens, int64_t steps, std::function<void()> hook = {}) {
+  // released, or when the engine drops it). `hook` (may be empty) runs when a chunk starts and
+  // when it finishes, and may throw to fail it there.
+  enum class ChunkPhase { kStart, kFinish };
+  void enable_prompt_chunks(int64_t max_tokens, int64_t steps,
+                            std::function<void(ChunkPhase)> hook = {}) {
     max_chunk_tokens_ = max_tokens;
     chunk_steps_ = steps;
     chunk_hook_ = std::move(hook);
@@ -84,6 +86,7 @@ class CheckingBackend : public Backend {
     if (chunk.sample || static_cast<int64_t>(chunk.token_ids.size()) > max_chunk_tokens_) {
       Violation(chunk, "a prompt chunk that samples or is too long");
     }
+    if (chunk_hook_) chunk_hook_(ChunkPhase::kStart);
     ++num_chunks_;
     chunk_ = std::make_unique<Chunk>(chunk, num_steps_ + chunk_steps_);
     return std::make_unique<Pending>(this);
@@ -121,7 +124,7 @@ class CheckingBackend : public Backend {
                   (backend_->chunk_steps_ >= 0 && backend_->num_steps_ >= chunk.done_at_step);
       if (!done) return false;
       backend_->FinishChunk();
-      if (backend_->chunk_hook_) backend_->chunk_hook_();
+      if (backend_->chunk_hook_) backend_->chunk_hook_(ChunkPhase::kFinish);
       return true;
     }
 
@@ -205,7 +208,7 @@ class CheckingBackend : public Backend {
   std::atomic<int64_t> num_steps_{0};
   int64_t max_chunk_tokens_ = 0;
   int64_t chunk_steps_ = -1;
-  std::function<void()> chunk_hook_;
+  std::function<void(ChunkPhase)> chunk_hook_;
   std::atomic<bool> chunks_released_{false};
   std::unique_ptr<Chunk> chunk_;  // the chunk in flight
   std::atomic<int64_t> num_chunks_{0};

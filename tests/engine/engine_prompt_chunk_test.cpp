@@ -91,31 +91,43 @@ TEST(EnginePromptChunkTest, CancellingDuringAChunkHoldsItsBlocksUntilTheChunkEnd
   EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations().front();
 }
 
+// A chunk that fails to start, or fails while it runs, fails only its request.
 TEST(EnginePromptChunkTest, AFailedChunkFailsOnlyItsRequest) {
-  EngineSetup setup = ChunkSetup(200);
-  setup.chunk_steps = 1;
-  setup.chunk_hook = [] { throw Error("chunk lost"); };
-  Harness h = MakeEngine(setup, Pace);
-  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 200));
-  Collected decoded;
-  WaitForFirstToken(decoder, decoded);
-  RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
-  Collected failed = Drain(long_prompt);
-  ASSERT_TRUE(failed.error.has_value());
-  EXPECT_EQ(failed.error->kind, EngineErrorKind::kBackend);
-  EXPECT_NE(failed.error->message.find("chunk lost"), std::string::npos) << failed.error->message;
-  Collected rest = Drain(decoder);
-  EXPECT_FALSE(rest.error.has_value());
-  EXPECT_EQ(decoded.token_ids[0].size() + rest.token_ids[0].size(), 200u);
-  EXPECT_FALSE(h.engine->fatal_error().has_value());
-  EXPECT_TRUE(WaitForSnapshot(
-      *h.engine, [](const EngineSnapshot& s) { return s.kv_groups[0].used_blocks == 0; }));
+  using Phase = CheckingBackend::ChunkPhase;
+  for (Phase failing : {Phase::kStart, Phase::kFinish}) {
+    SCOPED_TRACE(failing == Phase::kStart ? "at the start" : "while running");
+    EngineSetup setup = ChunkSetup(200);
+    setup.chunk_steps = 1;
+    setup.chunk_hook = [failing](Phase phase) {
+      if (phase == failing) throw Error("chunk lost");
+    };
+    Harness h = MakeEngine(setup, Pace);
+    RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 200));
+    Collected decoded;
+    WaitForFirstToken(decoder, decoded);
+    RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
+    Collected failed = Drain(long_prompt);
+    ASSERT_TRUE(failed.error.has_value());
+    EXPECT_EQ(failed.error->kind, EngineErrorKind::kBackend);
+    EXPECT_NE(failed.error->message.find("chunk lost"), std::string::npos) << failed.error->message;
+    Collected rest = Drain(decoder);
+    EXPECT_FALSE(rest.error.has_value());
+    EXPECT_EQ(decoded.token_ids[0].size() + rest.token_ids[0].size(), 200u);
+    EXPECT_FALSE(h.engine->fatal_error().has_value());
+    EXPECT_TRUE(WaitForSnapshot(
+        *h.engine, [](const EngineSnapshot& s) { return s.kv_groups[0].used_blocks == 0; }));
+    EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations().front();
+  }
 }
 
 TEST(EnginePromptChunkTest, AFatalChunkFailureStopsTheEngine) {
   EngineSetup setup = ChunkSetup(1000);
   setup.chunk_steps = 1;
-  setup.chunk_hook = [] { throw BackendFatalError("illegal address in the chunk"); };
+  setup.chunk_hook = [](CheckingBackend::ChunkPhase phase) {
+    if (phase == CheckingBackend::ChunkPhase::kFinish) {
+      throw BackendFatalError("illegal address in the chunk");
+    }
+  };
   Harness h = MakeEngine(setup, Pace);
   RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 1000));
   Collected decoded;
@@ -125,6 +137,25 @@ TEST(EnginePromptChunkTest, AFatalChunkFailureStopsTheEngine) {
     Collected out = Drain(*handle);
     ASSERT_TRUE(out.error.has_value());
     EXPECT_NE(out.error->message.find("illegal address in the chunk"), std::string::npos)
+        << out.error->message;
+  }
+  ASSERT_TRUE(h.engine->fatal_error().has_value());
+}
+
+// A chunk that never finishes is a wedged backend, like a step past its timeout.
+TEST(EnginePromptChunkTest, AChunkPastItsTimeoutIsFatal) {
+  EngineSetup setup = ChunkSetup(100000);
+  setup.options.step_timeout = milliseconds(100);  // 64-token chunks: 100 ms each
+  Harness h = MakeEngine(setup, Pace);
+  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 100000));
+  Collected decoded;
+  WaitForFirstToken(decoder, decoded);
+  RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
+  for (RequestHandle* handle : {&decoder, &long_prompt}) {
+    Collected out = Drain(*handle);
+    ASSERT_TRUE(out.error.has_value());
+    EXPECT_NE(out.error->message.find("a prompt chunk has not finished within 100 ms"),
+              std::string::npos)
         << out.error->message;
   }
   ASSERT_TRUE(h.engine->fatal_error().has_value());

@@ -45,7 +45,7 @@ struct EngineSetup {
   // Prompt chunks beside the steps in the checking backend (CheckingBackend::enable_prompt_chunks)
   int64_t chunk_max_tokens = 0;  // 0: the backend runs none
   int64_t chunk_steps = -1;
-  std::function<void()> chunk_hook;
+  std::function<void(CheckingBackend::ChunkPhase)> chunk_hook;
 };
 
 struct Harness {

@@ -171,8 +171,8 @@ TEST_F(SchedulerTest, PromptLogprobRequestsAndShortPromptsStayInsideSteps) {
 }
 
 TEST_F(SchedulerTest, ASequenceWithItsChunkInFlightIsNeitherPreemptedNorFreed) {
-  // 6 blocks: a decodes in 2, grows into a 3rd at position 128 and wants a 4th at 192.
-  Init(6, {.max_batch = 8,
+  // 8 blocks. a decodes from 100 tokens; b's chunks leave a one block to grow into.
+  Init(8, {.max_batch = 8,
            .max_step_tokens = 1000,
            .max_prefill_tokens_while_decoding = 16,
            .prompt_chunk_tokens = 128});
@@ -184,16 +184,18 @@ TEST_F(SchedulerTest, ASequenceWithItsChunkInFlightIsNeitherPreemptedNorFreed) {
   ASSERT_EQ(batch.chunk, b);
   ASSERT_EQ(b->num_scheduled_tokens, 128);
   FinishChunk();
-  batch = Step();  // a takes its 3rd block; b's chunk gets the one block left
+  batch = Step();  // a takes its 3rd block; b's chunk gets 2 of the 3 left, 1 stays for a
   ASSERT_EQ(batch.chunk, b);
-  ASSERT_EQ(b->num_scheduled_tokens, 64);
+  ASSERT_EQ(b->num_scheduled_tokens, 128);
   while (batch.preempted.empty() && a->status == SequenceStatus::kRunning) batch = Step();
-  EXPECT_EQ(batch.preempted, std::vector<Sequence*>{a});  // not b, the newest
-  EXPECT_EQ(a->num_tokens(), 193);
+  // a grew into the block left for it (position 192), then needed a 5th at 256: the pool is
+  // full, and b, the newest, has its chunk in flight, so a itself goes back to waiting.
+  EXPECT_EQ(batch.preempted, std::vector<Sequence*>{a});
+  EXPECT_EQ(a->num_tokens(), 257);
   EXPECT_TRUE(b->chunk_in_flight);
-  EXPECT_EQ(blocks_->num_used_blocks(0), 3);  // b's; a's are parked in the prefix cache
+  EXPECT_EQ(blocks_->num_used_blocks(0), 4);  // b's; a's are parked in the prefix cache
   scheduler_->Remove(b);  // cancelled while its chunk runs: the blocks stay held
-  EXPECT_EQ(blocks_->num_used_blocks(0), 3);
+  EXPECT_EQ(blocks_->num_used_blocks(0), 4);
   EXPECT_TRUE(scheduler_->has_work());
   EXPECT_EQ(scheduler_->FinishChunk(), nullptr);
   EXPECT_EQ(blocks_->num_used_blocks(0), 0);

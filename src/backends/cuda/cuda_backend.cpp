@@ -25,6 +25,7 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
       device_(CurrentDeviceInfo()),
       sampler_(config_.vocab_size) {
   CheckDecodePathChoice(options_.decode_path);
+  CheckPromptChunks(options_);
   if (!IsSupportedHeadDim(config_.head_dim)) {
     throw Error("CUDA backend: head_dim " + std::to_string(config_.head_dim) +
                 " is not supported (16, 32, 64 or 128); use the CPU backend for this model");
@@ -39,10 +40,6 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
       cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
   workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens,
                                                options.grouped_moe_min_tokens);
-  if (options.max_prompt_chunk_tokens < 0) {
-    throw Error("max_prompt_chunk_tokens must be >= 0, got " +
-                std::to_string(options.max_prompt_chunk_tokens));
-  }
   if (options.max_prompt_chunk_tokens > 0) {  // before the KV pool takes the rest of the memory
     chunk_stream_ =
         std::make_unique<ChunkStream>(config_, weights_, device_, options_,
@@ -92,8 +89,26 @@ WarmUpReport CudaBackend::WarmUp(const std::function<void(int64_t, int64_t)>& pr
   return report;
 }
 
+void CheckPromptChunks(const CudaBackendOptions& options) {
+  if (options.max_prompt_chunk_tokens < 0) {
+    throw Error("max_prompt_chunk_tokens must be >= 0, got " +
+                std::to_string(options.max_prompt_chunk_tokens));
+  }
+  // The megakernel's cooperative launch needs every SM at once; beside a chunk that holds SMs it
+  // is untried.
+  if (options.max_prompt_chunk_tokens > 0 && options.decode_path == "megakernel") {
+    throw Error(
+        "prompt chunks beside the steps do not work with the megakernel decode path yet (use "
+        "--prompt-chunk-tokens 0)");
+  }
+}
+
 void CudaBackend::set_decode_path(const std::string& choice) {
   CheckDecodePathChoice(choice);
+  CudaBackendOptions next = options_;
+  next.decode_path = choice;
+  if (chunk_stream_ == nullptr) next.max_prompt_chunk_tokens = 0;
+  CheckPromptChunks(next);
   MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old paths' graphs may still run
   decode_paths_.clear();
   options_.decode_path = choice;

@@ -105,6 +105,10 @@ class CudaBackend : public Backend {
   StepSampler sampler_;
 };
 
+// Throws mkserve::Error for prompt-chunk options a CudaBackend refuses (a negative size, or chunks
+// with the megakernel decode path); `mkserve serve` calls it before uploading weights.
+void CheckPromptChunks(const CudaBackendOptions& options);
+
 // A model directory (config.json + safetensors) or, with options.random_weights, random weights
 // at that directory's geometry (North Mini Code's when model_dir is empty).
 std::unique_ptr<CudaBackend> LoadCudaBackend(const std::filesystem::path& model_dir,

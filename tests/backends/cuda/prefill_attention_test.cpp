@@ -140,7 +140,7 @@ class PrefillAttentionTest : public ::testing::TestWithParam<Shape> {
                     d_out.data(),    nullptr,        nullptr};
     ASSERT_TRUE(PrefillAttentionSupports(a));
     DeviceBuffer<float> carry_acc(c.tokens * s.heads * s.head_dim);
-    DeviceBuffer<float> carry_stats(c.tokens * s.heads * 2);
+    DeviceBuffer<float> carry_stats(c.tokens * s.heads * kPrefillCarryStats);
     PrefillAttention(a, {carry_acc.data(), carry_stats.data()}, 0);
     const std::vector<float> got = ToHostFloat(d_out);
     const Expected want = Reference(s, c);

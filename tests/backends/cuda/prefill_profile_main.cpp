@@ -61,7 +61,8 @@ void AttentionKernels(int64_t tokens) {
                 pages = (tokens + kBlockTokens - 1) / kBlockTokens;
   DeviceBuffer<__nv_bfloat16> cache(pages * kBlockTokens * 2 * kv_heads * dim);
   DeviceBuffer<__nv_bfloat16> q(tokens * heads * dim), out(tokens * heads * dim);
-  DeviceBuffer<float> carry_acc(tokens * heads * dim), carry_stats(tokens * heads * 2);
+  DeviceBuffer<float> carry_acc(tokens * heads * dim),
+      carry_stats(tokens * heads * kPrefillCarryStats);
   FillNormal(cache.data(), cache.count(), 0.0f, 1.0f, 1, 0, nullptr);
   FillNormal(q.data(), q.count(), 0.0f, 0.5f, 1, 1, nullptr);
   std::vector<int32_t> positions(tokens), seqs(tokens, 0), table(pages);

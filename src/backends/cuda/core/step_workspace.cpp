@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/prefill/prefill_attention.h"
 
 namespace mkserve::cuda {
 namespace {
@@ -46,7 +47,7 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens,
   attn_partial_acc = DeviceBuffer<float>(kAttentionPartialCapacity * config.q_width());
   attn_partial_stats = DeviceBuffer<float>(kAttentionPartialCapacity * config.num_heads * 2);
   prefill_carry_acc = DeviceBuffer<float>(t * config.q_width());
-  prefill_carry_stats = DeviceBuffer<float>(t * config.num_heads * 2);
+  prefill_carry_stats = DeviceBuffer<float>(t * config.num_heads * kPrefillCarryStats);
   logit_inputs = DeviceBuffer<__nv_bfloat16>(kLogitRowsPerChunk * hidden);
   logits = DeviceBuffer<float>(kLogitRowsPerChunk * config.vocab_size);
   sampled = DeviceBuffer<int32_t>(kLogitRowsPerChunk);

@@ -43,7 +43,7 @@ struct StepWorkspace {
   DeviceBuffer<float> attn_partial_acc;        // [capacity][heads][head_dim]
   DeviceBuffer<float> attn_partial_stats;      // [capacity][heads][2]
   DeviceBuffer<float> prefill_carry_acc;       // [T][q_width] (prefill_attention.h)
-  DeviceBuffer<float> prefill_carry_stats;     // [T][heads][2]
+  DeviceBuffer<float> prefill_carry_stats;     // [T][heads][kPrefillCarryStats]
   DeviceBuffer<int32_t> metadata;              // the step plan's arrays, packed
   DeviceBuffer<__nv_bfloat16> logit_inputs;    // [kLogitRowsPerChunk][hidden]
   DeviceBuffer<float> logits;                  // [kLogitRowsPerChunk][vocab]

@@ -19,6 +19,15 @@ constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
 // to keep a host core busy.
 constexpr std::chrono::microseconds kPollInterval(50);
 
+// The workspace's size; checked before anything is allocated.
+int64_t PieceTokens(int64_t max_tokens, int64_t piece_tokens) {
+  if (max_tokens < 1 || piece_tokens < 1) {
+    throw Error("ChunkStream: chunk and piece sizes must be positive, got " +
+                std::to_string(max_tokens) + " and " + std::to_string(piece_tokens));
+  }
+  return std::min(max_tokens, piece_tokens);
+}
+
 CudaBackendOptions WithoutHooks(CudaBackendOptions options) {
   options.hooks = nullptr;  // per-op timing and forced routing belong to the steps they measure
   return options;
@@ -62,10 +71,7 @@ ChunkStream::ChunkStream(const ModelConfig& config, const DeviceWeights& weights
       device_(device),
       options_(WithoutHooks(options)),
       max_tokens_(max_tokens),
-      workspace_(config, std::min(max_tokens, piece_tokens), options_.grouped_moe_min_tokens) {
-  if (max_tokens < 1 || piece_tokens < 1) {
-    throw Error("ChunkStream: chunk and piece sizes must be positive");
-  }
+      workspace_(config, PieceTokens(max_tokens, piece_tokens), options_.grouped_moe_min_tokens) {
   int least = 0, greatest = 0;
   MKSERVE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   MKSERVE_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, least));
@@ -152,6 +158,9 @@ void ChunkStream::LaunchLoop(int device) {
       MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream_));
       job->launched.set_value();
     } catch (...) {
+      // Kernels queued before the failure may still write the chunk's blocks: the engine frees
+      // them once Wait reports the error, so that waits for them first.
+      cudaStreamSynchronize(stream_);
       job->launched.set_exception(std::current_exception());
     }
   }

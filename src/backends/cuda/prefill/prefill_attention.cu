@@ -293,8 +293,9 @@ __device__ void StoreRows(const AttentionArgs& a, const WarpState<kHeadDim>& st,
   }
 }
 
-// The warp's online-softmax state between launches, exactly as it is held: o and m per element
-// and row, l quad-reduced (one lane of the quad takes it back, the others 0).
+// The warp's online-softmax state between launches, exactly as the registers hold it: o per
+// element, m per row (the same in every lane of a quad), l as each lane's own partial sum (summed
+// over the quad only at the end, as in one launch), so the result is bitwise that of one launch.
 template <int kHeadDim>
 __device__ void StoreCarry(const AttentionArgs& a, const PrefillCarry& carry,
                            const WarpState<kHeadDim>& st, int64_t first_token, int head) {
@@ -302,16 +303,11 @@ __device__ void StoreCarry(const AttentionArgs& a, const PrefillCarry& carry,
 #pragma unroll
   for (int mh = 0; mh < 2 * kMTiles; ++mh) {
     const int mt = mh / 2, h = mh % 2;
-    float l = st.l[mt][h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int64_t t = first_token + mt * 16 + g + 8 * h;
     if (t >= a.num_tokens) continue;
     const int64_t row = t * a.num_heads + head;
-    if (c == 0) {
-      carry.stats[2 * row] = st.m[mt][h];
-      carry.stats[2 * row + 1] = l;
-    }
+    if (c == 0) carry.stats[kPrefillCarryStats * row] = st.m[mt][h];
+    carry.stats[kPrefillCarryStats * row + 1 + c] = st.l[mt][h];
     float* acc = carry.acc + row * kHeadDim + 2 * c;
 #pragma unroll
     for (int d = 0; d < kHeadDim / 8; ++d) {
@@ -331,8 +327,8 @@ __device__ void LoadCarry(const AttentionArgs& a, const PrefillCarry& carry,
     const int64_t t = first_token + mt * 16 + g + 8 * h;
     if (t >= a.num_tokens) continue;
     const int64_t row = t * a.num_heads + head;
-    st.m[mt][h] = carry.stats[2 * row];
-    st.l[mt][h] = c == 0 ? carry.stats[2 * row + 1] : 0.0f;
+    st.m[mt][h] = carry.stats[kPrefillCarryStats * row];
+    st.l[mt][h] = carry.stats[kPrefillCarryStats * row + 1 + c];
     const float* acc = carry.acc + row * kHeadDim + 2 * c;
 #pragma unroll
     for (int d = 0; d < kHeadDim / 8; ++d) {

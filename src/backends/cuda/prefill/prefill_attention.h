@@ -24,9 +24,10 @@ inline constexpr int64_t kPrefillQueryTile = 32;  // tokens per CTA (two m16 til
 inline constexpr int64_t kPrefillPagesPerLaunch = 80;
 
 // Where the state goes between launches; both null when every pass fits one launch.
+inline constexpr int64_t kPrefillCarryStats = 5;  // running max (log2), 4 lanes' partial sums
 struct PrefillCarry {
   float* acc = nullptr;    // [num_tokens][num_heads][head_dim]: unnormalised output
-  float* stats = nullptr;  // [num_tokens][num_heads][2]: running max (log2), running sum
+  float* stats = nullptr;  // [num_tokens][num_heads][kPrefillCarryStats]
 };
 
 // Head_dim 16, 32, 64 or 128 and at most 8 query heads per kv head.
