@@ -120,32 +120,9 @@ TEST(EnginePromptChunkTest, AFailedChunkFailsOnlyItsRequest) {
   }
 }
 
-TEST(EnginePromptChunkTest, AFatalChunkFailureStopsTheEngine) {
-  EngineSetup setup = ChunkSetup(1000);
-  setup.chunk_steps = 1;
-  setup.chunk_hook = [](CheckingBackend::ChunkPhase phase) {
-    if (phase == CheckingBackend::ChunkPhase::kFinish) {
-      throw BackendFatalError("illegal address in the chunk");
-    }
-  };
-  Harness h = MakeEngine(setup, Pace);
-  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 1000));
-  Collected decoded;
-  WaitForFirstToken(decoder, decoded);
-  RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
-  for (RequestHandle* handle : {&decoder, &long_prompt}) {
-    Collected out = Drain(*handle);
-    ASSERT_TRUE(out.error.has_value());
-    EXPECT_NE(out.error->message.find("illegal address in the chunk"), std::string::npos)
-        << out.error->message;
-  }
-  ASSERT_TRUE(h.engine->fatal_error().has_value());
-}
-
-// A chunk that never finishes is a wedged backend, like a step past its timeout.
-TEST(EnginePromptChunkTest, AChunkPastItsTimeoutIsFatal) {
-  EngineSetup setup = ChunkSetup(100000);
-  setup.options.step_timeout = milliseconds(100);  // 64-token chunks: 100 ms each
+// With a stream decoding, a long prompt arrives; the engine must stop serving with `message`,
+// failing both requests.
+void ExpectFatalWithAStreamDecoding(EngineSetup setup, const std::string& message) {
   Harness h = MakeEngine(setup, Pace);
   RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 100000));
   Collected decoded;
@@ -154,11 +131,27 @@ TEST(EnginePromptChunkTest, AChunkPastItsTimeoutIsFatal) {
   for (RequestHandle* handle : {&decoder, &long_prompt}) {
     Collected out = Drain(*handle);
     ASSERT_TRUE(out.error.has_value());
-    EXPECT_NE(out.error->message.find("a prompt chunk has not finished within 100 ms"),
-              std::string::npos)
-        << out.error->message;
+    EXPECT_NE(out.error->message.find(message), std::string::npos) << out.error->message;
   }
   ASSERT_TRUE(h.engine->fatal_error().has_value());
+}
+
+TEST(EnginePromptChunkTest, AFatalChunkFailureStopsTheEngine) {
+  EngineSetup setup = ChunkSetup(100000);
+  setup.chunk_steps = 1;
+  setup.chunk_hook = [](CheckingBackend::ChunkPhase phase) {
+    if (phase == CheckingBackend::ChunkPhase::kFinish) {
+      throw BackendFatalError("illegal address in the chunk");
+    }
+  };
+  ExpectFatalWithAStreamDecoding(setup, "illegal address in the chunk");
+}
+
+// A chunk that never finishes is a wedged backend, like a step past its timeout.
+TEST(EnginePromptChunkTest, AChunkPastItsTimeoutIsFatal) {
+  EngineSetup setup = ChunkSetup(100000);
+  setup.options.step_timeout = milliseconds(100);  // 64-token chunks: 100 ms each
+  ExpectFatalWithAStreamDecoding(setup, "a prompt chunk has not finished within 100 ms");
 }
 
 TEST(EnginePromptChunkTest, ChunksNeedABackendThatRunsThem) {
