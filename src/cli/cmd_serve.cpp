@@ -143,11 +143,10 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
         "--max-prefill-tokens-while-decoding must be at least 1 (set it to "
         "--max-step-tokens to let prompts take whole steps)");
   }
-  if (flags.prompt_chunk_tokens < -1 ||
-      (flags.backend != "cuda" && flags.prompt_chunk_tokens > 0)) {
+  if (flags.prompt_chunk_tokens < -1 || (flags.backend == "cpu" && flags.prompt_chunk_tokens > 0)) {
     throw Error(
-        "--prompt-chunk-tokens must be 0 (prompts inside steps only) or, with --backend cuda, a "
-        "positive number of tokens");
+        "--prompt-chunk-tokens must be 0 (prompts inside steps only) or, with --backend cuda (or "
+        "scripted:FILE), a positive number of tokens");
   }
   // The megakernel keeps prompts inside steps (cuda::CheckPromptChunks says why).
   if (flags.decode_path == "megakernel" && flags.prompt_chunk_tokens < 0) {
@@ -258,7 +257,7 @@ std::unique_ptr<Backend> LoadBackend(const ServeFlags& flags, const tokenizer::T
     // The same KV budget the CPU backend would get, in tokens per layer.
     int64_t bytes_per_token = config.num_layers * 2 * config.kv_width() * int64_t{sizeof(float)};
     return MakeScriptedBackend(config, std::move(script), flags.kv_bytes / bytes_per_token,
-                               flags.max_batch);
+                               flags.max_batch, std::max<int64_t>(flags.prompt_chunk_tokens, 0));
   }
   if (flags.backend == "cuda") return LoadCuda(flags);
   throw Error("--backend must be cpu, cuda or scripted:FILE, got '" + flags.backend + "'");

@@ -78,15 +78,22 @@ Script LoadScript(const std::filesystem::path& path, const EncodeFn& encode) {
 }
 
 std::unique_ptr<ScriptedBackend> MakeScriptedBackend(const ModelConfig& config, Script script,
-                                                     int64_t kv_tokens, int64_t max_batch) {
+                                                     int64_t kv_tokens, int64_t max_batch,
+                                                     int64_t prompt_chunk_tokens) {
   // One byte per token per layer: the budget is then simply tokens x layers.
   KvLayout layout = PlanKvLayout(config, kv_tokens * config.num_layers, 1, max_batch);
-  return std::make_unique<ScriptedBackend>(config, std::move(layout), std::move(script));
+  return std::make_unique<ScriptedBackend>(config, std::move(layout), std::move(script),
+                                           prompt_chunk_tokens);
 }
 
-ScriptedBackend::ScriptedBackend(ModelConfig config, KvLayout layout, Script script)
-    : config_(std::move(config)), layout_(std::move(layout)), script_(std::move(script)) {
+ScriptedBackend::ScriptedBackend(ModelConfig config, KvLayout layout, Script script,
+                                 int64_t prompt_chunk_tokens)
+    : config_(std::move(config)),
+      layout_(std::move(layout)),
+      script_(std::move(script)),
+      prompt_chunk_tokens_(prompt_chunk_tokens) {
   if (config_.vocab_size <= 0) throw Error("ScriptedBackend needs a positive vocab_size");
+  if (prompt_chunk_tokens_ < 0) throw Error("prompt_chunk_tokens must be >= 0");
   for (const ScriptRule& rule : script_.rules) {
     for (int32_t id : rule.output_token_ids) {
       if (id < 0 || id >= config_.vocab_size) {
@@ -115,22 +122,56 @@ int32_t ScriptedBackend::ScriptedToken(std::span<const int32_t> prompt, int64_t 
   return config_.eos_token_ids.empty() ? 0 : config_.eos_token_ids[0];
 }
 
-void ScriptedBackend::InjectFaults(const StepInputs& inputs) const {
-  for (const SequenceStep& step : inputs.sequences) {
-    const ScriptRule* rule = MatchingRule(step.prompt_token_ids);
-    if (!rule) continue;
-    switch (rule->fault) {
-      case ScriptFault::kNone:
-        break;
-      case ScriptFault::kError:
-        throw Error("scripted transient backend error");
-      case ScriptFault::kFatal:
-        throw BackendFatalError("scripted fatal backend error");
-      case ScriptFault::kHang:
-        std::this_thread::sleep_for(rule->hang);
-        break;
-    }
+std::chrono::milliseconds ScriptedBackend::Fault(const SequenceStep& step) const {
+  const ScriptRule* rule = MatchingRule(step.prompt_token_ids);
+  if (!rule) return std::chrono::milliseconds(0);
+  switch (rule->fault) {
+    case ScriptFault::kNone:
+      break;
+    case ScriptFault::kError:
+      throw Error("scripted transient backend error");
+    case ScriptFault::kFatal:
+      throw BackendFatalError("scripted fatal backend error");
+    case ScriptFault::kHang:
+      return rule->hang;
   }
+  return std::chrono::milliseconds(0);
+}
+
+void ScriptedBackend::InjectFaults(const StepInputs& inputs) const {
+  for (const SequenceStep& step : inputs.sequences) std::this_thread::sleep_for(Fault(step));
+}
+
+namespace {
+
+// Finishes at its deadline, like a chunk on another stream.
+class ScriptedChunk : public PendingChunk {
+ public:
+  explicit ScriptedChunk(std::chrono::steady_clock::time_point done) : done_(done) {}
+  ~ScriptedChunk() override { std::this_thread::sleep_until(done_); }
+  bool Wait(std::chrono::microseconds timeout) override {
+    std::this_thread::sleep_until(std::min(done_, std::chrono::steady_clock::now() + timeout));
+    return std::chrono::steady_clock::now() >= done_;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point done_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingChunk> ScriptedBackend::StartPromptChunk(const SequenceStep& chunk) {
+  if (static_cast<int64_t>(chunk.token_ids.size()) > prompt_chunk_tokens_) {
+    throw Error("a prompt chunk of " + std::to_string(chunk.token_ids.size()) +
+                " tokens is longer than the " + std::to_string(prompt_chunk_tokens_) +
+                " this backend takes");
+  }
+  if (chunk.sample || chunk.return_logits || !chunk.next_token_ids.empty()) {
+    throw Error(
+        "a prompt chunk beside the steps computes KV only: no sampling, logits or logprobs");
+  }
+  const auto hang = Fault(chunk);
+  return std::make_unique<ScriptedChunk>(std::chrono::steady_clock::now() + kChunkTime + hang);
 }
 
 std::vector<float> ScriptedBackend::PeakedLogits(int32_t token_id) const {

@@ -23,6 +23,7 @@ TEST(ServerMetricsTest, OutcomesTokensAndHttpCodes) {
   engine.requests_cancelled = 1;
   engine.prompt_tokens_total = 123456789;  // must not print as 1.23457e+08
   engine.generation_tokens_total = 7;
+  engine.prompt_chunk_tokens_total = 32767;
   HttpCounters http;
   http.Record(200);
   http.Record(400);
@@ -33,6 +34,7 @@ TEST(ServerMetricsTest, OutcomesTokensAndHttpCodes) {
   EXPECT_EQ(SeriesValue(text, "mkserve_requests_total{outcome=\"length\"}"), 0);
   EXPECT_NE(text.find("mkserve_prompt_tokens_total 123456789\n"), std::string::npos);
   EXPECT_EQ(SeriesValue(text, "mkserve_generation_tokens_total"), 7);
+  EXPECT_EQ(SeriesValue(text, "mkserve_prompt_chunk_tokens_total"), 32767);
   EXPECT_EQ(SeriesValue(text, "mkserve_http_responses_total{code=\"400\"}"), 2);
   EXPECT_EQ(SeriesValue(text, "mkserve_http_responses_total{code=\"200\"}"), 1);
 }
