@@ -1,4 +1,4 @@
-// CudaBackend against HF transformers at North Mini Code's full width (issue 5): a 5-layer
+// CudaBackend against HF transformers at North Mini Code's full width: a 5-layer
 // random bf16 model (dense + forced RoPE, sliding, full NoPE; 128 experts top-8; vocab 262144)
 // and float32 HF logits and routing written by tools/oracle/full_width_reference.py on the GPU
 // machine. Teacher-forced, 128 positions of a short prompt and the last 256 of a 9216-token prompt
