@@ -329,8 +329,9 @@ bool Engine::Step() {
     for (const Sequence* seq : batch.sequences) batch.num_tokens += seq->num_scheduled_tokens;
     progressed = true;
   }
-  if (batch.empty())
+  if (batch.empty()) {  // nothing to step: wait for the chunk, if that is all there is
     return PollChunk(progressed ? std::chrono::microseconds(0) : kChunkWait) || progressed;
+  }
   int64_t decode_rows = 0;  // counted now: sequences change in Postprocess
   for (const Sequence* seq : batch.sequences) decode_rows += seq->is_decoding() ? 1 : 0;
   StepInputs inputs = PrepareStepInputs(batch, next_token_scratch_);
