@@ -4,6 +4,7 @@
 // shows up as a violation.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <thread>
 
 #include "common/error.h"
@@ -118,6 +119,70 @@ TEST(EnginePromptChunkTest, AFailedChunkFailsOnlyItsRequest) {
         *h.engine, [](const EngineSnapshot& s) { return s.kv_groups[0].used_blocks == 0; }));
     EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations().front();
   }
+}
+
+// Hostile mix under KV pressure, with a sliding group: long and short prompts, n = 2, requests
+// dropped at random moments, prompts that share a prefix; every finished request must have its
+// script, the KV checker must see no violation, and the pool must empty.
+TEST(EnginePromptChunkTest, AMixedLoadUnderKvPressureKeepsEveryInvariant) {
+  EngineSetup setup = ChunkSetup(150);
+  setup.full_blocks = 14;  // 896 tokens for up to 8 running sequences
+  setup.sliding_blocks = 40;
+  setup.window_tokens = 128;
+  setup.options.max_batch = 8;
+  setup.options.prompt_chunk_tokens = 96;
+  setup.chunk_max_tokens = 96;
+  setup.chunk_steps = 10;  // long enough that a dropped request's chunk is often still running
+  Harness h = MakeEngine(setup, Pace);
+  std::mt19937 rng(7);
+  struct Sent {
+    RequestHandle handle;
+    bool decoder = false;
+    int32_t n = 1;
+    bool dropped = false;
+  };
+  std::vector<Sent> sent;
+  for (int i = 0; i < 40; ++i) {
+    Sent one;
+    one.decoder = i % 3 == 0;
+    const int64_t length = i % 4 == 1 ? 200 + rng() % 500 : 4 + rng() % 40;
+    std::vector<int32_t> prompt = Prompt(length);
+    prompt[length / 2] = static_cast<int32_t>(10 + i % 26);  // the first halves are shared
+    if (one.decoder) prompt[0] = kDecoderMark;
+    EngineRequest request = MakeRequest(prompt, one.decoder ? 150 : 3);
+    one.n = i % 7 == 3 ? 2 : 1;
+    request.n = one.n;
+    one.handle = h.engine->Submit(std::move(request));
+    one.dropped = i % 5 == 4;
+    sent.push_back(std::move(one));
+    if (sent.size() >= 3 && sent[sent.size() - 3].dropped) {
+      sent[sent.size() - 3].handle.Cancel();  // a little after it was sent
+    }
+    std::this_thread::sleep_for(milliseconds(rng() % 2));
+  }
+  for (Sent& one : sent) {
+    if (one.dropped) {
+      one.handle.Cancel();
+      continue;
+    }
+    Collected out = Drain(one.handle);
+    ASSERT_FALSE(out.error.has_value()) << out.error->message;
+    for (int32_t index = 0; index < one.n; ++index) {
+      if (one.decoder) {
+        EXPECT_EQ(out.token_ids[index], std::vector<int32_t>(150, 12));
+      } else {
+        EXPECT_EQ(out.token_ids[index], Letters("xyz"));
+      }
+    }
+  }
+  EXPECT_TRUE(WaitForSnapshot(*h.engine, [](const EngineSnapshot& s) {
+    return s.num_running == 0 && s.num_waiting == 0 && s.kv_groups[0].used_blocks == 0 &&
+           s.kv_groups[1].used_blocks == 0;
+  }));
+  const EngineSnapshot done = h.engine->Snapshot();
+  EXPECT_GT(done.prompt_chunk_tokens_total, 0);
+  EXPECT_GT(done.preemptions_total, 0) << "the load did not press on the KV cache";
+  EXPECT_TRUE(h.checker->violations().empty()) << h.checker->violations().front();
 }
 
 // With a stream decoding, a long prompt arrives; the engine must stop serving with `message`,
