@@ -63,9 +63,9 @@ SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options, const Bac
 struct Engine::Generation {
   Sequence seq;
   std::unique_ptr<StopChecker> stop;
-  // Constrained output: where the sibling is in its grammar, and the ids that may end it there.
+  // Constrained output: where the sibling is in its grammar (it may end where stop's
+  // stop_token_ids are allowed).
   std::optional<grammar::GrammarMatcher> matcher;
-  std::vector<int32_t> end_token_ids;
   Request* request = nullptr;
   bool done = false;
   bool has_token = false;
@@ -287,9 +287,6 @@ void Engine::AddGeneration(Request& request, const EngineRequest& in, int32_t in
                                             std::move(text));
   if (in.grammar) {
     gen->matcher.emplace(in.grammar);
-    gen->end_token_ids = config().eos_token_ids;
-    gen->end_token_ids.insert(gen->end_token_ids.end(), seq.sampling.stop_token_ids.begin(),
-                              seq.sampling.stop_token_ids.end());
   }
   gen->request = &request;
   generations_[seq.id] = gen.get();
@@ -472,7 +469,7 @@ std::shared_future<void> Engine::StartGrammarMasks(const Batch& batch, StepInput
     const Generation& gen = *generations_.at(batch.sequences[i]->id);
     if (!gen.matcher || !inputs.sequences[i].sample) continue;
     mask_scratch_[i].resize(words);
-    jobs.push_back({&*gen.matcher, gen.end_token_ids, mask_scratch_[i]});
+    jobs.push_back({&*gen.matcher, gen.stop->stop_token_ids(), mask_scratch_[i]});
     inputs.sequences[i].allowed_tokens = mask_scratch_[i];
   }
   if (jobs.empty()) return {};
@@ -549,7 +546,7 @@ void Engine::EmitToken(Generation& gen, const SequenceResult& result, Clock::tim
     return;
   }
   if (gen.matcher) {
-    const std::vector<int32_t>& ends = gen.end_token_ids;
+    const std::span<const int32_t> ends = gen.stop->stop_token_ids();
     const bool is_end = std::find(ends.begin(), ends.end(), result.token_id) != ends.end();
     if (is_end ? !gen.matcher->can_end() : !gen.matcher->Accept(result.token_id)) {
       FailRequest(request, EngineErrorKind::kBackend,

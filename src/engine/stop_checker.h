@@ -44,6 +44,8 @@ class StopChecker {
   // Ends the sequence (a stop token, the length limit or an outside reason): releases withheld
   // text, up to a stop string if one is in it (then named in `matched_stop` when given).
   std::string Flush(std::string* matched_stop = nullptr);
+  // The tokens that end the sequence: stop_token_ids, and EOS unless ignore_eos.
+  std::span<const int32_t> stop_token_ids() const { return stop_token_ids_; }
 
  private:
   bool IsStopToken(int32_t token_id) const;
