@@ -1,5 +1,6 @@
 #include "server/http_router.h"
 
+#include "common/error.h"
 #include "server/error.h"
 
 namespace mkserve::server {
@@ -29,7 +30,10 @@ bool IsOpenAiPath(const std::string& path) { return path.rfind("/v1/", 0) == 0; 
 
 void HttpRouter::Add(const std::string& method, const std::string& path, Access access,
                      Handler handler) {
-  if (IsOpenAiPath(path)) access = Access::kAuthenticated;
+  if (IsOpenAiPath(path) && access != Access::kAuthenticated) {
+    throw Error("route " + path +
+                ": every /v1/ route needs the API key (OpenAI clients expect 401)");
+  }
   routes_[{method, path}] = Route{access, std::move(handler)};
 }
 

@@ -17,8 +17,8 @@ class HttpRouter {
  public:
   explicit HttpRouter(std::string api_key) : api_key_(std::move(api_key)) {}
 
-  // `handler` must not throw (see routes.cpp). Every /v1/ path needs the key, whatever `access`
-  // says: OpenAI clients expect 401 there.
+  // `handler` must not throw (see routes.cpp). Every /v1/ path needs the key (OpenAI clients
+  // expect 401 there): a /v1/ route declared public is an error (mkserve::Error).
   void Add(const std::string& method, const std::string& path, Access access, Handler handler);
 
   HttpResponse Respond(const HttpRequest& request) const;

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
+
 namespace mkserve::server {
 namespace {
 
@@ -45,7 +47,7 @@ class HttpServerTest : public ::testing::Test {
       };
       return response;
     });
-    server_->Route("GET", "/v1/open", Access::kPublic,
+    server_->Route("GET", "/v1/open", Access::kAuthenticated,
                    [](const HttpRequest&) { return JsonResponse("{}"); });
     // Streams until the server asks it to stop, then ends with a last event.
     server_->Route("POST", "/until-stop", Access::kPublic, [](const HttpRequest& request) {
@@ -143,6 +145,9 @@ TEST_F(HttpServerTest, AuthenticatedRouteChecksBearerKey) {
 }
 
 TEST_F(HttpServerTest, EveryV1RouteNeedsTheKey) {
+  EXPECT_THROW(server_->Route("GET", "/v1/public", Access::kPublic,
+                              [](const HttpRequest&) { return JsonResponse("{}"); }),
+               Error);
   httplib::Client client = Client();
   EXPECT_EQ(client.Get("/v1/open")->status, 401);
   EXPECT_EQ(client.Get("/v1/open", {{"Authorization", "Bearer sekret"}})->status, 200);
