@@ -23,6 +23,7 @@
 #include "engine/scripted_backend.h"
 #include "server/grammar_vocabulary.h"
 #include "server/http_server.h"
+#include "server/output_parser_factory.h"
 #include "server/routes.h"
 #include "server/server_state.h"
 #include "server/tokenizer_text_decoder.h"
@@ -312,6 +313,7 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   // A checkpoint without a template (the tiny test model) speaks the built-in Command-4 one.
   const auto& source = model->tokenizer->chat_template();
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
+  model->command4_format = server::IsCommand4Template(*model->chat_template);
   model->grammar_vocabulary = server::BuildGrammarVocabulary(*model->tokenizer);
   // Seconds at a 262K vocabulary: done while the weights load.
   std::future<void> warm_grammar = std::async(

@@ -5,7 +5,6 @@
 
 #include "grammar/json_schema.h"
 #include "server/error.h"
-#include "server/output_parser_factory.h"
 
 namespace mkserve::server {
 namespace {
@@ -155,7 +154,7 @@ std::shared_ptr<const grammar::CompiledGrammar> ChatOutputGrammar(const ServedMo
   }
   grammar::JsonGrammarBuilder builder;
   int32_t root;
-  if (model.chat_template && IsCommand4Template(*model.chat_template)) {
+  if (model.command4_format) {
     root = Command4Root(builder, model, request, prompt.thinking);
   } else if (forced_call) {
     throw ApiError(ErrorKind::kInvalidRequest,

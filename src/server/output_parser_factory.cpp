@@ -31,7 +31,7 @@ chat::Command4Start StartOf(const ChatPrompt& prompt) {
 std::function<std::unique_ptr<OutputParser>()> MakeOutputParserFactory(const ServedModel& model,
                                                                        const ChatRequest& request,
                                                                        const ChatPrompt& prompt) {
-  if (!model.chat_template || !IsCommand4Template(*model.chat_template)) {
+  if (!model.command4_format) {
     return [] { return std::make_unique<PlainOutputParser>(); };
   }
   chat::Command4ParserOptions options;

@@ -26,6 +26,9 @@ struct ServedModel {
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::optional<chat::ChatTemplate> chat_template;
+  // The template speaks Command-4 (reasoning markers, tool actions): its output parser and
+  // grammars apply. Set with the template (IsCommand4Template), not worked out per request.
+  bool command4_format = false;
   // The tokenizer as the grammar matcher sees it (constrained output).
   std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary;
 };
