@@ -4,6 +4,12 @@
 
 namespace mkserve::grammar {
 
+int32_t Grammar::RuleOf(const std::vector<std::vector<Element>>& alternatives) {
+  const int32_t rule = NewRule();
+  for (const std::vector<Element>& alternative : alternatives) AddAlternative(rule, alternative);
+  return rule;
+}
+
 int32_t Grammar::NewRule() {
   rules_.emplace_back();
   return static_cast<int32_t>(rules_.size()) - 1;

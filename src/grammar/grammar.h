@@ -34,6 +34,8 @@ class Grammar {
   // A rule with no alternatives yet; fill it with AddAlternative (it may refer to itself).
   int32_t NewRule();
   void AddAlternative(int32_t rule, const std::vector<Element>& sequence);
+  // A new rule with these alternatives (a recursive rule needs NewRule and AddAlternative).
+  int32_t RuleOf(const std::vector<std::vector<Element>>& alternatives);
   // The index of `set` in byte_sets (equal sets share one index).
   int32_t Intern(const ByteSet& set);
   Element Byte(unsigned char byte) { return Element::Bytes(Intern(ByteSet().set(byte))); }
@@ -57,5 +59,10 @@ class Grammar {
   int32_t root_ = -1;
   int32_t prelude_size_ = 0;
 };
+
+// Appends `more` to `sequence` (grammar builders concatenate pieces of sequences).
+inline void Append(std::vector<Element>& sequence, const std::vector<Element>& more) {
+  sequence.insert(sequence.end(), more.begin(), more.end());
+}
 
 }  // namespace mkserve::grammar

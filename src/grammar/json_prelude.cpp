@@ -30,11 +30,7 @@ class PreludeWriter {
   Element Set(const ByteSet& set) { return Element::Bytes(g_.Intern(set)); }
   Element Rule(int32_t rule) { return Element::Rule(rule); }
   Seq Lit(std::string_view text) { return g_.Literal(text); }
-  int32_t Alternatives(std::initializer_list<Seq> alternatives) {
-    int32_t rule = g_.NewRule();
-    for (const Seq& alternative : alternatives) g_.AddAlternative(rule, alternative);
-    return rule;
-  }
+  int32_t Alternatives(std::initializer_list<Seq> alternatives) { return g_.RuleOf(alternatives); }
   int32_t Rep(const Seq& item, int min, int max) { return Repeat(g_, item, min, max); }
 
   JsonRules Write() {

@@ -27,8 +27,6 @@ const std::set<std::string>& Keywords() {
 
 std::string Quoted(const std::string& text) { return "'" + text + "'"; }
 
-void Append(Seq& to, const Seq& more) { to.insert(to.end(), more.begin(), more.end()); }
-
 // Keywords beside $ref, anyOf, enum or const that would be silently dropped.
 void RefuseSiblings(const Json& schema, const std::string& keyword, const std::string& where) {
   for (const auto& [key, value] : schema.items()) {

@@ -9,16 +9,9 @@
 namespace mkserve::server {
 namespace {
 
+using grammar::Append;
 using grammar::Element;
 using Seq = std::vector<Element>;
-
-void Append(Seq& to, const Seq& more) { to.insert(to.end(), more.begin(), more.end()); }
-
-int32_t RuleOf(grammar::Grammar& g, const std::vector<Seq>& alternatives) {
-  int32_t rule = g.NewRule();
-  for (const Seq& alternative : alternatives) g.AddAlternative(rule, alternative);
-  return rule;
-}
 
 // Compiles a client schema, turning the compiler's refusal into a 400 that names the field.
 int32_t AddSchema(grammar::JsonGrammarBuilder& builder, const Json& schema,
@@ -63,7 +56,7 @@ class Command4Writer {
                   bool single_call) {
     std::vector<Seq> calls;
     for (size_t index : offered) calls.push_back(ToolCall(tools[index], index));
-    const int32_t call = RuleOf(g_, calls);
+    const int32_t call = g_.RuleOf(calls);
     const Element ws = Element::Rule(builder_.rules().ws);
     Seq block{Token("<|START_ACTION|>")};
     Append(block, g_.Literal("["));
@@ -130,8 +123,8 @@ int32_t Command4Root(grammar::JsonGrammarBuilder& builder, const ServedModel& mo
   }
   Seq root;
   if (thinking) root = {Element::Rule(builder.rules().text), writer.Token("<|END_THINKING|>")};
-  root.push_back(Element::Rule(RuleOf(g, blocks)));
-  return RuleOf(g, {root});
+  root.push_back(Element::Rule(g.RuleOf(blocks)));
+  return g.RuleOf({root});
 }
 
 }  // namespace
