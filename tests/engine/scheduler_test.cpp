@@ -38,6 +38,17 @@ class SchedulerTest : public ::testing::Test {
     }
     return batch;
   }
+  // Chunks beside the steps (prompts over 32 tokens while others decode, chunks of 100), and a
+  // first sequence decoding.
+  Sequence* StartDecodingBesideChunks() {
+    Init(64, {.max_batch = 8,
+              .max_step_tokens = 1000,
+              .max_prefill_tokens_while_decoding = 32,
+              .prompt_chunk_tokens = 100});
+    Sequence* decoding = Submit(10, 0);
+    Step();
+    return decoding;
+  }
   // What the engine does when a chunk beside the steps has finished.
   void FinishChunk() {
     Sequence* seq = scheduler_->FinishChunk();
@@ -101,12 +112,7 @@ TEST_F(SchedulerTest, PromptsGetASmallerBudgetWhileOthersDecode) {
 }
 
 TEST_F(SchedulerTest, LongPromptsRunAsChunksBesideDecodesOneAtATime) {
-  Init(64, {.max_batch = 8,
-            .max_step_tokens = 1000,
-            .max_prefill_tokens_while_decoding = 32,
-            .prompt_chunk_tokens = 100});
-  Sequence* a = Submit(10, 0);
-  Step();
+  Sequence* a = StartDecodingBesideChunks();
   ASSERT_TRUE(a->is_decoding());
   Sequence* b = Submit(250, 1000);  // long: chunks beside the steps
   Sequence* c = Submit(200, 2000);  // long too: waits for b's chunks
@@ -150,12 +156,7 @@ TEST_F(SchedulerTest, LongPromptsRunAsChunksBesideDecodesOneAtATime) {
 }
 
 TEST_F(SchedulerTest, PromptLogprobRequestsAndShortPromptsStayInsideSteps) {
-  Init(64, {.max_batch = 8,
-            .max_step_tokens = 1000,
-            .max_prefill_tokens_while_decoding = 32,
-            .prompt_chunk_tokens = 100});
-  Sequence* a = Submit(10, 0);
-  Step();
+  Sequence* a = StartDecodingBesideChunks();
   Sequence* echo = Submit(80, 1000);
   echo->sampling.num_prompt_logprobs = 0;  // needs every position's logits
   Sequence* small = Submit(20, 2000);
