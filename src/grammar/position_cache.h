@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -18,24 +20,41 @@ struct PositionCache {
   std::vector<int32_t> undecided;
 };
 
-// Caches by element position, filled on first use; safe to share between threads.
+// Caches by element position, filled on first use; safe to share between threads. One thread
+// builds an entry (seconds for a large vocabulary); others asking for it meanwhile wait for that
+// build instead of repeating it. A build that throws is not kept: its waiters get the exception
+// and the next request builds again.
 class PositionCacheTable {
  public:
   template <typename Build>
   std::shared_ptr<const PositionCache> Get(int32_t position, Build build) {
+    std::promise<std::shared_ptr<const PositionCache>> promise;
+    std::shared_future<std::shared_ptr<const PositionCache>> entry;
+    bool builds = false;
     {
       std::lock_guard lock(mutex_);
-      auto it = entries_.find(position);
-      if (it != entries_.end()) return it->second;
+      auto [it, inserted] = entries_.try_emplace(position);
+      if (inserted) it->second = promise.get_future().share();
+      entry = it->second;
+      builds = inserted;
     }
-    auto entry = std::make_shared<const PositionCache>(build());
-    std::lock_guard lock(mutex_);
-    return entries_.emplace(position, std::move(entry)).first->second;
+    if (builds) {
+      try {
+        promise.set_value(std::make_shared<const PositionCache>(build()));
+      } catch (...) {
+        {
+          std::lock_guard lock(mutex_);
+          entries_.erase(position);
+        }
+        promise.set_exception(std::current_exception());
+      }
+    }
+    return entry.get();
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<int32_t, std::shared_ptr<const PositionCache>> entries_;
+  std::unordered_map<int32_t, std::shared_future<std::shared_ptr<const PositionCache>>> entries_;
 };
 
 }  // namespace mkserve::grammar

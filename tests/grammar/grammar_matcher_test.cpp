@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "grammar/json_schema.h"
+#include "grammar/position_cache.h"
 #include "grammar_test_util.h"
 
 namespace mkserve::grammar {
@@ -133,6 +139,29 @@ TEST(GrammarMatcherTest, WhitespaceIsBounded) {
   EXPECT_EQ(spaces, kMaxWhitespaceBytes);
   EXPECT_TRUE(matcher.Accept(']'));
   EXPECT_TRUE(matcher.can_end());
+}
+
+// Threads asking for one position at once share one build; a failed build is retried.
+TEST(PositionCacheTableTest, ConcurrentRequestsShareOneBuild) {
+  PositionCacheTable table;
+  std::atomic<int> builds{0};
+  auto slow_build = [&builds] {
+    ++builds;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return PositionCache{{1u}, {}};
+  };
+  std::vector<std::shared_ptr<const PositionCache>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] { got[i] = table.Get(7, slow_build); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(builds.load(), 1);
+  for (const auto& entry : got) EXPECT_EQ(entry, got[0]);
+  auto failing = []() -> PositionCache { throw std::runtime_error("vocabulary walk failed"); };
+  EXPECT_THROW(table.Get(8, failing), std::runtime_error);
+  EXPECT_EQ(table.Get(8, slow_build)->accepted, std::vector<uint32_t>{1u});  // built again
+  EXPECT_EQ(builds.load(), 2);
 }
 
 }  // namespace
