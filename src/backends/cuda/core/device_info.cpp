@@ -11,14 +11,9 @@ DeviceInfo DeviceInfo::Query() {
   MKSERVE_CUDA_CHECK(cudaGetDevice(&info.device));
   cudaDeviceProp prop{};
   MKSERVE_CUDA_CHECK(cudaGetDeviceProperties(&prop, info.device));
-  info.name = prop.name;
-  info.compute_major = prop.major;
-  info.compute_minor = prop.minor;
   info.num_sms = prop.multiProcessorCount;
   info.shared_memory_per_block_optin = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
   info.shared_memory_per_sm = static_cast<int64_t>(prop.sharedMemPerMultiprocessor);
-  info.l2_bytes = prop.l2CacheSize;
-  info.total_memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   return info;
 }
 

@@ -3,20 +3,14 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace mkserve::cuda {
 
 struct DeviceInfo {
   int device = 0;
-  std::string name;
-  int compute_major = 0;
-  int compute_minor = 0;
   int num_sms = 0;
   int64_t shared_memory_per_block_optin = 0;  // the most one block may ask for
   int64_t shared_memory_per_sm = 0;
-  int64_t l2_bytes = 0;
-  int64_t total_memory_bytes = 0;
 
   // The current device's properties (throws mkserve::Error without a usable device).
   static DeviceInfo Query();
