@@ -180,7 +180,10 @@ Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
       watchdog_(std::make_unique<StepWatchdog>(
           options_.first_step_timeout, options_.step_timeout,
           [commands = commands_](const std::string& message) { commands->FailAll(message); })),
-      random_seeds_(std::random_device{}()) {
+      random_seeds_(std::random_device{}()),
+      // A large constrained batch spreads over a few threads; the forward pass keeps the others.
+      mask_workers_(
+          std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8)) {
   PublishSnapshot();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -457,12 +460,7 @@ std::optional<Engine::StepFailure> Engine::RunBackend(const StepInputs& inputs,
 // thread while the backend runs the forward pass; samplers wait for them (SequenceStep::
 // WaitForAllowedTokens). No future when no sequence needs one.
 std::shared_future<void> Engine::StartGrammarMasks(const Batch& batch, StepInputs& inputs) {
-  struct Job {
-    const grammar::GrammarMatcher* matcher;
-    std::span<const int32_t> end_token_ids;
-    std::span<uint32_t> mask;
-  };
-  std::vector<Job> jobs;
+  std::vector<MaskWorkers::Job> jobs;
   mask_scratch_.resize(batch.sequences.size());
   const int32_t words = grammar::MaskWords(static_cast<int32_t>(config().vocab_size));
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
@@ -473,23 +471,7 @@ std::shared_future<void> Engine::StartGrammarMasks(const Batch& batch, StepInput
     inputs.sequences[i].allowed_tokens = mask_scratch_[i];
   }
   if (jobs.empty()) return {};
-  // A large constrained batch spreads over a few threads; the forward pass keeps the others.
-  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 8);
-  std::shared_future<void> ready =
-      std::async(std::launch::async, [jobs = std::move(jobs), threads] {
-        const size_t groups = std::min(threads, jobs.size());
-        auto fill = [&](size_t group) {
-          for (size_t j = group; j < jobs.size(); j += groups) {
-            jobs[j].matcher->FillMask(jobs[j].end_token_ids, jobs[j].mask);
-          }
-        };
-        std::vector<std::future<void>> others;
-        for (size_t group = 1; group < groups; ++group) {
-          others.push_back(std::async(std::launch::async, fill, group));
-        }
-        fill(0);
-        for (std::future<void>& other : others) other.get();
-      }).share();
+  std::shared_future<void> ready = mask_workers_.Start(std::move(jobs));
   for (SequenceStep& step : inputs.sequences) {
     if (!step.allowed_tokens.empty()) step.allowed_tokens_ready = ready;
   }

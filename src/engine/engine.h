@@ -50,6 +50,7 @@
 #include "engine/block_manager.h"
 #include "engine/engine_events.h"
 #include "engine/engine_stats.h"
+#include "engine/mask_workers.h"
 #include "engine/request_handle.h"
 #include "engine/scheduler.h"
 #include "engine/step_watchdog.h"
@@ -164,6 +165,7 @@ class Engine {
   Clock::time_point chunk_deadline_;
   int64_t next_sequence_id_ = 0;
   std::mt19937_64 random_seeds_;  // seeds for requests that bring none
+  MaskWorkers mask_workers_;      // constrained outputs' allowed tokens, beside the forward pass
   EngineSnapshot stats_;
 
   mutable std::mutex snapshot_mutex_;

@@ -8,7 +8,7 @@
 #include <span>
 
 #include "backends/cpu/kv_cache.h"
-#include "backends/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 #include "model/model_config.h"
 
 namespace mkserve::cpu {

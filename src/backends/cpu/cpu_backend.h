@@ -13,7 +13,7 @@
 #include "backends/cpu/cpu_weights.h"
 #include "backends/cpu/kv_cache.h"
 #include "backends/cpu/rope.h"
-#include "backends/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 #include "engine/backend.h"
 #include "model/model_weights.h"
 
@@ -55,7 +55,7 @@ class CpuBackend : public Backend {
 
   ModelConfig config_;
   cpu::CpuWeights weights_;
-  cpu::ThreadPool pool_;
+  ThreadPool pool_;
   cpu::KvCache cache_;
   cpu::Rope rope_;
 };

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "backends/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace mkserve::cpu {
 

@@ -6,7 +6,7 @@
 #include <span>
 
 #include "backends/cpu/linear.h"
-#include "backends/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace mkserve::cpu {
 

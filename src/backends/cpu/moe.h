@@ -9,7 +9,7 @@
 
 #include "backends/cpu/linear.h"
 #include "backends/cpu/mlp.h"
-#include "backends/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 #include "model/model_config.h"
 
 namespace mkserve::cpu {

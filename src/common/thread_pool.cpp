@@ -1,8 +1,8 @@
-#include "backends/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 #include <algorithm>
 
-namespace mkserve::cpu {
+namespace mkserve {
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -84,4 +84,4 @@ void ThreadPool::WorkerLoop(int worker_index) {
   }
 }
 
-}  // namespace mkserve::cpu
+}  // namespace mkserve

@@ -1,6 +1,6 @@
-// ThreadPool: a fixed set of workers that split independent index ranges. The CPU reference only
-// parallelises work whose pieces do not interact (output rows, attention heads), so every result
-// is the same whatever the thread count.
+// ThreadPool: a fixed set of workers that split independent index ranges (the CPU reference's
+// output rows and attention heads, the engine's grammar masks). Pieces never interact, so every
+// result is the same whatever the thread count.
 #pragma once
 
 #include <condition_variable>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace mkserve::cpu {
+namespace mkserve {
 
 class ThreadPool {
  public:
@@ -47,4 +47,4 @@ class ThreadPool {
   bool stopping_ = false;
 };
 
-}  // namespace mkserve::cpu
+}  // namespace mkserve
