@@ -11,9 +11,8 @@ start=$EPOCHREALTIME
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --serve-only
 build_dir=${RUN_BUILD_DIR:-build-release}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMKSERVE_TESTS=OFF \
-  -DMKSERVE_CUDA="${MKSERVE_CUDA:-AUTO}" >/dev/null
-cmake --build "$build_dir" --target mkserve --parallel "${JOBS:-$(nproc)}"
+BUILD_DIR=$build_dir TARGET=mkserve bash scripts/build.sh -DCMAKE_BUILD_TYPE=Release \
+  -DMKSERVE_TESTS=OFF -DMKSERVE_CUDA="${MKSERVE_CUDA:-AUTO}"
 model_dir=${MODEL_DIR:-$build_dir/models/tiny}
 [[ -f $model_dir/config.json ]] || "./$build_dir/mkserve" make-model --preset tiny --out "$model_dir"
 
