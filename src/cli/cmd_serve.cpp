@@ -220,8 +220,8 @@ std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
   options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
   options.max_prompt_chunk_tokens =
       flags.prompt_chunk_tokens < 0 ? kCudaPromptChunkTokens : flags.prompt_chunk_tokens;
-  cuda::CheckPromptChunks(options);  // before minutes of weight upload
   options.decode_path = flags.decode_path;
+  cuda::CheckPromptChunks(options);  // before minutes of weight upload
   options.random_weights = flags.random_weights;
   options.seed = flags.seed;
   options.warmup_context_tokens = flags.max_model_len > 0

@@ -3,6 +3,8 @@
 #include <exception>
 #include <utility>
 
+#include "common/error.h"
+
 namespace mkserve {
 
 MaskWorkers::MaskWorkers(int num_threads) : pool_(num_threads), coordinator_([this] { Loop(); }) {}
@@ -21,6 +23,7 @@ std::shared_future<void> MaskWorkers::Start(std::vector<Job> jobs) {
   std::shared_future<void> done = batch.done.get_future().share();
   {
     std::lock_guard lock(mutex_);
+    if (batch_) throw Error("MaskWorkers::Start while the previous batch waits (bug)");
     batch_ = std::move(batch);
   }
   wake_.notify_one();

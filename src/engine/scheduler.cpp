@@ -48,9 +48,11 @@ Batch Scheduler::Schedule() {
   if (decoding) budget = std::min(budget, options_.max_prefill_tokens_while_decoding);
   const bool chunks_beside = decoding && options_.prompt_chunk_tokens > 0;
   SchedulePrefills(batch, budget, chunks_beside);
-  // Admitting right after a preemption would only hand the freed blocks to someone newer.
-  if (batch.preempted.empty()) AdmitWaiting(batch, budget, chunks_beside);
+  // Admitting right after a preemption would only hand the freed blocks to someone newer. A chunk
+  // goes first: shorter requests admitted past a long prompt must not take every slot and block
+  // it needs.
   if (chunks_beside && !chunk_running_ && batch.preempted.empty()) StartChunk(batch);
+  if (batch.preempted.empty()) AdmitWaiting(batch, budget, chunks_beside);
   if (batch.empty() && batch.chunk == nullptr) {
     // Every running sequence is a stalled prefill (or has its chunk in flight): free the newest
     // so the others can move. A chunk in flight will move on its own.
@@ -124,12 +126,15 @@ void Scheduler::AdmitWaiting(Batch& batch, int64_t& budget, bool chunks_beside) 
          static_cast<int64_t>(running_.size()) < options_.max_batch) {
     Sequence* seq = waiting_[next];
     int64_t num_cached = 0;
-    if (!Attach(seq, num_cached)) return;
-    if (chunks_beside && RunsBeside(*seq)) {  // waits for StartChunk; shorter prompts go on
-      Detach(seq);
+    const bool attached = Attach(seq, num_cached);
+    // Beside a chunk, a long prompt waits for the chunk stream and a sibling for its first
+    // sibling's prompt: shorter requests behind them go on.
+    if (chunks_beside && (!attached || RunsBeside(*seq))) {
+      if (attached) Detach(seq);
       ++next;
       continue;
     }
+    if (!attached) return;  // no overtaking
     int64_t wanted = std::min(seq->num_uncomputed_tokens(), budget);
     int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
     if (num_tokens == 0) return Detach(seq);
@@ -151,8 +156,8 @@ void Scheduler::StartChunk(Batch& batch) {
   int64_t num_cached = 0;
   const bool admitting = seq == nullptr;
   if (admitting && static_cast<int64_t>(running_.size()) < options_.max_batch) {
-    for (Sequence* waiting : waiting_) {  // the first long one, in order
-      if (!Attach(waiting, num_cached)) return;
+    for (Sequence* waiting : waiting_) {           // the first long one, in order
+      if (!Attach(waiting, num_cached)) continue;  // a sibling waiting for its first one
       if (RunsBeside(*waiting)) {
         seq = waiting;
         break;

@@ -8,7 +8,7 @@
 //   2. Running sequences still prefilling continue their prompt in chunks, oldest first.
 //   3. Waiting sequences are admitted in order while the batch has room (max_batch), the step has
 //      token budget left and KV fits; the first that does not fit stops admission (no overtaking,
-//      except past long prompts waiting for a chunk beside the steps, below).
+//      except around prompts that wait for the chunk stream, below).
 // Every step computes at most max_step_tokens tokens (chunked prefill). While any sequence decodes,
 // steps 2 and 3 together get at most max_prefill_tokens_while_decoding of them: a long prompt then
 // arrives in small chunks, so each step, and with it every running stream's next token, stays
@@ -18,12 +18,14 @@
 // Chunks beside the steps (prompt_chunk_tokens > 0, a backend that runs them): while any sequence
 // decodes, a prompt with more uncomputed tokens than that cap does not run inside steps at all.
 // The oldest such prompt gets a chunk of up to prompt_chunk_tokens (leaving each running sequence
-// a block to grow into) that the backend computes beside the next steps (Batch::chunk); the other
-// long prompts wait for it, in order, while the shorter requests queued behind them are admitted
-// past them (they only use the steps). One chunk runs at a time; the prompt's last token always
-// runs in a step, which samples the first token. A sequence whose chunk is in flight is neither
-// scheduled nor preempted, and when it is removed (cancelled, failed) its blocks stay held until
-// the chunk has finished (FinishChunk): the chunk may still be writing them.
+// a block to grow into) that the backend computes beside the next steps (Batch::chunk), before
+// any admission, so it is not starved of slots and blocks. The other long prompts wait for it in
+// order, siblings wait for their first sibling's prompt, and shorter requests queued behind
+// either are admitted past them (they only use the steps). One chunk runs at a time; the
+// prompt's last token always runs in a step, which samples the first token. A sequence whose
+// chunk is in flight is neither scheduled nor preempted, and when it is removed (cancelled,
+// failed) its blocks stay held until the chunk has finished (FinishChunk): the chunk may still be
+// writing them.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -28,25 +29,23 @@ class PositionCacheTable {
  public:
   template <typename Build>
   std::shared_ptr<const PositionCache> Get(int32_t position, Build build) {
-    std::promise<std::shared_ptr<const PositionCache>> promise;
+    std::optional<std::promise<std::shared_ptr<const PositionCache>>> promise;  // when building
     std::shared_future<std::shared_ptr<const PositionCache>> entry;
-    bool builds = false;
     {
       std::lock_guard lock(mutex_);
       auto [it, inserted] = entries_.try_emplace(position);
-      if (inserted) it->second = promise.get_future().share();
+      if (inserted) it->second = promise.emplace().get_future().share();
       entry = it->second;
-      builds = inserted;
     }
-    if (builds) {
+    if (promise) {
       try {
-        promise.set_value(std::make_shared<const PositionCache>(build()));
+        promise->set_value(std::make_shared<const PositionCache>(build()));
       } catch (...) {
         {
           std::lock_guard lock(mutex_);
           entries_.erase(position);
         }
-        promise.set_exception(std::current_exception());
+        promise->set_exception(std::current_exception());
       }
     }
     return entry.get();

@@ -37,8 +37,10 @@ test('a long prompt beside a decoding stream: chunks beside the steps, the right
   const answer = await openai.chat.completions.create({ messages: user(LONG), max_tokens: 20 });
   assert.equal(answer.choices[0].message.content, 'Read it all.');
   const computed = answer.usage.prompt_tokens - answer.usage.prompt_tokens_details.cached_tokens;
-  // Every prompt token not taken from the prefix cache but the last, which samples in a step.
-  assert.equal(await metric(server, 'mkserve_prompt_chunk_tokens_total') - before, computed - 1);
+  // Every prompt token not taken from the prefix cache, but the last (it samples in a step) and a
+  // rest under the 16-token cap that a step takes once the chunks are done.
+  const chunked = await metric(server, 'mkserve_prompt_chunk_tokens_total') - before;
+  assert.ok(chunked >= computed - 16 && chunked <= computed - 1, `${chunked} of ${computed}`);
   let chunks = 0;
   for (let next = await iterator.next(); !next.done; next = await iterator.next()) ++chunks;
   assert.ok(chunks > 100, `the stream went on: ${chunks} chunks`);
@@ -50,7 +52,7 @@ test('a client that hangs up during a chunk, and a chunk that fails to start, le
   const controller = new AbortController();
   const abandoned = fetch(`${server.url}/v1/chat/completions`, {
     method: 'POST', signal: controller.signal, headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ messages: user(LONG + ' again'), max_tokens: 20 }),
+    body: JSON.stringify({ messages: user(LONG.repeat(4) + ' again'), max_tokens: 20 }),  // ~16 chunks
   }).catch(() => null);
   const started = await metric(server, 'mkserve_prompt_chunk_tokens_total');
   assert.ok(await waitFor(async () => await metric(server, 'mkserve_prompt_chunk_tokens_total') > started));

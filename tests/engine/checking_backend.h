@@ -118,10 +118,13 @@ class CheckingBackend : public Backend {
     ~Pending() override {
       if (backend_->chunk_) backend_->FinishChunk();
     }
-    bool Wait(std::chrono::microseconds) override {
+    // Time passes in steps here; a wait with a timeout is the engine having nothing else to run,
+    // which lets a chunk timed in steps finish (one timed by release only waits for it).
+    bool Wait(std::chrono::microseconds timeout) override {
       const Chunk& chunk = *backend_->chunk_;
       bool done = backend_->chunks_released_ ||
-                  (backend_->chunk_steps_ >= 0 && backend_->num_steps_ >= chunk.done_at_step);
+                  (backend_->chunk_steps_ >= 0 &&
+                   (backend_->num_steps_ >= chunk.done_at_step || timeout.count() > 0));
       if (!done) return false;
       backend_->FinishChunk();
       if (backend_->chunk_hook_) backend_->chunk_hook_(ChunkPhase::kFinish);

@@ -155,6 +155,35 @@ TEST_F(SchedulerTest, LongPromptsRunAsChunksBesideDecodesOneAtATime) {
   EXPECT_EQ(batch.num_tokens, 100);
 }
 
+TEST_F(SchedulerTest, ShortRequestsPassASiblingWaitingForALongPromptButNotTheChunkItself) {
+  Sequence* a = StartDecodingBesideChunks();
+  auto ready = std::make_shared<bool>(false);
+  Sequence* first = Submit(250, 1000);  // n = 2: the first sibling's prompt runs as chunks
+  Sequence* second = Submit(250, 1000);
+  second->prompt_ready = ready;
+  Sequence* short_one = Submit(20, 3000);
+  Batch batch = Step();
+  EXPECT_EQ(batch.chunk, first);
+  EXPECT_EQ(second->status, SequenceStatus::kWaiting);  // until the first sibling's prompt is in
+  EXPECT_EQ(short_one->status, SequenceStatus::kRunning);
+  EXPECT_EQ(batch.sequences, (std::vector<Sequence*>{a, short_one}));
+}
+
+TEST_F(SchedulerTest, TheChunkTakesItsSlotBeforeShorterRequestsBehindIt) {
+  Init(64, {.max_batch = 2,
+            .max_step_tokens = 1000,
+            .max_prefill_tokens_while_decoding = 32,
+            .prompt_chunk_tokens = 100});
+  Sequence* a = Submit(10, 0);
+  Step();
+  ASSERT_TRUE(a->is_decoding());
+  Sequence* long_one = Submit(250, 1000);
+  Sequence* short_one = Submit(20, 2000);
+  Batch batch = Step();  // one slot left: the long prompt's, not the shorter one behind it
+  EXPECT_EQ(batch.chunk, long_one);
+  EXPECT_EQ(short_one->status, SequenceStatus::kWaiting);
+}
+
 TEST_F(SchedulerTest, PromptLogprobRequestsAndShortPromptsStayInsideSteps) {
   Sequence* a = StartDecodingBesideChunks();
   Sequence* echo = Submit(80, 1000);

@@ -107,7 +107,6 @@ void CudaBackend::set_decode_path(const std::string& choice) {
   CheckDecodePathChoice(choice);
   CudaBackendOptions next = options_;
   next.decode_path = choice;
-  if (chunk_stream_ == nullptr) next.max_prompt_chunk_tokens = 0;
   CheckPromptChunks(next);
   MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old paths' graphs may still run
   decode_paths_.clear();
