@@ -39,13 +39,19 @@ void WaitForFirstToken(RequestHandle& handle, Collected& out) {
   }
 }
 
+// A stream of `tokens` tokens, returned once its first token is in `decoded`.
+RequestHandle StartDecoder(Harness& h, int32_t tokens, Collected& decoded) {
+  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, tokens));
+  WaitForFirstToken(decoder, decoded);
+  return decoder;
+}
+
 TEST(EnginePromptChunkTest, ALongPromptPrefillsBesideTheDecodingStreams) {
   EngineSetup setup = ChunkSetup(300);
   setup.chunk_steps = 3;  // each chunk runs beside three steps
   Harness h = MakeEngine(setup, Pace);
-  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 300));
   Collected decoded;
-  WaitForFirstToken(decoder, decoded);
+  RequestHandle decoder = StartDecoder(h, 300, decoded);
   RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(300), 3));
   Collected answer = Drain(long_prompt);
   EXPECT_FALSE(answer.error.has_value());
@@ -69,9 +75,8 @@ TEST(EnginePromptChunkTest, CancellingDuringAChunkHoldsItsBlocksUntilTheChunkEnd
   EngineSetup setup = ChunkSetup(1000);
   setup.full_blocks = 8;
   Harness h = MakeEngine(setup, Pace);
-  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 1000));
   Collected decoded;
-  WaitForFirstToken(decoder, decoded);
+  RequestHandle decoder = StartDecoder(h, 1000, decoded);
   {
     RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(200), 3));
     ASSERT_TRUE(WaitForSnapshot(
@@ -103,9 +108,8 @@ TEST(EnginePromptChunkTest, AFailedChunkFailsOnlyItsRequest) {
       if (phase == failing) throw Error("chunk lost");
     };
     Harness h = MakeEngine(setup, Pace);
-    RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 200));
     Collected decoded;
-    WaitForFirstToken(decoder, decoded);
+    RequestHandle decoder = StartDecoder(h, 200, decoded);
     RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
     Collected failed = Drain(long_prompt);
     ASSERT_TRUE(failed.error.has_value());
@@ -189,9 +193,8 @@ TEST(EnginePromptChunkTest, AMixedLoadUnderKvPressureKeepsEveryInvariant) {
 // failing both requests.
 void ExpectFatalWithAStreamDecoding(EngineSetup setup, const std::string& message) {
   Harness h = MakeEngine(setup, Pace);
-  RequestHandle decoder = h.engine->Submit(MakeRequest({3, kDecoderMark}, 100000));
   Collected decoded;
-  WaitForFirstToken(decoder, decoded);
+  RequestHandle decoder = StartDecoder(h, 100000, decoded);
   RequestHandle long_prompt = h.engine->Submit(MakeRequest(Prompt(100), 3));
   for (RequestHandle* handle : {&decoder, &long_prompt}) {
     Collected out = Drain(*handle);
