@@ -120,4 +120,8 @@ class Backend {
   }
 };
 
+// What every StartPromptChunk refuses: a chunk that samples or asks for logits or logprobs (it
+// computes KV only), or one longer than `max_tokens`. Throws mkserve::Error naming which.
+void CheckPromptChunk(const SequenceStep& chunk, int64_t max_tokens);
+
 }  // namespace mkserve

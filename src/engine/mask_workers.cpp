@@ -42,8 +42,9 @@ void MaskWorkers::Loop() {
     try {
       const std::vector<Job>& jobs = batch->jobs;
       pool_.ParallelFor(static_cast<int64_t>(jobs.size()), 1, [&jobs](int64_t begin, int64_t end) {
-        for (int64_t j = begin; j < end; ++j)
+        for (int64_t j = begin; j < end; ++j) {
           jobs[j].matcher->FillMask(jobs[j].end_token_ids, jobs[j].mask);
+        }
       });
       batch->done.set_value();
     } catch (...) {

@@ -161,15 +161,7 @@ class ScriptedChunk : public PendingChunk {
 }  // namespace
 
 std::unique_ptr<PendingChunk> ScriptedBackend::StartPromptChunk(const SequenceStep& chunk) {
-  if (static_cast<int64_t>(chunk.token_ids.size()) > prompt_chunk_tokens_) {
-    throw Error("a prompt chunk of " + std::to_string(chunk.token_ids.size()) +
-                " tokens is longer than the " + std::to_string(prompt_chunk_tokens_) +
-                " this backend takes");
-  }
-  if (chunk.sample || chunk.return_logits || !chunk.next_token_ids.empty()) {
-    throw Error(
-        "a prompt chunk beside the steps computes KV only: no sampling, logits or logprobs");
-  }
+  CheckPromptChunk(chunk, prompt_chunk_tokens_);
   const auto hang = Fault(chunk);
   return std::make_unique<ScriptedChunk>(std::chrono::steady_clock::now() + kChunkTime + hang);
 }

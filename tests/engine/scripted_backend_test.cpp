@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 
@@ -127,6 +128,30 @@ TEST(ScriptedBackendTest, StepReturnsScriptedTokensAndPeakedLogprobs) {
   EXPECT_NEAR(out.results[0].logprobs.chosen.logprob, -std::log1p(49 * std::exp(-8.0)), 1e-5);
   ASSERT_EQ(out.results[0].prompt_logprobs.size(), 2u);
   EXPECT_EQ(out.results[0].prompt_logprobs[1].chosen.token_id, 4);
+}
+
+// Chunks beside the steps: refused when too long or asking for outputs (CheckPromptChunk), a
+// rule's error thrown at the start, and a chunk finishes after kChunkTime.
+TEST(ScriptedBackendTest, PromptChunksFinishLaterAndRefuseWhatTheyCannotRun) {
+  Script script{{ScriptRule{{9}, {}, ScriptFault::kError}, ScriptRule{{}, {20}}}};
+  auto backend = MakeScriptedBackend(SmallConfig(), script, 1024, 4, /*prompt_chunk_tokens=*/8);
+  EXPECT_EQ(backend->max_prompt_chunk_tokens(), 8);
+  std::vector<int32_t> prompt(20, 3);
+  SequenceStep chunk;
+  chunk.prompt_token_ids = prompt;
+  chunk.token_ids = std::span<const int32_t>(prompt).first(9);
+  EXPECT_THROW(backend->StartPromptChunk(chunk), Error);  // 9 > 8
+  chunk.token_ids = std::span<const int32_t>(prompt).first(8);
+  chunk.sample = true;
+  EXPECT_THROW(backend->StartPromptChunk(chunk), Error);
+  chunk.sample = false;
+  std::unique_ptr<PendingChunk> pending = backend->StartPromptChunk(chunk);
+  EXPECT_FALSE(pending->Wait(std::chrono::microseconds(0)));
+  EXPECT_TRUE(pending->Wait(std::chrono::seconds(5)));
+  std::vector<int32_t> faulty = {3, 9, 3};
+  chunk.prompt_token_ids = faulty;
+  chunk.token_ids = std::span<const int32_t>(faulty).first(2);
+  EXPECT_THROW(backend->StartPromptChunk(chunk), Error);
 }
 
 }  // namespace

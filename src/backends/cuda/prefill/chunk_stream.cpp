@@ -106,15 +106,7 @@ std::unique_ptr<PendingChunk> ChunkStream::Start(const SequenceStep& chunk, KvPo
   const cudaError_t previous = launching ? cudaErrorNotReady : cudaEventQuery(done_);
   if (previous == cudaErrorNotReady) throw Error("a prompt chunk is still running");
   MKSERVE_CUDA_CHECK(previous);
-  if (chunk.sample || chunk.return_logits || !chunk.next_token_ids.empty()) {
-    throw Error(
-        "a prompt chunk beside the steps computes KV only: no sampling, logits or logprobs");
-  }
-  if (static_cast<int64_t>(chunk.token_ids.size()) > max_tokens_) {
-    throw Error("a prompt chunk of " + std::to_string(chunk.token_ids.size()) +
-                " tokens is longer than the " + std::to_string(max_tokens_) +
-                " this backend takes");
-  }
+  CheckPromptChunk(chunk, max_tokens_);
   auto job = std::make_unique<Job>();
   job->kv_pool = &kv_pool;
   // Pieces of the workspace's size, each planned (validated) before anything is queued.
