@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
 #include "model/presets.h"
 
@@ -52,6 +54,28 @@ TEST(ScheduleCacheTest, APolicyThatCouldHangIsRefusedWhenItsScheduleIsBuilt) {
     EXPECT_NE(std::string(e.what()).find("order_violation"), std::string::npos) << e.what();
   }
   EXPECT_EQ(cache.num_built(), 0u);
+}
+
+TEST(ScheduleCacheTest, ThePolicysTileOverridesReachEverySchedule) {
+  SchedulePolicy policy = SchedulePolicy::FromJson(
+      nlohmann::json::parse(R"({"tiles": {"qkv_tile": 32, "expert_up_tile": 16}})"));
+  EXPECT_EQ(SchedulePolicy::FromJson(policy.ToJson()), policy);
+  ScheduleCache cache(NmcPreset(4), 8, {1024}, 132, policy);
+  for (int64_t batch : {1, 8}) {
+    const Schedule& schedule = cache.Get(batch, 0);
+    EXPECT_EQ(schedule.tiles.qkv_tile, 32);
+    EXPECT_EQ(schedule.tiles.expert_up_tile, 16);
+    EXPECT_EQ(schedule.tiles.oproj_tile, ChooseTileShapes(NmcPreset(4), batch, cache.bucket(0), 132)
+                                             .oproj_tile);  // untouched fields keep the choice
+  }
+  // A name that is no field fails when the policy is read, a value that does not divide its
+  // dimension when the schedule is built.
+  EXPECT_THROW(SchedulePolicy::FromJson(nlohmann::json::parse(R"({"tiles": {"qkv": 32}})")), Error);
+  EXPECT_THROW(SchedulePolicy::FromJson(nlohmann::json::parse(R"({"tiles": {"qkv_tile": "a"}})")),
+               Error);
+  policy.tiles = {{"qkv_tile", 48}};
+  ScheduleCache bad(NmcPreset(4), 8, {1024}, 132, policy);
+  EXPECT_THROW(bad.Get(1, 0), Error);
 }
 
 TEST(ContextBucketTest, PagesFollowTheWindow) {

@@ -41,6 +41,10 @@ size_t ScheduleCache::BucketIndexFor(int64_t longest_context) const {
   return static_cast<size_t>(it - bucket_bounds_.begin());
 }
 
+TileShapes ScheduleCache::TilesFor(int64_t batch, const ContextBucket& context) const {
+  return WithTileOverrides(ChooseTileShapes(config_, batch, context, num_sms_), policy_.tiles);
+}
+
 ContextBucket ScheduleCache::bucket(size_t index) const {
   return BucketForContext(config_, bucket_bounds_.at(index));
 }
@@ -48,8 +52,7 @@ ContextBucket ScheduleCache::bucket(size_t index) const {
 size_t ScheduleCache::RepresentativeBucket(int64_t batch, size_t bucket_index) const {
   auto key = [&](size_t index) {
     const ContextBucket context = bucket(index);
-    return std::make_pair(ChooseTileShapes(config_, batch, context, num_sms_),
-                          context.max_sliding_pages);
+    return std::make_pair(TilesFor(batch, context), context.max_sliding_pages);
   };
   const auto first = key(bucket_index);
   size_t largest = bucket_index;
@@ -69,7 +72,7 @@ const Schedule& ScheduleCache::Get(int64_t batch, size_t bucket_index) {
   std::unique_ptr<Schedule>& slot = schedules_[{batch, representative}];
   if (!slot) {
     const ContextBucket context = bucket(representative);
-    const TileShapes tiles = ChooseTileShapes(config_, batch, context, num_sms_);
+    const TileShapes tiles = TilesFor(batch, context);
     auto schedule = std::make_unique<Schedule>(
         BuildSchedule(config_, batch, context, num_sms_, tiles, policy_));
     // A policy or tile choice that could hang the GPU is refused here, not found by the watchdog.

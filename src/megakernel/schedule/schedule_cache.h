@@ -48,6 +48,8 @@ class ScheduleCache {
   size_t num_built() const { return schedules_.size(); }
 
  private:
+  // ChooseTileShapes' choice with the policy's tile overrides.
+  TileShapes TilesFor(int64_t batch, const ContextBucket& context) const;
   ModelConfig config_;
   int64_t max_batch_;
   std::vector<int64_t> bucket_bounds_;

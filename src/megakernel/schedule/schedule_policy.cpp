@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "megakernel/schedule/tile_shapes.h"
 
 namespace mkserve::megakernel {
 
@@ -88,6 +89,15 @@ SchedulePolicy SchedulePolicy::FromJson(const nlohmann::json& json) {
     } else if (key == "include_sampling") {
       if (!value.is_boolean()) throw Error("schedule policy: include_sampling must be a boolean");
       policy.include_sampling = value.get<bool>();
+    } else if (key == "tiles") {
+      if (!value.is_object()) throw Error("schedule policy: tiles must be an object of integers");
+      for (const auto& [name, size] : value.items()) {
+        if (!size.is_number_integer()) {
+          throw Error("schedule policy: tiles." + name + " must be an integer");
+        }
+        policy.tiles[name] = size.get<int64_t>();
+      }
+      WithTileOverrides(TileShapes{}, policy.tiles);  // names checked now, values per schedule
     } else {
       throw Error("schedule policy: unknown key \"" + key + "\"");
     }
@@ -101,7 +111,8 @@ nlohmann::json SchedulePolicy::ToJson() const {
   for (Wave wave : layer_waves) waves.push_back(std::string(WaveName(wave)));
   return {{"layer_waves", waves},
           {"placement", placement == Placement::kRoundRobin ? "round_robin" : "least_loaded"},
-          {"include_sampling", include_sampling}};
+          {"include_sampling", include_sampling},
+          {"tiles", tiles}};
 }
 
 }  // namespace mkserve::megakernel

@@ -2,7 +2,10 @@
 // it can come from JSON, so trying another wave order or placement needs no rebuild.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -46,10 +49,13 @@ struct SchedulePolicy {
   std::vector<Wave> layer_waves;  // each layer wave exactly once
   Placement placement = Placement::kRoundRobin;
   bool include_sampling = false;  // kSample tasks after the LM head
+  // Tile shape fields (TileShapes' names) that replace ChooseTileShapes' choice at every batch.
+  std::map<std::string, int64_t> tiles;
 
   // Attention and MoE interleaved so MoE tiles fill SMs idle at the tail of attention.
   static SchedulePolicy Default();
-  // {"layer_waves": [names], "placement": "round_robin"|"least_loaded", "include_sampling": b};
+  // {"layer_waves": [names], "placement": "round_robin"|"least_loaded", "include_sampling": b,
+  //  "tiles": {"qkv_tile": 32, ...}};
   // a missing key keeps the default, a wrong one throws mkserve::Error naming it.
   static SchedulePolicy FromJson(const nlohmann::json& json);
   nlohmann::json ToJson() const;

@@ -70,6 +70,35 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   return tiles;
 }
 
+TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64_t>& overrides) {
+  const std::pair<const char*, int64_t TileShapes::*> fields[] = {
+      {"row_tile", &TileShapes::row_tile},
+      {"qkv_tile", &TileShapes::qkv_tile},
+      {"oproj_tile", &TileShapes::oproj_tile},
+      {"dense_up_tile", &TileShapes::dense_up_tile},
+      {"dense_down_tile", &TileShapes::dense_down_tile},
+      {"dense_down_splits", &TileShapes::dense_down_splits},
+      {"router_tile", &TileShapes::router_tile},
+      {"router_splits", &TileShapes::router_splits},
+      {"expert_rows", &TileShapes::expert_rows},
+      {"expert_up_tile", &TileShapes::expert_up_tile},
+      {"expert_down_tile", &TileShapes::expert_down_tile},
+      {"lm_head_tile", &TileShapes::lm_head_tile},
+      {"sliding_splits", &TileShapes::sliding_splits},
+      {"full_split_slots", &TileShapes::full_split_slots},
+      {"min_pages_per_split", &TileShapes::min_pages_per_split},
+      {"attention_claimers", &TileShapes::attention_claimers},
+      {"expert_claimers", &TileShapes::expert_claimers},
+  };
+  for (const auto& [name, value] : overrides) {
+    const auto* field = std::find_if(std::begin(fields), std::end(fields),
+                                     [&](const auto& f) { return name == f.first; });
+    Require(field != std::end(fields), "no tile shape field \"" + name + "\"");
+    tiles.*(field->second) = value;
+  }
+  return tiles;
+}
+
 void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int64_t batch) {
   Require(batch >= 1 && batch <= kMaxBatch,
           "batch must be 1.." + std::to_string(kMaxBatch) + ", got " + std::to_string(batch));

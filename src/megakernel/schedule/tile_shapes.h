@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "megakernel/schedule/context_bucket.h"
 #include "model/model_config.h"
@@ -36,6 +38,10 @@ struct TileShapes {
 // The default shapes for `batch` rows on `num_sms` SMs serving `bucket`.
 TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,
                             int64_t num_sms);
+
+// `tiles` with the named fields replaced (a schedule policy's "tiles"); throws mkserve::Error on
+// a name that is not a field. Values are checked by ValidateTileShapes when a schedule is built.
+TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64_t>& overrides);
 
 // Throws mkserve::Error naming the field when a shape does not divide the dimension it cuts or
 // is out of range, so a bad tuning value fails at build time, not on the device.
