@@ -28,12 +28,13 @@ __device__ inline void StageRowsCg(bf16* xs, int k, int count, RowOf row_of) {
   }
 }
 
-template <int kRows, int kVecs, class Tile>
+// kTokens activation rows per pass: 1 (the batch-1 step) or kStageTokens.
+template <int kRows, int kVecs, int kTokens, class Tile>
 __device__ inline void RunGemvTile(const Tile& tile, bf16* xs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k = tile.K(), groups = tile.Groups(), tokens = tile.Tokens();
-  for (int first = 0; first < tokens; first += kStageTokens) {
-    const int count = min(kStageTokens, tokens - first);
+  for (int first = 0; first < tokens; first += kTokens) {
+    const int count = min(kTokens, tokens - first);
     if (first > 0) WorkerSync();  // the previous pass is done with xs
     StageRowsCg(xs, k, count, [&](int t) { return tile.ActivationRow(first + t); });
     WorkerSync();
@@ -41,10 +42,10 @@ __device__ inline void RunGemvTile(const Tile& tile, bf16* xs) {
       const bf16* rows[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) rows[r] = tile.WeightRow(g, r);
-      float acc[kRows][kStageTokens];
-      cuda::WarpDotRows<kRows, kVecs, kStageTokens>(rows, k, xs, count, acc);
+      float acc[kRows][kTokens];
+      cuda::WarpDotRows<kRows, kVecs, kTokens>(rows, k, xs, count, acc);
 #pragma unroll
-      for (int t = 0; t < kStageTokens; ++t) {
+      for (int t = 0; t < kTokens; ++t) {
         if (t < count && lane == t) {
           float vals[kRows];
 #pragma unroll
@@ -56,13 +57,20 @@ __device__ inline void RunGemvTile(const Tile& tile, bf16* xs) {
   }
 }
 
-// Long rows stream 8 vectors per lane per round, short ones (expert down, K 768) 4.
+// The kernel is one function of about 1 MB of instructions, and what a task executes has to come
+// through the instruction caches: the loops are kept small. One activation row (batch 1) runs
+// its own loop without the seven other rows' unrolled code, and 8-row passes unroll 4 vectors
+// per lane (the tile's L2 prefetch hides the latency more unrolling would). H200, 8K, against
+// one 8-row loop with 8 vectors: batch 1 5.11 -> 4.17 ms, batch 8 17.6 -> 16.8 ms. One row keeps
+// 8 vectors on K 2048 (one round per row; 4 measured the same).
 template <int kRows, class Tile>
 __device__ inline void RunGemv(const Tile& tile, bf16* xs) {
-  if (tile.K() / cuda::kVecElements > 4 * 32) {
-    RunGemvTile<kRows, 8>(tile, xs);
+  if (tile.Tokens() > 1) {
+    RunGemvTile<kRows, 4, kStageTokens>(tile, xs);
+  } else if (tile.K() / cuda::kVecElements > 4 * 32) {
+    RunGemvTile<kRows, 8, 1>(tile, xs);
   } else {
-    RunGemvTile<kRows, 4>(tile, xs);
+    RunGemvTile<kRows, 4, 1>(tile, xs);
   }
 }
 
