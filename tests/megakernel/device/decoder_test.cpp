@@ -6,7 +6,8 @@
 // from the layered path's is a near-tie (backend_test_util.h's bound), and (2) forces the
 // layered path onto the megakernel's routing, after which every row's logits must agree
 // (cosine >= 0.999) and its greedy token too, up to near-ties. Random weights at North width,
-// batches 1, 8, 32 and 64; contexts are ragged and cross the 4096-token sliding window.
+// batches 1, 8, 32 and 64; contexts are ragged and cross the 4096-token sliding window; and 256
+// greedy steps in a row at batch 8.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -195,6 +196,67 @@ TEST_F(MegakernelVsLayered, FiveLayers) {
 TEST_F(MegakernelVsLayered, FullDepth) {
   Load(49);
   for (int64_t batch : {1, 8, 32, 64}) CompareStep(batch);
+}
+
+// 256 greedy steps at batch 8 through all 49 layers. Each step the megakernel runs, the layered
+// path runs forced onto its routing, and every row's logits must agree (cosine >= 0.999) with the
+// same greedy token up to near-ties; the layered path's token is both paths' next input (the KV
+// history is shared: both write each position's K/V, the layered path last). Three rows cross the
+// 4096-token sliding window during the run.
+TEST_F(MegakernelVsLayered, GreedyTokensOver256Steps) {
+  Load(49);
+  constexpr int64_t kSteps = 256;
+  const std::vector<int64_t> contexts = {3950, 4000, 4090, 4100, 5000, 100, 1000, 2000};
+  const int64_t batch = static_cast<int64_t>(contexts.size());
+  const ModelConfig& config = backend_->config();
+  SimpleBlocks blocks(backend_->kv_layout());
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  std::vector<int32_t> tokens;
+  for (int64_t row = 0; row < batch; ++row) {
+    tables.push_back(blocks.Allocate(contexts[row] + kSteps + 1));
+    tokens.push_back(static_cast<int32_t>((row * 7919 + 11) % (config.vocab_size - 16) + 8));
+  }
+  const SamplingParams greedy = cuda::GreedyParams();
+  cuda::DeviceBuffer<float> logits = cuda::testing::NanFloats(batch * config.vocab_size);
+  double lowest = 1.0;
+  int64_t near_tie_flips = 0;
+  std::vector<std::vector<int32_t>> step_tokens(batch);  // the steps' spans point here
+  for (int64_t step = 0; step < kSteps; ++step) {
+    StepInputs inputs;
+    for (int64_t row = 0; row < batch; ++row) {
+      step_tokens[row] = {tokens[row]};
+      inputs.sequences.push_back(MakeStep(row, step_tokens[row], contexts[row] + step, tables[row],
+                                          &greedy, /*return_logits=*/true));
+    }
+    const cuda::StepPlan plan =
+        cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
+    decoder_->Run(plan, logits.data(), backend_->stream());
+    const std::vector<float> ours = cuda::testing::ToHost(logits);
+    cuda::RoutingOverride forced(config, batch, decoder_->LastRouting());
+    hooks_->set_routing_override(&forced);
+    const StepOutputs layered = backend_->Step(inputs);
+    hooks_->set_routing_override(nullptr);
+    for (int64_t row = 0; row < batch; ++row) {
+      const std::vector<float>& want = layered.results[row].logits.at(0);
+      const std::vector<float> got(ours.begin() + row * config.vocab_size,
+                                   ours.begin() + (row + 1) * config.vocab_size);
+      const std::string where = "step " + std::to_string(step) + " row " + std::to_string(row);
+      const double cosine = Cosine(got, want);
+      if (!(cosine >= lowest)) lowest = cosine;
+      ASSERT_GE(cosine, kMinCosine) << where;
+      const int32_t best =
+          static_cast<int32_t>(std::max_element(got.begin(), got.end()) - got.begin());
+      ExpectSameGreedy(best, layered.results[row].token_id, want, where, TieFraction(got, want));
+      if (::testing::Test::HasFailure()) return;
+      if (best != layered.results[row].token_id) ++near_tie_flips;
+      tokens[row] = layered.results[row].token_id;
+    }
+  }
+  std::printf(
+      "%lld greedy steps at batch %lld: lowest logits cosine %.6f, %lld near-tie flips of %lld "
+      "tokens\n",
+      static_cast<long long>(kSteps), static_cast<long long>(batch), lowest,
+      static_cast<long long>(near_tie_flips), static_cast<long long>(kSteps * batch));
 }
 
 // A decoder is refused a max_batch above kMaxMegakernelBatch, and a step with more rows than its
