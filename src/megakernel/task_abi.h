@@ -70,7 +70,8 @@ enum Opcode : uint32_t {
   // weights, and a slot in each chosen expert's bucket (atomic count per expert).
   kTopK = 11,
   // One per MoE layer: prefix-sums the expert bucket counts and writes the ExpertWorkItem queues
-  // (gate/up queue arg[kArgQueue], down queue arg[kArgQueue2]) and their counts.
+  // (gate/up queue arg[kArgQueue], down queue arg[kArgQueue2]) and their counts. With
+  // kFlagWithTopK it first runs kTopK for rows [row_begin, row_end) itself (no kTopK tasks).
   kMoeFinalize = 12,
   // Claims ExpertWorkItem records from queue arg[kArgQueue]: gate and up of one expert for one row
   // block, one output tile, fused SiLU*up -> moe_hidden (rows in bucket order).
@@ -95,6 +96,7 @@ enum TaskFlag : uint32_t {
   kFlagSliding = 1u << 1,     // attention ops: sliding-window layer (window in arg[kArgWindow])
   kFlagAccumulate = 1u << 2,  // the output is added (atomically) into a zeroed buffer (split-K)
   kFlagFinalNorm = 1u << 3,   // kJoin after the last layer: use the final norm weight
+  kFlagWithTopK = 1u << 4,    // kMoeFinalize: run the layer's top-k first, in the same task
 };
 
 // The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "megakernel/schedule/verifier.h"
 #include "megakernel/schedule/work_queues.h"
 #include "model/presets.h"
 
@@ -181,6 +182,40 @@ TEST(SchedulePolicyTest, JsonRoundTripsAndRejectsBadOrders) {
   EXPECT_THROW(SchedulePolicy::FromJson({{"placement", "random"}}), Error);
   EXPECT_THROW(SchedulePolicy::FromJson({{"layer_waves", {"qkv", "warp"}}}), Error);
   EXPECT_THROW(SchedulePolicy::FromJson({{"speed", 3}}), Error);
+}
+
+// topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and
+// carries kFlagWithTopK; the verifier (data checks included: the finalize reads the router logits
+// it then clears) accepts the schedules.
+TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
+  const ModelConfig config = NmcPreset(6);
+  for (int64_t batch : {1, 8, 64}) {
+    const ContextBucket bucket = BucketForContext(config, 8192);
+    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 132);
+    tiles.topk_in_finalize = 1;
+    const Schedule schedule =
+        BuildSchedule(config, batch, bucket, 132, tiles, SchedulePolicy::Default());
+    int finalizes = 0;
+    for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+      EXPECT_NE(task->opcode, kTopK);
+      if (task->opcode != kMoeFinalize) continue;
+      ++finalizes;
+      EXPECT_EQ(task->flags, kFlagWithTopK);
+      EXPECT_EQ(task->row_begin, 0u);
+      EXPECT_EQ(task->row_end, static_cast<uint32_t>(batch));
+      EXPECT_EQ(task->wait0_target, (128u / tiles.router_tile) * tiles.router_splits);
+    }
+    EXPECT_EQ(finalizes, config.num_moe_layers());
+    for (const RunTimeWork& work : StandardWork(config, batch, schedule.bucket)) {
+      const VerifyReport report = VerifySchedule(config, schedule, work);
+      EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
+    }
+  }
+  TileShapes bad = ChooseTileShapes(config, 1, BucketForContext(config, 8192), 132);
+  bad.topk_in_finalize = 2;
+  EXPECT_THROW(
+      BuildSchedule(config, 1, BucketForContext(config, 8192), 132, bad, SchedulePolicy::Default()),
+      Error);
 }
 
 TEST(ScheduleBuilderTest, SamplingIsAddedOnRequest) {

@@ -167,6 +167,11 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kTopK:
       return OpTopK(p, d);
     case kMoeFinalize:
+      if ((d.flags & kFlagWithTopK) != 0) {
+        OpTopK(p, d);
+        __threadfence();  // the routing and bucket counts, before the finalize reads them
+        WorkerSync();
+      }
       return OpMoeFinalize(p, d, s.op.finalize);
     case kExpertGateUpClaim:
       return RunExpertClaims(p, d, false, s);

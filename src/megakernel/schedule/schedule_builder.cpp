@@ -359,13 +359,20 @@ class Builder {
       }
     }
 
-    const uint32_t topk_done = counters_.Add(Wave::kTopK, l, 1, static_cast<uint32_t>(row_groups_));
-    for (int64_t g = 0; g < row_groups_; ++g) {
-      TaskDescriptor task = NewTask(kTopK, layer);
-      SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
-      SetWait(task, 0, router_done, static_cast<uint32_t>(router_tiles * router_splits));
-      task.signal_counter = topk_done;
-      wave(Wave::kTopK).push_back({task, 4.0 * config_.num_experts * tiles_.row_tile});
+    // The finalize waits for the top-k tasks, or with topk_in_finalize runs the top-k itself.
+    const bool topk_in_finalize = tiles_.topk_in_finalize != 0;
+    uint32_t routed = router_done;
+    uint32_t routed_target = static_cast<uint32_t>(router_tiles * router_splits);
+    if (!topk_in_finalize) {
+      routed = counters_.Add(Wave::kTopK, l, 1, static_cast<uint32_t>(row_groups_));
+      routed_target = static_cast<uint32_t>(row_groups_);
+      for (int64_t g = 0; g < row_groups_; ++g) {
+        TaskDescriptor task = NewTask(kTopK, layer);
+        SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
+        SetWait(task, 0, router_done, static_cast<uint32_t>(router_tiles * router_splits));
+        task.signal_counter = routed;
+        wave(Wave::kTopK).push_back({task, 4.0 * config_.num_experts * tiles_.row_tile});
+      }
     }
 
     const uint32_t up_tiles = ExpertGateUpTiles(config_, tiles_);
@@ -377,14 +384,16 @@ class Builder {
     const uint32_t finalize_done = counters_.Add(Wave::kMoeFinalize, l, 1, 1);
     TaskDescriptor finalize = NewTask(kMoeFinalize, layer);
     SetRows(finalize, 0, batch_);
-    SetWait(finalize, 0, topk_done, static_cast<uint32_t>(row_groups_));
+    SetWait(finalize, 0, routed, routed_target);
     finalize.signal_counter = finalize_done;
+    if (topk_in_finalize) finalize.flags = kFlagWithTopK;
     finalize.arg[kArgQueue] = gate_up_queue;
     finalize.arg[kArgQueue2] = down_queue;
     finalize.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
     finalize.arg[kArgTiles] = up_tiles;
     finalize.arg[kArgTiles2] = down_tiles;
-    wave(Wave::kMoeFinalize).push_back({finalize, 4.0 * config_.num_experts});
+    wave(Wave::kMoeFinalize)
+        .push_back({finalize, 4.0 * config_.num_experts * (topk_in_finalize ? batch_ + 1 : 1)});
 
     const uint32_t blocks = ExpertRowBlocks(batch_, tiles_);
     const uint32_t up_done = counters_.Add(

@@ -89,6 +89,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"min_pages_per_split", &TileShapes::min_pages_per_split},
       {"attention_claimers", &TileShapes::attention_claimers},
       {"expert_claimers", &TileShapes::expert_claimers},
+      {"topk_in_finalize", &TileShapes::topk_in_finalize},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -120,6 +121,8 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     RequireDivides(tiles.expert_down_tile, config.hidden_size, "expert_down_tile", "hidden_size");
     Require(tiles.expert_rows >= 1, "expert_rows must be at least 1");
     Require(tiles.expert_claimers >= 1, "expert_claimers must be at least 1");
+    Require(tiles.topk_in_finalize == 0 || tiles.topk_in_finalize == 1,
+            "topk_in_finalize must be 0 or 1");
   }
   RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
   Require(tiles.sliding_splits >= 1, "sliding_splits must be at least 1");

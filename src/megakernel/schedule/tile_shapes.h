@@ -31,6 +31,7 @@ struct TileShapes {
   int64_t min_pages_per_split = 4;  // the full-layer queue never cuts a row finer than this
   int64_t attention_claimers = 1;   // claim tasks per full-attention layer
   int64_t expert_claimers = 1;      // claim tasks per MoE layer, for each of its two queues
+  int64_t topk_in_finalize = 0;     // 1: the finalize task runs the layer's top-k (a hop less)
 
   bool operator==(const TileShapes&) const = default;
 };

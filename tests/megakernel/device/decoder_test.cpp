@@ -63,7 +63,8 @@ double TieFraction(const std::vector<float>& got, const std::vector<float>& want
 
 class MegakernelVsLayered : public ::testing::Test {
  protected:
-  void Load(int64_t layers, bool timeline = false) {
+  void Load(int64_t layers, bool timeline = false,
+            const SchedulePolicy& policy = SchedulePolicy::Default()) {
     cuda::testing::RequireGpu();
     ModelConfig config = NmcPreset(layers);
     cuda::DeviceWeights weights = cuda::DeviceWeights::Random(config, /*seed=*/2026);
@@ -77,6 +78,7 @@ class MegakernelVsLayered : public ::testing::Test {
     MegakernelDecoderOptions mk_options;
     mk_options.record_timeline = timeline;
     mk_options.record_routing = true;
+    mk_options.policy = policy;
     decoder_ = std::make_unique<MegakernelDecoder>(backend_->config(), backend_->weights(),
                                                    backend_->kv_pool(), mk_options);
   }
@@ -190,6 +192,15 @@ TEST_F(MegakernelVsLayered, FiveLayers) {
     CompareStep(batch);
     ExpectFullTimeline(*decoder_);
   }
+}
+
+// The same with each MoE layer's top-k run inside its finalize task (tile shape
+// topk_in_finalize): one cross-SM hop less per layer, the same results.
+TEST_F(MegakernelVsLayered, FiveLayersWithTopKInFinalize) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"topk_in_finalize", 1}};
+  Load(5, /*timeline=*/false, policy);
+  for (int64_t batch : {1, 8, 32, 64}) CompareStep(batch);
 }
 
 // The whole North Mini Code geometry (49 layers).
