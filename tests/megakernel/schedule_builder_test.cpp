@@ -185,8 +185,8 @@ TEST(SchedulePolicyTest, JsonRoundTripsAndRejectsBadOrders) {
 }
 
 // topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and
-// carries kFlagWithTopK; the verifier (data checks included: the finalize reads the router logits
-// it then clears) accepts the schedules.
+// carries kFlagWithTopK; the verifier accepts the schedules, data checks included (the finalize
+// reads the router logits and writes the routing it then reads).
 TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
   const ModelConfig config = NmcPreset(6);
   for (int64_t batch : {1, 8, 64}) {

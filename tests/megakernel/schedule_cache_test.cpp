@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -73,9 +77,19 @@ TEST(ScheduleCacheTest, ThePolicysTileOverridesReachEverySchedule) {
   EXPECT_THROW(SchedulePolicy::FromJson(nlohmann::json::parse(R"({"tiles": {"qkv": 32}})")), Error);
   EXPECT_THROW(SchedulePolicy::FromJson(nlohmann::json::parse(R"({"tiles": {"qkv_tile": "a"}})")),
                Error);
-  policy.tiles = {{"qkv_tile", 48}};
-  ScheduleCache bad(NmcPreset(4), 8, {1024}, 132, policy);
-  EXPECT_THROW(bad.Get(1, 0), Error);
+  // So is one the device could not run: K ranges of 4 elements (16-byte loads), 33 splits (the
+  // partials hold 32), an odd QKV tile (RoPE pairs).
+  for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"qkv_tile", 48}, {"router_splits", 512}, {"sliding_splits", 33}, {"qkv_tile", 1}}) {
+    policy.tiles = {{name, value}};
+    ScheduleCache bad(NmcPreset(4), 8, {1024}, 132, policy);
+    try {
+      bad.Get(1, 0);
+      ADD_FAILURE() << name << " = " << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ContextBucketTest, PagesFollowTheWindow) {

@@ -165,14 +165,16 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kRouter:
       return OpRouter(p, d);
     case kTopK:
-      return OpTopK(p, d);
-    case kMoeFinalize:
-      if ((d.flags & kFlagWithTopK) != 0) {
-        OpTopK(p, d);
+    case kMoeFinalize: {  // one call site of the top-k: with kFlagWithTopK the finalize runs it
+      const bool topk = d.opcode == kTopK || (d.flags & kFlagWithTopK) != 0;
+      if (topk) OpTopK(p, d);
+      if (d.opcode == kTopK) return;
+      if (topk) {
         __threadfence();  // the routing and bucket counts, before the finalize reads them
         WorkerSync();
       }
       return OpMoeFinalize(p, d, s.op.finalize);
+    }
     case kExpertGateUpClaim:
       return RunExpertClaims(p, d, false, s);
     case kExpertDownClaim:

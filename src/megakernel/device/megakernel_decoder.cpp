@@ -12,7 +12,7 @@
 namespace mkserve::megakernel {
 namespace {
 
-constexpr int32_t kMaxSplitSlots = 32;  // ChooseTileShapes caps splits at 32
+constexpr int32_t kMaxSplitSlots = kMaxAttentionSplits;  // ValidateTileShapes' bound
 
 template <typename T>
 T* Alloc(std::vector<cuda::DeviceBuffer<T>>& owner, int64_t count) {
@@ -147,12 +147,6 @@ MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& sche
                     ", which the kernel does not run (kSample: sample after the step)");
       }
     }
-  }
-  const TileShapes& t = schedule.tiles;
-  if (t.sliding_splits > kMaxSplitSlots || t.full_split_slots > kMaxSplitSlots ||
-      t.qkv_tile % 2 != 0) {
-    throw Error("megakernel: tile shapes need at most " + std::to_string(kMaxSplitSlots) +
-                " attention splits and an even qkv_tile");
   }
   auto up = std::make_unique<Uploaded>();
   up->schedule = &schedule;

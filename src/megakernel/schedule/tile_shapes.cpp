@@ -44,14 +44,15 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   if (config.dense_intermediate_size > 0) {
     tiles.dense_up_tile = DividingTile(config.dense_intermediate_size, 64);
     const int64_t up_tiles = config.dense_intermediate_size / tiles.dense_up_tile;
-    tiles.dense_down_splits = up_tiles % 2 == 0 ? 2 : 1;
+    tiles.dense_down_splits =
+        up_tiles % 2 == 0 && config.dense_intermediate_size / 2 % 8 == 0 ? 2 : 1;
   }
   tiles.dense_down_tile = DividingTile(config.hidden_size, 64);
   if (config.num_experts > 0) {
     tiles.router_tile = DividingTile(config.num_experts, 16);  // one warp: 2 experts, not 8
     tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, 64);
   }
-  tiles.router_splits = config.hidden_size % 4 == 0 ? 4 : 1;
+  tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
   tiles.expert_down_tile = DividingTile(config.hidden_size, 128);
   tiles.lm_head_tile = DividingTile(config.vocab_size, batch <= 8 ? 64 : 128);
@@ -59,7 +60,7 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // Enough (row, KV head, split) units to cover the SMs, no split under min_pages_per_split pages.
   const int64_t units = batch * config.num_kv_heads;
   const int64_t wanted = std::max<int64_t>(1, CeilDiv(num_sms, units));
-  const int64_t cap = bucket.max_context_tokens <= 65536 ? 16 : 32;
+  const int64_t cap = bucket.max_context_tokens <= 65536 ? 16 : kMaxAttentionSplits;
   auto splits_for = [&](int64_t pages) {
     return std::clamp<int64_t>(std::min(wanted, pages / tiles.min_pages_per_split), 1, cap);
   };
@@ -105,6 +106,7 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
           "batch must be 1.." + std::to_string(kMaxBatch) + ", got " + std::to_string(batch));
   Require(tiles.row_tile >= 1, "row_tile must be at least 1");
   RequireDivides(tiles.qkv_tile, config.head_dim, "qkv_tile", "head_dim");
+  Require(tiles.qkv_tile % 2 == 0, "qkv_tile must be even (RoPE pairs)");
   RequireDivides(tiles.oproj_tile, config.hidden_size, "oproj_tile", "hidden_size");
   RequireDivides(tiles.dense_down_tile, config.hidden_size, "dense_down_tile", "hidden_size");
   if (config.num_dense_layers() > 0) {
@@ -112,10 +114,14 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
                    "dense_intermediate_size");
     RequireDivides(tiles.dense_down_splits, config.dense_intermediate_size / tiles.dense_up_tile,
                    "dense_down_splits", "the dense gate/up tile count");
+    Require(config.dense_intermediate_size / tiles.dense_down_splits % 8 == 0,
+            "dense_down_splits must leave K ranges of a multiple of 8");
   }
   if (config.num_moe_layers() > 0) {
     RequireDivides(tiles.router_tile, config.num_experts, "router_tile", "num_experts");
     RequireDivides(tiles.router_splits, config.hidden_size, "router_splits", "hidden_size");
+    Require(config.hidden_size / tiles.router_splits % 8 == 0,
+            "router_splits must leave K ranges of a multiple of 8");
     RequireDivides(tiles.expert_up_tile, config.expert_intermediate_size, "expert_up_tile",
                    "expert_intermediate_size");
     RequireDivides(tiles.expert_down_tile, config.hidden_size, "expert_down_tile", "hidden_size");
@@ -125,8 +131,10 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
             "topk_in_finalize must be 0 or 1");
   }
   RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
-  Require(tiles.sliding_splits >= 1, "sliding_splits must be at least 1");
-  Require(tiles.full_split_slots >= 1, "full_split_slots must be at least 1");
+  Require(tiles.sliding_splits >= 1 && tiles.sliding_splits <= kMaxAttentionSplits,
+          "sliding_splits must be 1.." + std::to_string(kMaxAttentionSplits));
+  Require(tiles.full_split_slots >= 1 && tiles.full_split_slots <= kMaxAttentionSplits,
+          "full_split_slots must be 1.." + std::to_string(kMaxAttentionSplits));
   Require(tiles.min_pages_per_split >= 1, "min_pages_per_split must be at least 1");
   Require(tiles.attention_claimers >= 1, "attention_claimers must be at least 1");
 }

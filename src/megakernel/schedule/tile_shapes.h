@@ -12,6 +12,7 @@
 namespace mkserve::megakernel {
 
 inline constexpr int64_t kMaxBatch = 64;  // GEMM tiles put the batch on the MMA's N (<= 64 here)
+inline constexpr int64_t kMaxAttentionSplits = 32;  // KV splits per (row, KV head): partials slots
 
 struct TileShapes {
   int64_t row_tile = 1;             // rows per task of per-row ops (embed, join, top-k, sample)
@@ -44,8 +45,9 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
 // a name that is not a field. Values are checked by ValidateTileShapes when a schedule is built.
 TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64_t>& overrides);
 
-// Throws mkserve::Error naming the field when a shape does not divide the dimension it cuts or
-// is out of range, so a bad tuning value fails at build time, not on the device.
+// Throws mkserve::Error naming the field when a shape does not divide the dimension it cuts, cuts
+// K ranges the device cannot load (16-byte vectors: multiples of 8 elements) or is out of range,
+// so a bad tuning value (a policy's "tiles") fails when the schedule is built, not on the device.
 void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int64_t batch);
 
 }  // namespace mkserve::megakernel

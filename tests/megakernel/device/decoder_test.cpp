@@ -200,7 +200,18 @@ TEST_F(MegakernelVsLayered, FiveLayersWithTopKInFinalize) {
   SchedulePolicy policy = SchedulePolicy::Default();
   policy.tiles = {{"topk_in_finalize", 1}};
   Load(5, /*timeline=*/false, policy);
-  for (int64_t batch : {1, 8, 32, 64}) CompareStep(batch);
+  for (int64_t batch : {1, 8, 32, 64}) {
+    CompareStep(batch);
+    const Schedule& ran = *decoder_->last_schedule();  // the fused schedule, not the default
+    int finalizes = 0;
+    for (const auto& list : ran.sm_tasks) {
+      for (const TaskDescriptor& task : list) {
+        EXPECT_NE(task.opcode, kTopK);
+        if (task.opcode == kMoeFinalize) finalizes += (task.flags & kFlagWithTopK) != 0 ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(finalizes, backend_->config().num_moe_layers());
+  }
 }
 
 // The whole North Mini Code geometry (49 layers).
@@ -241,6 +252,8 @@ TEST_F(MegakernelVsLayered, GreedyTokensOver256Steps) {
     }
     const cuda::StepPlan plan =
         cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
+    // NaN every step: a logit the step failed to write must not keep the last step's value.
+    MKSERVE_CUDA_CHECK(cudaMemsetAsync(logits.data(), 0xFF, logits.bytes(), backend_->stream()));
     decoder_->Run(plan, logits.data(), backend_->stream());
     const std::vector<float> ours = cuda::testing::ToHost(logits);
     cuda::RoutingOverride forced(config, batch, decoder_->LastRouting());
