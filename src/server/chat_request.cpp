@@ -91,6 +91,12 @@ std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
     ToolDefinition definition;
     std::optional<std::string> name = function_fields.NonEmptyString("name");
     if (!name) ThrowInvalid(function_fields.Param("name"), "a function tool needs a name");
+    for (const ToolDefinition& earlier : tools) {
+      if (earlier.name == *name) {
+        ThrowInvalid(function_fields.Param("name"),
+                     "a second tool named '" + *name + "': tool names must be unique");
+      }
+    }
     definition.name = *name;
     definition.description = function_fields.String("description").value_or("");
     if (const Json* parameters = function_fields.Object("parameters")) {

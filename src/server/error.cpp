@@ -12,6 +12,8 @@ ErrorStatus StatusOf(ErrorKind kind) {
       return {401, "authentication_error"};
     case ErrorKind::kNotFound:
       return {404, "not_found_error"};
+    case ErrorKind::kMethodNotAllowed:
+      return {405, "invalid_request_error"};
     case ErrorKind::kPayloadTooLarge:
       return {413, "invalid_request_error"};
     case ErrorKind::kUnavailable:
@@ -33,6 +35,8 @@ Json CodeOf(const ApiError& error) {
       return error.param() == "model" ? Json("model_not_found") : nullptr;
     case ErrorKind::kPayloadTooLarge:
       return "request_too_large";
+    case ErrorKind::kMethodNotAllowed:
+      return "method_not_allowed";
     case ErrorKind::kInvalidRequest:
       return error.param().empty() ? Json(nullptr) : Json("invalid_value");
     default:

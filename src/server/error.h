@@ -11,12 +11,13 @@
 namespace mkserve::server {
 
 enum class ErrorKind {
-  kInvalidRequest,   // 400: malformed JSON, wrong type, value out of range
-  kUnauthorized,     // 401: missing or wrong API key
-  kNotFound,         // 404: unknown route or model
-  kPayloadTooLarge,  // 413: body over --max-body-bytes
-  kUnavailable,      // 503: still loading, or the queue is full
-  kInternal,         // 500: a bug on our side
+  kInvalidRequest,    // 400: malformed JSON, wrong type, value out of range
+  kUnauthorized,      // 401: missing or wrong API key
+  kNotFound,          // 404: unknown route or model
+  kMethodNotAllowed,  // 405: a known path asked with another method
+  kPayloadTooLarge,   // 413: body over --max-body-bytes
+  kUnavailable,       // 503: still loading, or the queue is full
+  kInternal,          // 500: a bug on our side
 };
 
 struct ErrorStatus {

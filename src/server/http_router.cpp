@@ -43,6 +43,14 @@ bool HttpRouter::IsAuthorized(const HttpRequest& request) const {
          request.Header("x-api-key") == api_key_;
 }
 
+std::string HttpRouter::MethodsOf(const std::string& path) const {
+  std::string methods;
+  for (const auto& [key, route] : routes_) {
+    if (key.second == path) methods += (methods.empty() ? "" : ", ") + key.first;
+  }
+  return methods;
+}
+
 HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
   auto route = routes_.find({request.method, request.path});
   // An unknown /v1/ path needs the key too, as at OpenAI: no probing for routes without it.
@@ -56,8 +64,16 @@ HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
         ErrorResponse(ApiError(ErrorKind::kUnauthorized,
                                "missing or invalid API key: send 'Authorization: Bearer <key>'"));
   } else if (route == routes_.end()) {
-    response = ErrorResponse(
-        ApiError(ErrorKind::kNotFound, "no route for " + request.method + " " + request.path));
+    const std::string allowed = MethodsOf(request.path);
+    if (allowed.empty()) {
+      response = ErrorResponse(
+          ApiError(ErrorKind::kNotFound, "no route for " + request.method + " " + request.path));
+    } else {
+      response =
+          ErrorResponse(ApiError(ErrorKind::kMethodNotAllowed,
+                                 request.path + " takes " + allowed + ", not " + request.method));
+      response.headers["Allow"] = allowed;
+    }
   } else {
     response = route->second.handler(request);
   }

@@ -117,6 +117,11 @@ std::string RangeText(double min, double max) {
   return text.str();
 }
 
+// Integer bounds in full: "2147483647", not the 6 digits of a double ("2.14748e+09").
+std::string RangeText(int64_t min, int64_t max) {
+  return "must be between " + std::to_string(min) + " and " + std::to_string(max);
+}
+
 }  // namespace
 
 std::optional<double> JsonFields::Number(const std::string& name, double min, double max) const {
@@ -143,11 +148,11 @@ std::optional<int64_t> JsonFields::Integer(const std::string& name, int64_t min,
       (value->is_number_float() && std::floor(value->get<double>()) == value->get<double>());
   if (!integral) ThrowInvalid(Param(name), "expected an integer, got " + JsonTypeName(*value));
   if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    ThrowInvalid(Param(name), RangeText(double(min), double(max)));
+    ThrowInvalid(Param(name), RangeText(min, max) + ", got " + value->dump());
   }
   double as_double = value->get<double>();
   if (as_double < double(min) || as_double > double(max)) {
-    ThrowInvalid(Param(name), RangeText(double(min), double(max)) + ", got " + value->dump());
+    ThrowInvalid(Param(name), RangeText(min, max) + ", got " + value->dump());
   }
   return value->is_number_float() ? static_cast<int64_t>(as_double) : value->get<int64_t>();
 }

@@ -135,6 +135,13 @@ TEST(ChatRequestTest, ToolsAndToolChoiceModes) {
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "tool_choice");
 }
 
+// Two tools of one name would make a call's schema ambiguous: a 400 naming the second.
+TEST(ChatRequestTest, ToolNamesAreUnique) {
+  Json body = MinimalChat();
+  body["tools"] = {WeatherTool(), WeatherTool()};
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "tools[1].function.name");
+}
+
 TEST(ChatRequestTest, AssistantToolCallsAndToolResults) {
   Json body = MinimalChat();
   body["messages"].push_back(

@@ -17,6 +17,7 @@ TEST(ErrorTest, EveryKindMapsToItsStatusAndType) {
        std::vector<Case>{{ErrorKind::kInvalidRequest, 400, "invalid_request_error"},
                          {ErrorKind::kUnauthorized, 401, "authentication_error"},
                          {ErrorKind::kNotFound, 404, "not_found_error"},
+                         {ErrorKind::kMethodNotAllowed, 405, "invalid_request_error"},
                          {ErrorKind::kPayloadTooLarge, 413, "invalid_request_error"},
                          {ErrorKind::kUnavailable, 503, "unavailable_error"},
                          {ErrorKind::kInternal, 500, "server_error"}}) {

@@ -164,6 +164,17 @@ TEST_F(HttpServerTest, UnknownRouteIsOpenAiShaped404) {
   EXPECT_NE(body["error"]["message"].get<std::string>().find("/v1/nothing"), std::string::npos);
 }
 
+TEST_F(HttpServerTest, AKnownPathWithAnotherMethodIs405WithAllow) {
+  auto result = Client().Get("/echo", {{"Authorization", "Bearer sekret"}});
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 405);
+  EXPECT_EQ(result->get_header_value("Allow"), "POST");
+  nlohmann::json body = nlohmann::json::parse(result->body);
+  EXPECT_EQ(body["error"]["code"], "method_not_allowed");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("/echo takes POST, not GET"),
+            std::string::npos);
+}
+
 TEST_F(HttpServerTest, OversizedBodyIs413) {
   auto result = Client().Post("/echo", {{"Authorization", "Bearer sekret"}}, std::string(4096, 'x'),
                               "text/plain");

@@ -49,6 +49,10 @@ TEST(JsonFieldsTest, IntegerAcceptsWholeDoublesOnly) {
                 .find("expected an integer"),
             std::string::npos);
   EXPECT_EQ(ExpectApiError([&] { fields.Integer("big", 0, 10); }).param(), "big");
+  // Integer bounds are written in full, whatever their size.
+  EXPECT_NE(std::string(ExpectApiError([&] { fields.Integer("big", 0, INT32_MAX); }).what())
+                .find("between 0 and 2147483647, got 1e+30"),
+            std::string::npos);
 }
 
 }  // namespace
