@@ -101,6 +101,9 @@ TokenizeRequest ParseTokenizeRequest(const Json& body) {
   request.add_special_tokens = fields.Bool("add_special_tokens").value_or(true);
   // The chat form takes every field of a chat request that shapes the prompt.
   if (fields.Get("messages") != nullptr) {
+    if (fields.Get("prompt") != nullptr) {
+      ThrowInvalid("prompt", "send either 'prompt' or 'messages', not both");
+    }
     request.chat = ParseChatRequest(body);
     return request;
   }

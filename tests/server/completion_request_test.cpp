@@ -78,6 +78,12 @@ TEST(TokenizeRequestTest, PromptOrMessages) {
   ASSERT_TRUE(chat.chat);
   EXPECT_EQ(chat.chat->messages.size(), 1u);
   EXPECT_EQ(ExpectApiError([] { ParseTokenizeRequest({{"prompt", 3}}); }).param(), "prompt");
+  // Both forms at once is ambiguous, not a silent choice.
+  EXPECT_EQ(ExpectApiError([] {
+              ParseTokenizeRequest(
+                  {{"prompt", "hi"}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
+            }).param(),
+            "prompt");
   EXPECT_EQ(ParseDetokenizeRequest({{"tokens", {5, 6}}}).token_ids, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(ExpectApiError([] {
               ParseDetokenizeRequest({{"tokens", {5, "a"}}});
