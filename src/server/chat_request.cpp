@@ -245,8 +245,24 @@ std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& 
     ThrowInvalid(param, "expected an array of messages, got " + JsonTypeName(messages));
   if (messages.empty()) ThrowInvalid(param, "must contain at least one message");
   std::vector<ChatMessage> parsed;
+  std::set<std::string> call_ids;  // of the assistant turns so far
   for (size_t i = 0; i < messages.size(); ++i) {
-    parsed.push_back(ParseMessage(messages[i], param + "[" + std::to_string(i) + "]"));
+    const std::string at = param + "[" + std::to_string(i) + "]";
+    parsed.push_back(ParseMessage(messages[i], at));
+    const ChatMessage& message = parsed.back();
+    for (const ToolCall& call : message.tool_calls) call_ids.insert(call.id);
+    // A result the template cannot attach to a call would reach the model as a result of
+    // nothing: refused, as OpenAI refuses it.
+    if (message.role == "tool") {
+      if (message.tool_call_id.empty()) {
+        ThrowInvalid(at + ".tool_call_id", "a tool message needs the id of the call it answers");
+      }
+      if (!call_ids.count(message.tool_call_id)) {
+        ThrowInvalid(
+            at + ".tool_call_id",
+            "no earlier assistant message has a tool call with id '" + message.tool_call_id + "'");
+      }
+    }
   }
   return parsed;
 }

@@ -160,6 +160,23 @@ TEST(ChatRequestTest, AssistantToolCallsAndToolResults) {
   EXPECT_EQ(request.messages[2].tool_call_id, "call_1");
 }
 
+// A tool result must name a call an earlier assistant turn made (as at OpenAI): otherwise the
+// prompt would carry a result of no call.
+TEST(ChatRequestTest, AToolResultAnswersAnEarlierCall) {
+  Json body = MinimalChat();
+  body["messages"].push_back({{"role", "tool"}, {"content", "sunny"}});
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "messages[1].tool_call_id");
+  body["messages"][1]["tool_call_id"] = "call_1";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "messages[1].tool_call_id");
+  // The call comes after its result: still refused.
+  body["messages"].push_back({{"role", "assistant"},
+                              {"tool_calls",
+                               {{{"id", "call_1"},
+                                 {"type", "function"},
+                                 {"function", {{"name", "get_weather"}, {"arguments", "{}"}}}}}}});
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "messages[1].tool_call_id");
+}
+
 TEST(ChatRequestTest, ReasoningSwitches) {
   Json body = MinimalChat();
   EXPECT_FALSE(ParseChatRequest(body).enable_thinking.has_value());
