@@ -215,12 +215,15 @@ enum ScratchBuffer : uint32_t {
 };
 
 // Timeline (optional): the kernel writes one record per executed task at
-// records[sm * max_tasks_per_sm + task_index], times from %globaltimer in nanoseconds.
+// records[sm * max_tasks_per_sm + task_index], times from %globaltimer in nanoseconds: the task's
+// start (before its wait), when its wait ended (its inputs were ready; a claim task's own wait,
+// before it claims items) and its end (after its signal).
 struct TaskTimestamp {
   uint64_t start_ns;
+  uint64_t ready_ns;
   uint64_t end_ns;
 };
-static_assert(sizeof(TaskTimestamp) == 16);
+static_assert(sizeof(TaskTimestamp) == 24);
 
 MKSERVE_HOST_DEVICE inline bool IsClaimOpcode(uint32_t opcode) {
   return opcode == kAttentionClaim || opcode == kExpertGateUpClaim || opcode == kExpertDownClaim;

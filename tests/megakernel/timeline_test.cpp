@@ -17,9 +17,9 @@ TEST(TimelineTest, TasksBecomeSlicesOnTheirSmTrack) {
   const Schedule schedule = BuildSchedule(
       config, 1, bucket, 2, ChooseTileShapes(config, 1, bucket, 2), SchedulePolicy::Default());
   const int64_t width = schedule.max_tasks_per_sm();
-  std::vector<TaskTimestamp> records(2 * width, TaskTimestamp{0, 0});
-  records[0] = {1'000'000, 1'002'500};          // SM 0 task 0: the embed, 2.5 us
-  records[width + 1] = {1'003'000, 1'004'000};  // SM 1 task 1
+  std::vector<TaskTimestamp> records(2 * width, TaskTimestamp{0, 0, 0});
+  records[0] = {1'000'000, 1'000'000, 1'002'500};          // SM 0 task 0: the embed, 2.5 us
+  records[width + 1] = {1'003'000, 1'003'600, 1'004'000};  // SM 1 task 1, waited 0.6 us
   const nlohmann::json trace = nlohmann::json::parse(TimelineToChromeTrace(schedule, records));
 
   std::vector<nlohmann::json> slices;
@@ -35,6 +35,8 @@ TEST(TimelineTest, TasksBecomeSlicesOnTheirSmTrack) {
   EXPECT_DOUBLE_EQ(slices[1]["ts"].get<double>(), 3.0);
   EXPECT_EQ(slices[1]["args"]["sequence"], schedule.sm_tasks[1][1].arg[kArgSequence]);
   EXPECT_EQ(slices[1]["args"]["task_index"], 1);
+  EXPECT_DOUBLE_EQ(slices[1]["args"]["wait_us"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(slices[0]["args"]["wait_us"].get<double>(), 0.0);
 }
 
 TEST(TimelineTest, BadBuffersAreRejected) {
@@ -44,8 +46,12 @@ TEST(TimelineTest, BadBuffersAreRejected) {
       config, 1, bucket, 2, ChooseTileShapes(config, 1, bucket, 2), SchedulePolicy::Default());
   std::vector<TaskTimestamp> records(3);
   EXPECT_THROW(TimelineToChromeTrace(schedule, records), Error);
-  records.assign(2 * schedule.max_tasks_per_sm(), TaskTimestamp{0, 0});
-  records[0] = {10, 5};
+  records.assign(2 * schedule.max_tasks_per_sm(), TaskTimestamp{0, 0, 0});
+  records[0] = {10, 10, 5};  // ends before it starts
+  EXPECT_THROW(TimelineToChromeTrace(schedule, records), Error);
+  records[0] = {10, 4, 20};  // ready before it starts
+  EXPECT_THROW(TimelineToChromeTrace(schedule, records), Error);
+  records[0] = {10, 25, 20};  // ready after it ends
   EXPECT_THROW(TimelineToChromeTrace(schedule, records), Error);
 }
 

@@ -214,10 +214,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     uint64_t start = 0;
     if (threadIdx.x == 0) start = GlobalTimerNs();
     if (IsStaticGemm(d.opcode)) PrefetchTaskWeights(p, d);  // weights stream during the wait
+    uint64_t ready_at = 0;
     if (threadIdx.x == 0) {
       const bool ready = SpinUntil(p, d.wait0_counter, d.wait0_target) &&
                          SpinUntil(p, d.wait1_counter, d.wait1_target);
       if (!ready) Volatile(s.stop) = 1;
+      ready_at = GlobalTimerNs();
     }
     WorkerSync();
     if (Volatile(s.stop) != 0) return;
@@ -228,7 +230,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       if (!IsClaimOpcode(d.opcode)) Arrive(p, d.signal_counter);
       if (p.timeline != nullptr) {
         p.timeline[static_cast<int64_t>(blockIdx.x) * lists.max_tasks_per_sm + i] = {
-            start, GlobalTimerNs()};
+            start, ready_at, GlobalTimerNs()};
       }
       Volatile(s.consumed) = i + 1;  // the ring slot may be refilled
     }

@@ -70,7 +70,7 @@ std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTime
                               int64_t layer) {
   struct Stats {
     int64_t count = 0;
-    double sum_us = 0, max_us = 0;
+    double sum_us = 0, max_us = 0, wait_us = 0;
     uint64_t first_start = std::numeric_limits<uint64_t>::max(), last_end = 0;
   };
   std::vector<Stats> all(kOpcodeCount), in_layer(kOpcodeCount);
@@ -85,6 +85,7 @@ std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTime
       ++a.count;
       a.sum_us += us;
       a.max_us = std::max(a.max_us, us);
+      a.wait_us += (t.ready_ns - t.start_ns) / 1e3;
       step_start = std::min(step_start, t.start_ns);
       step_end = std::max(step_end, t.end_ns);
       if (task.opcode == kJoin && static_cast<int64_t>(task.layer) == layer - 1) {
@@ -102,15 +103,17 @@ std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTime
   std::snprintf(line, sizeof(line), "step span %.1f us; layer %lld from the previous join:\n",
                 (step_end - step_start) / 1e3, static_cast<long long>(layer));
   out += line;
-  out += "| opcode | tasks | mean us | max us | layer: first start us | layer: last end us |\n";
+  out +=
+      "| opcode | tasks | mean us | mean wait us | max us | layer: first start us | layer: last "
+      "end us |\n";
   for (uint32_t op = 0; op < kOpcodeCount; ++op) {
     const Stats& a = all[op];
     if (a.count == 0) continue;
     const Stats& l = in_layer[op];
     const bool here = l.last_end > 0;
-    std::snprintf(line, sizeof(line), "| %s | %lld | %.2f | %.2f | %.1f | %.1f |\n",
+    std::snprintf(line, sizeof(line), "| %s | %lld | %.2f | %.2f | %.2f | %.1f | %.1f |\n",
                   std::string(OpcodeName(op)).c_str(), static_cast<long long>(a.count),
-                  a.sum_us / a.count, a.max_us,
+                  a.sum_us / a.count, a.wait_us / a.count, a.max_us,
                   here ? (static_cast<double>(l.first_start) - layer_origin) / 1e3 : 0.0,
                   here ? (static_cast<double>(l.last_end) - layer_origin) / 1e3 : 0.0);
     out += line;

@@ -26,8 +26,8 @@ MegakernelPoint BenchMegakernelDecode(cuda::CudaBackend& backend, MegakernelDeco
                                       int64_t distinct_experts);
 
 // Where a recorded step's time went (decoder with record_timeline, after a Run): per opcode the
-// task count, mean and longest task; for layer `layer`, each opcode's first start and last end
-// relative to the previous layer's last join. A short text table.
+// task count, mean task, mean wait for its inputs and longest task; for layer `layer`, each
+// opcode's first start and last end relative to the previous layer's last join. A short text table.
 std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTimestamp> records,
                               int64_t layer);
 

@@ -25,10 +25,11 @@ std::string TimelineToChromeTrace(const Schedule& schedule,
     for (size_t i = 0; i < schedule.sm_tasks[sm].size(); ++i) {
       const TaskTimestamp& record = records[sm * width + i];
       if (record.start_ns == 0 && record.end_ns == 0) continue;
-      if (record.end_ns < record.start_ns) {
+      if (record.ready_ns < record.start_ns || record.end_ns < record.ready_ns) {
         throw Error("timeline record of SM " + std::to_string(sm) + " task " + std::to_string(i) +
-                    " ends (" + std::to_string(record.end_ns) + " ns) before it starts (" +
-                    std::to_string(record.start_ns) + " ns)");
+                    " is out of order: start " + std::to_string(record.start_ns) + ", ready " +
+                    std::to_string(record.ready_ns) + ", end " + std::to_string(record.end_ns) +
+                    " ns");
       }
       origin = std::min(origin, record.start_ns);
     }
@@ -60,6 +61,7 @@ std::string TimelineToChromeTrace(const Schedule& schedule,
              {"split", task.split},
              {"rows", std::to_string(task.row_begin) + ".." + std::to_string(task.row_end)},
              {"task_index", i},
+             {"wait_us", static_cast<double>(record.ready_ns - record.start_ns) / 1000.0},
              {"sequence", task.arg[kArgSequence]}}}});
     }
   }

@@ -179,7 +179,8 @@ void ExpectFullTimeline(const MegakernelDecoder& decoder) {
     for (size_t i = 0; i < schedule.sm_tasks[sm].size(); ++i) {
       const TaskTimestamp& r = records[sm * schedule.max_tasks_per_sm() + i];
       ASSERT_GT(r.start_ns, 0u) << "sm " << sm << " task " << i;
-      ASSERT_GE(r.end_ns, r.start_ns) << "sm " << sm << " task " << i;
+      ASSERT_GE(r.ready_ns, r.start_ns) << "sm " << sm << " task " << i;
+      ASSERT_GE(r.end_ns, r.ready_ns) << "sm " << sm << " task " << i;
     }
   }
   EXPECT_NE(TimelineToChromeTrace(schedule, records).find("traceEvents"), std::string::npos);
