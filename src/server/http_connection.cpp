@@ -172,6 +172,7 @@ void HttpConnection::Dispatch() {
   http::request<http::string_body> message = parser_->release();
   version_ = message.version();
   keep_alive_ = message.keep_alive();
+  head_only_ = message.method() == http::verb::head;
   HttpRequest request = ToHttpRequest(message);
   request.is_connection_closed =
       WatchSocket(stream_.socket().native_handle(), context_.stop_requested);
@@ -262,6 +263,10 @@ bool HttpConnection::WriteWhole(const HttpResponse& response, bool keep_alive) {
   SetHead(message, response, keep_alive);
   message.body() = response.body;
   message.prepare_payload();
+  if (head_only_) {  // Content-Length of the body a GET would get, and no body
+    http::response_serializer<http::string_body> serializer(message);
+    return WriteOnIoThread([&](auto done) { http::async_write_header(stream_, serializer, done); });
+  }
   return WriteOnIoThread([&](auto done) { http::async_write(stream_, message, done); });
 }
 

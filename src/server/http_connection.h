@@ -103,6 +103,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   Phase phase_ = Phase::kReading;
   unsigned version_ = 11;  // of the request being handled
   bool keep_alive_ = true;
+  bool head_only_ = false;  // a HEAD request: the GET answer's head, no body
 };
 
 }  // namespace mkserve::server

@@ -46,13 +46,16 @@ bool HttpRouter::IsAuthorized(const HttpRequest& request) const {
 std::string HttpRouter::MethodsOf(const std::string& path) const {
   std::string methods;
   for (const auto& [key, route] : routes_) {
-    if (key.second == path) methods += (methods.empty() ? "" : ", ") + key.first;
+    if (key.second != path) continue;
+    methods += (methods.empty() ? "" : ", ") + key.first;
+    if (key.first == "GET") methods += ", HEAD";
   }
   return methods;
 }
 
 HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
-  auto route = routes_.find({request.method, request.path});
+  // HEAD is answered as GET (the connection sends the head only).
+  auto route = routes_.find({request.method == "HEAD" ? "GET" : request.method, request.path});
   // An unknown /v1/ path needs the key too, as at OpenAI: no probing for routes without it.
   bool needs_key = route == routes_.end() ? IsOpenAiPath(request.path)
                                           : route->second.access == Access::kAuthenticated;

@@ -29,7 +29,7 @@ class HttpRouter {
     Handler handler;
   };
   bool IsAuthorized(const HttpRequest& request) const;
-  // The methods routed for `path`, "GET, POST" style; empty when the path has no route.
+  // The methods routed for `path`, "GET, HEAD, POST" style; empty when the path has no route.
   std::string MethodsOf(const std::string& path) const;
 
   std::string api_key_;                                          // empty: no auth

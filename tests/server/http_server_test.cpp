@@ -164,6 +164,18 @@ TEST_F(HttpServerTest, UnknownRouteIsOpenAiShaped404) {
   EXPECT_NE(body["error"]["message"].get<std::string>().find("/v1/nothing"), std::string::npos);
 }
 
+// HEAD gets the GET answer's head: its status and Content-Length, no body.
+TEST_F(HttpServerTest, HeadIsAnsweredLikeGetWithoutTheBody) {
+  httplib::Client client = Client();
+  auto head = client.Head("/public");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
+  EXPECT_EQ(head->get_header_value("Content-Length"), "11");  // {"ok":true}
+  EXPECT_EQ(client.Get("/public")->body, "{\"ok\":true}");    // the connection is still usable
+  EXPECT_EQ(client.Head("/echo")->status, 405);
+}
+
 TEST_F(HttpServerTest, AKnownPathWithAnotherMethodIs405WithAllow) {
   auto result = Client().Get("/echo", {{"Authorization", "Bearer sekret"}});
   ASSERT_TRUE(result);
