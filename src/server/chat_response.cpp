@@ -109,16 +109,7 @@ std::string ChatChoices::StreamEvent(const ChoiceEvent& event) {
 }
 
 std::string ChatChoices::StreamEnd(const Usage& usage) const {
-  std::string events;
-  if (options_.include_usage) {
-    events += SseEvent({{"id", meta_.id},
-                        {"object", "chat.completion.chunk"},
-                        {"created", meta_.created_unix_s},
-                        {"model", meta_.model},
-                        {"choices", Json::array()},
-                        {"usage", UsageJson(usage)}});
-  }
-  return events + std::string(kSseDone);
+  return StreamEndEvents(meta_, "chat.completion.chunk", options_.include_usage, usage);
 }
 
 void ChatChoices::Accumulate(const ChoiceEvent& event) {

@@ -136,16 +136,7 @@ std::string CompletionChoices::StreamEvent(const ChoiceEvent& event) {
 }
 
 std::string CompletionChoices::StreamEnd(const Usage& usage) const {
-  std::string events;
-  if (options_.include_usage) {
-    events += SseEvent({{"id", meta_.id},
-                        {"object", "text_completion"},
-                        {"created", meta_.created_unix_s},
-                        {"model", meta_.model},
-                        {"choices", Json::array()},
-                        {"usage", UsageJson(usage)}});
-  }
-  return events + std::string(kSseDone);
+  return StreamEndEvents(meta_, "text_completion", options_.include_usage, usage);
 }
 
 void CompletionChoices::Accumulate(const ChoiceEvent& event) {

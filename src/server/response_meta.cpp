@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <random>
 
+#include "server/sse.h"
+
 namespace mkserve::server {
 
 ResponseMeta NewResponseMeta(const std::string& prefix, const std::string& model) {
@@ -23,6 +25,20 @@ Json UsageJson(const Usage& usage) {
           {"completion_tokens", usage.completion_tokens},
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+}
+
+std::string StreamEndEvents(const ResponseMeta& meta, std::string_view object, bool include_usage,
+                            const Usage& usage) {
+  std::string events;
+  if (include_usage) {
+    events += SseEvent({{"id", meta.id},
+                        {"object", object},
+                        {"created", meta.created_unix_s},
+                        {"model", meta.model},
+                        {"choices", Json::array()},
+                        {"usage", UsageJson(usage)}});
+  }
+  return events + std::string(kSseDone);
 }
 
 }  // namespace mkserve::server

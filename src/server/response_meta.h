@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "engine/engine_events.h"
 #include "server/json.h"
@@ -20,5 +21,10 @@ ResponseMeta NewResponseMeta(const std::string& prefix, const std::string& model
 
 // OpenAI `usage`, with prompt_tokens_details.cached_tokens.
 Json UsageJson(const Usage& usage);
+
+// The last events of a stream: with include_usage a chunk of `object` ("chat.completion.chunk",
+// "text_completion") with no choices and the usage, then [DONE].
+std::string StreamEndEvents(const ResponseMeta& meta, std::string_view object, bool include_usage,
+                            const Usage& usage);
 
 }  // namespace mkserve::server
