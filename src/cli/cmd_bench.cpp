@@ -23,6 +23,7 @@
 #include "backends/cuda/tools/read_bandwidth.h"
 #include "backends/cuda/tools/step_breakdown.h"
 #include "backends/cuda/tools/tool_hooks.h"
+#include "megakernel/schedule/schedule_policy.h"
 #include "model/presets.h"
 #endif
 
@@ -34,7 +35,7 @@ constexpr char kUsage[] =
     "                     [--context 1024,8192] [--decode layered,NAME...] [--prefill 1024,8192]\n"
     "                     [--steps 20] [--gpu-memory-fraction 0.9] [--seed 0] [--json FILE]\n"
     "                     [--breakdown] [--sampling greedy|sampled] [--tokens distinct|same]\n"
-    "                     [--grouped-moe-min-tokens N]\n"
+    "                     [--grouped-moe-min-tokens N] [--megakernel-policy FILE]\n"
     "\n"
     "Random weights at North Mini Code geometry (or --model DIR's config.json geometry;\n"
     "--layers keeps the layer pattern with fewer layers, preset geometry only). Prints\n"
@@ -54,7 +55,9 @@ constexpr char kUsage[] =
     "the rows over the experts.\n"
     "--grouped-moe-min-tokens N: steps of at least N tokens run the experts as tensor-core "
     "grouped\n"
-    "GEMMs instead of the decode GEMV (CudaBackendOptions::grouped_moe_min_tokens).\n";
+    "GEMMs instead of the decode GEMV (CudaBackendOptions::grouped_moe_min_tokens).\n"
+    "--megakernel-policy FILE: the megakernel's schedule policy (wave order, placement, tile\n"
+    "shapes; docs/megakernel.md) from a JSON file, for the megakernel rows.\n";
 
 #ifdef MKSERVE_HAS_CUDA
 
@@ -78,6 +81,7 @@ struct BenchOptions {
   bool same_token = false;  // every decode row the same token: the whole batch on top-k experts
   int64_t grouped_moe_min_tokens = 0;     // 0: the backend's default
   std::vector<std::string> decode_paths;  // CudaBackendOptions::decode_path values, in turn
+  std::string megakernel_policy;          // CudaBackendOptions::megakernel_policy (JSON text)
 };
 
 BenchOptions ParseOptions(Args& args) {
@@ -99,7 +103,18 @@ BenchOptions ParseOptions(Args& args) {
   const std::string sampling = args.String("sampling", "greedy");
   const std::string tokens = args.String("tokens", "distinct");
   o.grouped_moe_min_tokens = args.Int("grouped-moe-min-tokens", 0);
+  const std::string policy_file = args.String("megakernel-policy", "");
   args.Finish();
+  if (!policy_file.empty()) {
+    if (std::find(decode.begin(), decode.end(), "megakernel") == decode.end()) {
+      throw Error("--megakernel-policy needs megakernel in --decode");
+    }
+    try {
+      o.megakernel_policy = megakernel::SchedulePolicy::FromFile(policy_file).ToJson().dump();
+    } catch (const Error& e) {
+      throw Error(std::string("--megakernel-policy: ") + e.what());
+    }
+  }
   if (tokens != "distinct" && tokens != "same") {
     throw Error("--tokens must be distinct or same, got " + tokens);
   }
@@ -134,6 +149,7 @@ std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_
   options.max_batch = max_batch;
   options.max_num_tokens = 8192;
   if (o.grouped_moe_min_tokens > 0) options.grouped_moe_min_tokens = o.grouped_moe_min_tokens;
+  options.megakernel_policy = o.megakernel_policy;
   if (o.layers > 0) {
     if (!o.model_dir.empty()) throw Error("--layers works with the preset geometry only");
     ModelConfig config = NmcPreset(o.layers);

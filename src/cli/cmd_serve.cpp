@@ -21,6 +21,7 @@
 #include "common/args.h"
 #include "common/error.h"
 #include "engine/scripted_backend.h"
+#include "megakernel/schedule/schedule_policy.h"
 #include "server/grammar_vocabulary.h"
 #include "server/http_server.h"
 #include "server/output_parser_factory.h"
@@ -49,6 +50,7 @@ struct ServeFlags {
   int64_t prompt_chunk_tokens = -1;     // cuda: -1 = kCudaPromptChunkTokens; 0 = inside steps only
   double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
   std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
+  std::string megakernel_policy;        // cuda: CudaBackendOptions::megakernel_policy (JSON)
   int64_t warmup_context = 8192;        // cuda: decode path prepared at start-up up to this context
   bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
   uint64_t seed = 0;
@@ -112,6 +114,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
   flags.decode_path = args.String("decode", flags.decode_path);
+  const std::string policy_file = args.String("megakernel-policy", "");
   flags.warmup_context = args.Int("warmup-context", flags.warmup_context);
   flags.random_weights = args.Switch("random-weights");
   flags.seed = static_cast<uint64_t>(args.Int("seed", 0));
@@ -165,6 +168,16 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
     }
     flags.decode_path = "eager";
   }
+  if (!policy_file.empty()) {  // read and checked now, before any weight is loaded
+    if (flags.backend != "cuda" || flags.decode_path != "megakernel") {
+      throw Error("--megakernel-policy needs --backend cuda --decode megakernel");
+    }
+    try {
+      flags.megakernel_policy = megakernel::SchedulePolicy::FromFile(policy_file).ToJson().dump();
+    } catch (const Error& e) {
+      throw Error(std::string("--megakernel-policy: ") + e.what());
+    }
+  }
   if (flags.warmup_context < 0) throw Error("--warmup-context must be >= 0 (0: no warm-up)");
   if (flags.random_weights && flags.backend != "cuda") {
     throw Error("--random-weights needs --backend cuda");
@@ -190,8 +203,9 @@ constexpr int64_t kCudaPromptChunkTokens = 32768;
 
 #ifdef MKSERVE_HAS_CUDA
 // Prepares the decode path before the first request (graphs, or the megakernel's schedules), with
-// progress and the cost on stderr.
-void WarmUpCuda(cuda::CudaBackend& backend) {
+// progress and the cost on stderr. A failure is reported and the step prepares on first use,
+// unless it came from the operator's --megakernel-policy: then serving stops here.
+void WarmUpCuda(cuda::CudaBackend& backend, bool custom_policy) {
   int last_tenth = -1;
   const cuda::WarmUpReport report = backend.WarmUp([&last_tenth](int64_t done, int64_t total) {
     const int tenth = static_cast<int>(10 * done / std::max<int64_t>(total, 1));
@@ -207,7 +221,9 @@ void WarmUpCuda(cuda::CudaBackend& backend) {
       backend.decode_path().c_str(), static_cast<long long>(report.prepared), report.seconds,
       static_cast<long long>(report.device_bytes >> 20),
       report.stopped_early ? " (stopped early: the rest is prepared on first use)" : "");
-  if (!report.error.empty()) std::fprintf(stderr, "decode warm-up: %s\n", report.error.c_str());
+  if (report.error.empty()) return;
+  if (custom_policy) throw Error("--megakernel-policy: " + report.error);
+  std::fprintf(stderr, "decode warm-up: %s\n", report.error.c_str());
 }
 #endif
 
@@ -221,6 +237,7 @@ std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
   options.max_prompt_chunk_tokens =
       flags.prompt_chunk_tokens < 0 ? kCudaPromptChunkTokens : flags.prompt_chunk_tokens;
   options.decode_path = flags.decode_path;
+  options.megakernel_policy = flags.megakernel_policy;
   cuda::CheckPromptChunks(options);  // before minutes of weight upload
   options.random_weights = flags.random_weights;
   options.seed = flags.seed;
@@ -233,7 +250,7 @@ std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
     options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
     backend = cuda::LoadCudaBackend(flags.model_dir, options);
   }
-  if (flags.warmup_context > 0) WarmUpCuda(*backend);
+  if (flags.warmup_context > 0) WarmUpCuda(*backend, !flags.megakernel_policy.empty());
   return backend;
 #else
   (void)flags;

@@ -31,6 +31,7 @@ const CASES = [
   [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],
   [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],
   [['--max-connections', '0'], /--max-connections must be 1\.\.\d+/],
+  [['--megakernel-policy', 'policy.json'], /--megakernel-policy needs --backend cuda --decode megakernel/],
 ];
 
 for (const [args, message] of CASES) {

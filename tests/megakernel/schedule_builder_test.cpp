@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -216,6 +217,27 @@ TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
   EXPECT_THROW(
       BuildSchedule(config, 1, BucketForContext(config, 8192), 132, bad, SchedulePolicy::Default()),
       Error);
+}
+
+// A policy file (`--megakernel-policy`): read, parsed and checked, every failure naming the file.
+TEST(SchedulePolicyTest, FromFileNamesTheFileOnEveryFailure) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + name) << text;
+    return dir + name;
+  };
+  SchedulePolicy want = SchedulePolicy::Default();
+  want.tiles = {{"topk_in_finalize", 1}};
+  EXPECT_EQ(SchedulePolicy::FromFile(write("good.json", want.ToJson().dump())), want);
+  for (const std::string& path : {dir + "missing.json", write("broken.json", "{\"tiles\": "),
+                                  write("unknown.json", "{\"speed\": 3}")}) {
+    try {
+      SchedulePolicy::FromFile(path);
+      ADD_FAILURE() << path << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ScheduleBuilderTest, SamplingIsAddedOnRequest) {

@@ -25,6 +25,9 @@ struct CudaBackendOptions {
   // else eager kernels) or a registered path's name ("eager", "graph", ...), tried first with
   // "eager" behind it (decode/decode_path_registry.h).
   std::string decode_path = "eager";
+  // The megakernel decode path's schedule policy as JSON text (SchedulePolicy::FromJson, e.g.
+  // from `--megakernel-policy FILE`); empty: its default.
+  std::string megakernel_policy;
   // WarmUp: prepare the decode paths (capture graphs) for batch 1..max_batch at contexts up to
   // this many tokens, for at most warmup_seconds.
   int64_t warmup_context_tokens = 8192;

@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "backends/cuda/decode/argmax.h"
 #include "megakernel/device/megakernel_decoder.h"
 
@@ -17,6 +19,10 @@ class MegakernelDecodePath : public cuda::DecodePath {
     if (!MegakernelUnsupportedReason(c_.config)) {
       MegakernelDecoderOptions options;
       options.max_batch = max_batch();
+      if (!c_.options.megakernel_policy.empty()) {
+        options.policy =
+            SchedulePolicy::FromJson(nlohmann::json::parse(c_.options.megakernel_policy));
+      }
       decoder_.emplace(c_.config, c_.weights, c_.kv_pool, options);
     }
   }

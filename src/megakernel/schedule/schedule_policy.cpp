@@ -1,6 +1,7 @@
 #include "megakernel/schedule/schedule_policy.h"
 
 #include <array>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -104,6 +105,18 @@ SchedulePolicy SchedulePolicy::FromJson(const nlohmann::json& json) {
   }
   policy.Validate();
   return policy;
+}
+
+SchedulePolicy SchedulePolicy::FromFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw Error("schedule policy " + path + ": cannot be read");
+  nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) throw Error("schedule policy " + path + ": not valid JSON");
+  try {
+    return FromJson(json);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
 }
 
 nlohmann::json SchedulePolicy::ToJson() const {

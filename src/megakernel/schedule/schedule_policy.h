@@ -60,6 +60,10 @@ struct SchedulePolicy {
   static SchedulePolicy FromJson(const nlohmann::json& json);
   nlohmann::json ToJson() const;
 
+  // The JSON file at `path` (FromJson); throws mkserve::Error naming the file when it cannot be
+  // read, is not JSON, or FromJson refuses it.
+  static SchedulePolicy FromFile(const std::string& path);
+
   // Throws unless layer_waves lists every layer wave exactly once.
   void Validate() const;
 
