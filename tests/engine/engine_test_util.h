@@ -105,10 +105,11 @@ inline void Record(Collected& out, EngineEvent& event) {
   }
 }
 
-// Reads events until the request is done; fails the test after 20 s instead of hanging.
-inline Collected Drain(RequestHandle& handle) {
+// Reads events until the request is done; fails the test after `timeout` instead of hanging.
+inline Collected Drain(RequestHandle& handle,
+                       std::chrono::seconds timeout = std::chrono::seconds(20)) {
   Collected out;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!handle.is_done()) {
     if (std::chrono::steady_clock::now() > deadline) {
       ADD_FAILURE() << "request did not finish";
