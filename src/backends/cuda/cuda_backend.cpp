@@ -7,15 +7,12 @@
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/head_dim.h"
 #include "backends/cuda/core/step_metadata.h"
+#include "backends/cuda/core/stream_setup.h"
 #include "backends/cuda/decode/decode_path_registry.h"
 #include "backends/cuda/decode/layered_forward.h"
 
 namespace mkserve::cuda {
-namespace {
-
-constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
-
-}  // namespace
+namespace {}  // namespace
 
 CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
                          const CudaBackendOptions& options)
@@ -30,14 +27,8 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
     throw Error("CUDA backend: head_dim " + std::to_string(config_.head_dim) +
                 " is not supported (16, 32, 64 or 128); use the CPU backend for this model");
   }
-  int least_priority = 0, greatest_priority = 0;
-  MKSERVE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-  MKSERVE_CUDA_CHECK(
-      cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest_priority));
-  MKSERVE_CUBLAS_CHECK(cublasCreate(&cublas_));
-  cublas_workspace_ = DeviceBuffer<uint8_t>(kCublasWorkspaceBytes);
-  MKSERVE_CUBLAS_CHECK(
-      cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
+  stream_ = CreateStream(StreamPriority::kHighest);
+  cublas_ = CreateCublas(cublas_workspace_);
   workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens,
                                                options.grouped_moe_min_tokens);
   if (options.max_prompt_chunk_tokens > 0) {  // before the KV pool takes the rest of the memory

@@ -9,12 +9,12 @@
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/step_metadata.h"
 #include "backends/cuda/core/step_plan.h"
+#include "backends/cuda/core/stream_setup.h"
 #include "backends/cuda/decode/layered_forward.h"
 
 namespace mkserve::cuda {
 namespace {
 
-constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
 // Between two looks at an unfinished chunk: short against a step (milliseconds), long enough not
 // to keep a host core busy.
 constexpr std::chrono::microseconds kPollInterval(50);
@@ -72,13 +72,8 @@ ChunkStream::ChunkStream(const ModelConfig& config, const DeviceWeights& weights
       options_(WithoutHooks(options)),
       max_tokens_(max_tokens),
       workspace_(config, PieceTokens(max_tokens, piece_tokens), options_.grouped_moe_min_tokens) {
-  int least = 0, greatest = 0;
-  MKSERVE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  MKSERVE_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, least));
-  MKSERVE_CUBLAS_CHECK(cublasCreate(&cublas_));
-  cublas_workspace_ = DeviceBuffer<uint8_t>(kCublasWorkspaceBytes);
-  MKSERVE_CUBLAS_CHECK(
-      cublasSetWorkspace(cublas_, cublas_workspace_.data(), cublas_workspace_.bytes()));
+  stream_ = CreateStream(StreamPriority::kLowest);
+  cublas_ = CreateCublas(cublas_workspace_);
   MKSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream_));  // nothing runs yet
   int ordinal = 0;
