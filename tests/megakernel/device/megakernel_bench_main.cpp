@@ -3,7 +3,8 @@
 // random North Mini Code weights and a random KV cache. Prints one markdown table, then where the
 // time of one recorded step went. Usage: megakernel_bench [layers] [context_tokens]
 // [policy.json...]: with policy files (SchedulePolicy::FromJson), one megakernel row per policy
-// and batch, so wave orders and placements are compared in one run.
+// and batch, so wave orders and placements are compared in one run. MEGAKERNEL_BENCH_BATCHES
+// (comma-separated, e.g. "1") picks the batch sizes, to profile one alone under ncu.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/tools/decode_bench.h"
 #include "backends/cuda/tools/read_bandwidth.h"
+#include "common/error.h"
 #include "megakernel/device/megakernel_bench.h"
 #include "model/presets.h"
 
@@ -52,7 +54,21 @@ int main(int argc, char** argv) {
     std::printf(
         "| policy | batch | context | layered ms | layered tok/s | megakernel ms | kernel ms | "
         "megakernel tok/s | speedup | %% SoL |\n|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int64_t batch : {1, 8, 32, 64}) {
+    std::vector<int64_t> batches = {1, 8, 32, 64};
+    if (const char* list = std::getenv("MEGAKERNEL_BENCH_BATCHES")) {
+      batches.clear();
+      for (const char* at = list; *at != '\0';) {
+        char* end = nullptr;
+        const long long batch = std::strtoll(at, &end, 10);
+        if (end == at || batch < 1 || batch > megakernel::kMaxMegakernelBatch) {
+          throw Error(std::string("MEGAKERNEL_BENCH_BATCHES: expected batch sizes 1..64, got \"") +
+                      list + "\"");
+        }
+        batches.push_back(batch);
+        at = *end == ',' ? end + 1 : end;
+      }
+    }
+    for (int64_t batch : batches) {
       const cuda::DecodePoint layered = cuda::BenchDecode(*backend, batch, context, 3, 10, read);
       for (size_t p = 0; p < policies.size(); ++p) {
         const megakernel::MegakernelPoint mk = megakernel::BenchMegakernelDecode(
@@ -70,7 +86,9 @@ int main(int argc, char** argv) {
     traced.record_timeline = true;
     megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(),
                                            backend->kv_pool(), traced);
-    for (int64_t batch : {int64_t{1}, megakernel::kMaxMegakernelBatch}) {
+    std::vector<int64_t> traced_batches = {batches.front()};
+    if (batches.back() != batches.front()) traced_batches.push_back(batches.back());
+    for (int64_t batch : traced_batches) {
       megakernel::BenchMegakernelDecode(*backend, recorder, batch, context, 1, 1, read, 0);
       const std::vector<megakernel::TaskTimestamp> records = recorder.LastTimeline();
       std::printf("\nbatch %lld, %s", static_cast<long long>(batch),
