@@ -22,7 +22,7 @@ struct KernelSmem {
   uint32_t stop;      // a wait gave up (watchdog abort): everyone leaves
   int32_t claim;      // the item a claim loop took, -1 when the queue is empty
   union {
-    bf16 xs[kStageTokens * kMaxStageK];
+    GemvSmem gemv;
     AttentionSmem attention;
     RowScratch rows;
     FinalizeSmem finalize;
@@ -99,7 +99,7 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
     const int index = ClaimNext(p, queue, d.arg[kArgItemWaitBase], false, s);
     if (index < 0) return;
     const ExpertWorkItem item = LoadItem(p.expert_items + p.queue_offsets[queue] + index);
-    RunExpertItem(p, d.layer, item, down, s.op.xs);
+    RunExpertItem(p, d.layer, item, down, s.op.gemv);
     WorkerSync();
     if (threadIdx.x == 0) {
       const uint32_t base = d.arg[kArgItemSignalBase];
@@ -149,7 +149,7 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kJoin:
       return OpJoin(p, d, s.op.rows);
     case kQkv:
-      return OpQkv(p, d, s.op.xs);
+      return OpQkv(p, d, s.op.gemv);
     case kAttention:
       return OpAttention(p, d, s.op.attention);
     case kAttentionClaim:
@@ -157,11 +157,11 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kAttentionCombine:
       return OpAttentionCombine(p, d);
     case kOProj:
-      return OpOProj(p, d, s.op.xs);
+      return OpOProj(p, d, s.op.gemv);
     case kDenseGateUp:
-      return OpDenseGateUp(p, d, s.op.xs);
+      return OpDenseGateUp(p, d, s.op.gemv);
     case kDenseDown:
-      return OpDenseDown(p, d, s.op.xs);
+      return OpDenseDown(p, d, s.op.gemv);
     case kRouter:
       return OpRouter(p, d);
     case kTopK:
@@ -182,7 +182,7 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kMoeCombine:
       return OpMoeCombine(p, d);
     case kLmHead:
-      return OpLmHead(p, d, s.op.xs);
+      return OpLmHead(p, d, s.op.gemv);
     default:  // kNop; the host refuses opcodes the kernel does not run
       return;
   }

@@ -13,6 +13,7 @@ namespace mkserve::megakernel {
 
 inline constexpr int kMaxExperts = 256;
 inline constexpr int kMaxTopK = 16;
+inline constexpr int kRouterTokens = 8;  // activation rows per pass of a router tile
 
 // router_logits[row][e] (+)= w[e][k0:k1] . x_norm_f32[row][k0:k1], one warp per expert.
 __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d) {
@@ -23,14 +24,14 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d) {
   const int e0 = TileBegin(d, p.tiles.router);
   for (int e = e0 + warp; e < e0 + p.tiles.router; e += kWorkerWarps) {
     const bf16* w = layer.router + static_cast<int64_t>(e) * p.hidden;
-    for (int first = d.row_begin; first < static_cast<int>(d.row_end); first += kStageTokens) {
-      const int count = min(kStageTokens, static_cast<int>(d.row_end) - first);
-      float acc[kStageTokens] = {};
+    for (int first = d.row_begin; first < static_cast<int>(d.row_end); first += kRouterTokens) {
+      const int count = min(kRouterTokens, static_cast<int>(d.row_end) - first);
+      float acc[kRouterTokens] = {};
       for (int c = k0 + lane * cuda::kVecElements; c < k1; c += 32 * cuda::kVecElements) {
         float wf[cuda::kVecElements];
         cuda::Bf16x8ToFloat(cuda::LoadStreaming(w + c), wf);
 #pragma unroll
-        for (int t = 0; t < kStageTokens; ++t) {
+        for (int t = 0; t < kRouterTokens; ++t) {
           if (t >= count) break;
           const float* x = p.x_norm_f32 + static_cast<int64_t>(first + t) * p.hidden + c;
           const float4 lo = LoadCgF4(x), hi = LoadCgF4(x + 4);
@@ -40,7 +41,7 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d) {
         }
       }
 #pragma unroll
-      for (int t = 0; t < kStageTokens; ++t) {
+      for (int t = 0; t < kRouterTokens; ++t) {
         if (t >= count) break;
         const float sum = cuda::WarpSum(acc[t]);
         if (lane == 0) {
