@@ -53,11 +53,6 @@ __device__ void ControllerLoop(const TaskDescriptor* tasks, uint32_t count, Kern
   }
 }
 
-__device__ inline bool IsStaticGemm(uint32_t opcode) {
-  return opcode == kQkv || opcode == kOProj || opcode == kDenseGateUp || opcode == kDenseDown ||
-         opcode == kRouter || opcode == kLmHead;
-}
-
 // Worker thread 0 takes the next item of queue `queue` and, when it has a wait, waits for it.
 // Returns the item index or -1 (queue empty or the step was abandoned), for every worker.
 __device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t wait_base, bool attention,
@@ -213,7 +208,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const TaskDescriptor& d = s.ring[i % kRingSlots];
     uint64_t start = 0;
     if (threadIdx.x == 0) start = GlobalTimerNs();
-    if (IsStaticGemm(d.opcode)) PrefetchTaskWeights(p, d);  // weights stream during the wait
     uint64_t ready_at = 0;
     if (threadIdx.x == 0) {
       const bool ready = SpinUntil(p, d.wait0_counter, d.wait0_target) &&

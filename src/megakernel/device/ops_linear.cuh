@@ -202,49 +202,6 @@ __device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, Ge
   RunGemv(tile, s);
 }
 
-// Weight prefetch of a static GEMM task, before its activation wait.
-__device__ inline void PrefetchTaskWeights(const StepParams& p, const TaskDescriptor& d) {
-  const LayerParams* layer =
-      d.layer < static_cast<uint32_t>(p.num_layers) ? &p.layers[d.layer] : nullptr;
-  const int k0 = static_cast<int>(d.k_begin), kb = static_cast<int>(d.k_end - d.k_begin) * 2;
-  switch (d.opcode) {
-    case kQkv:
-      PrefetchRows(layer->qkv + static_cast<int64_t>(QkvBegin(p, d)) * p.hidden, p.tiles.qkv,
-                   p.hidden, p.hidden * 2);
-      break;
-    case kOProj: {
-      const int q_width = p.num_heads * p.head_dim;
-      PrefetchRows(layer->o_proj + static_cast<int64_t>(TileBegin(d, p.tiles.oproj)) * q_width + k0,
-                   p.tiles.oproj, q_width, kb);
-      break;
-    }
-    case kDenseGateUp: {
-      const int64_t i0 = TileBegin(d, p.tiles.dense_up);
-      PrefetchRows(layer->dense_gate_up + i0 * p.hidden, p.tiles.dense_up, p.hidden, p.hidden * 2);
-      PrefetchRows(layer->dense_gate_up + (layer->intermediate + i0) * p.hidden, p.tiles.dense_up,
-                   p.hidden, p.hidden * 2);
-      break;
-    }
-    case kDenseDown:
-      PrefetchRows(
-          layer->dense_down +
-              static_cast<int64_t>(TileBegin(d, p.tiles.dense_down)) * layer->intermediate + k0,
-          p.tiles.dense_down, layer->intermediate, kb);
-      break;
-    case kRouter:
-      PrefetchRows(
-          layer->router + static_cast<int64_t>(TileBegin(d, p.tiles.router)) * p.hidden + k0,
-          p.tiles.router, p.hidden, kb);
-      break;
-    case kLmHead:
-      PrefetchRows(p.lm_head + static_cast<int64_t>(TileBegin(d, p.tiles.lm_head)) * p.hidden,
-                   p.tiles.lm_head, p.hidden, p.hidden * 2);
-      break;
-    default:
-      break;
-  }
-}
-
 // One claimed expert item: gate/up (down == false) or down of expert item.expert for the bucket
 // rows [bucket_begin, bucket_begin + row_count), output tile item.tile.
 __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
@@ -254,15 +211,6 @@ __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
   const int width = down ? p.tiles.expert_down : p.tiles.expert_up;
   const int out0 = static_cast<int>(item.tile) * width, out1 = out0 + width;
   const int b0 = static_cast<int>(item.bucket_begin), rows = static_cast<int>(item.row_count);
-  // The whole item's weights to L2 first: the dot loop alone keeps too few bytes in flight.
-  if (!down) {
-    const bf16* gate = layer.experts_gate_up + item.expert * 2 * I * H + out0 * H;
-    PrefetchRows(gate, width, H, static_cast<int>(H) * 2);
-    PrefetchRows(gate + I * H, width, H, static_cast<int>(H) * 2);
-  } else {
-    PrefetchRows(layer.experts_down + item.expert * H * I + out0 * I, width, I,
-                 static_cast<int>(I) * 2);
-  }
   if (!down) {
     const GateUpTile tile{p.x_norm, H,    layer.experts_gate_up + item.expert * 2 * I * H,
                           H,        I,    p.moe_hidden,
