@@ -50,7 +50,9 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   tiles.dense_down_tile = DividingTile(config.hidden_size, 64);
   if (config.num_experts > 0) {
     tiles.router_tile = DividingTile(config.num_experts, 16);  // one warp: 2 experts, not 8
-    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, 64);
+    // One row: 32 features a gate/up item, so a layer's 8 experts make enough items for most SMs
+    // (H200, 8K: 3.91 -> 3.76 ms a step; at batch 8 the narrower items cost 11.6 -> 12.7 ms).
+    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, batch == 1 ? 32 : 64);
   }
   tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
