@@ -158,7 +158,7 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kDenseDown:
       return OpDenseDown(p, d, s.op.gemv);
     case kRouter:
-      return OpRouter(p, d);
+      return OpRouter(p, d, s.op.gemv);
     case kTopK:
     case kMoeFinalize: {  // one call site of the top-k: with kFlagWithTopK the finalize runs it
       const bool topk = d.opcode == kTopK || (d.flags & kFlagWithTopK) != 0;

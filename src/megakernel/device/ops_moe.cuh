@@ -15,38 +15,54 @@ inline constexpr int kMaxExperts = 256;
 inline constexpr int kMaxTopK = 16;
 inline constexpr int kRouterTokens = 8;  // activation rows per pass of a router tile
 
-// router_logits[row][e] (+)= w[e][k0:k1] . x_norm_f32[row][k0:k1], one warp per expert.
-__device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d) {
+// router_logits[row][e] (+)= w[e][k0:k1] . x_norm_f32[row][k0:k1], one warp per expert. The
+// rows' fp32 activations are staged in shared memory once per task (as many rows as fit), not
+// re-read from L2 for every expert: at batch 64 that re-reading made a router task 99 us, the
+// start of every MoE layer's critical path.
+__device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
+  constexpr int kStageFloats = sizeof(s.xs) / sizeof(float);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const LayerParams& layer = p.layers[d.layer];
-  const int k0 = static_cast<int>(d.k_begin), k1 = static_cast<int>(d.k_end);
+  const int k0 = static_cast<int>(d.k_begin), len = static_cast<int>(d.k_end) - k0;
   const bool accumulate = (d.flags & kFlagAccumulate) != 0;
   const int e0 = TileBegin(d, p.tiles.router);
-  for (int e = e0 + warp; e < e0 + p.tiles.router; e += kWorkerWarps) {
-    const bf16* w = layer.router + static_cast<int64_t>(e) * p.hidden;
-    for (int first = d.row_begin; first < static_cast<int>(d.row_end); first += kRouterTokens) {
-      const int count = min(kRouterTokens, static_cast<int>(d.row_end) - first);
-      float acc[kRouterTokens] = {};
-      for (int c = k0 + lane * cuda::kVecElements; c < k1; c += 32 * cuda::kVecElements) {
-        float wf[cuda::kVecElements];
-        cuda::Bf16x8ToFloat(cuda::LoadStreaming(w + c), wf);
+  const int rows_per_stage = kStageFloats / len;  // len <= 4096 (the decoder's hidden limit)
+  float* xs = reinterpret_cast<float*>(s.xs);
+  const int vecs = len / 4;
+  for (int row0 = d.row_begin; row0 < static_cast<int>(d.row_end); row0 += rows_per_stage) {
+    const int rows = min(rows_per_stage, static_cast<int>(d.row_end) - row0);
+    if (row0 > static_cast<int>(d.row_begin)) WorkerSync();  // the previous rows are done
+    for (int i = threadIdx.x; i < rows * vecs; i += kWorkerThreads) {
+      const float* x = p.x_norm_f32 + static_cast<int64_t>(row0 + i / vecs) * p.hidden + k0;
+      reinterpret_cast<float4*>(xs)[i] = LoadCgF4(x + (i % vecs) * 4);
+    }
+    WorkerSync();
+    for (int e = e0 + warp; e < e0 + p.tiles.router; e += kWorkerWarps) {
+      const bf16* w = layer.router + static_cast<int64_t>(e) * p.hidden + k0;
+      for (int first = 0; first < rows; first += kRouterTokens) {
+        const int count = min(kRouterTokens, rows - first);
+        float acc[kRouterTokens] = {};
+        for (int c = lane * cuda::kVecElements; c < len; c += 32 * cuda::kVecElements) {
+          float wf[cuda::kVecElements];
+          cuda::Bf16x8ToFloat(cuda::LoadStreaming(w + c), wf);
+#pragma unroll
+          for (int t = 0; t < kRouterTokens; ++t) {
+            if (t >= count) break;
+            const float4 lo = *reinterpret_cast<const float4*>(xs + (first + t) * len + c);
+            const float4 hi = *reinterpret_cast<const float4*>(xs + (first + t) * len + c + 4);
+            const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[t] = fmaf(wf[i], xv[i], acc[t]);
+          }
+        }
 #pragma unroll
         for (int t = 0; t < kRouterTokens; ++t) {
           if (t >= count) break;
-          const float* x = p.x_norm_f32 + static_cast<int64_t>(first + t) * p.hidden + c;
-          const float4 lo = LoadCgF4(x), hi = LoadCgF4(x + 4);
-          const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc[t] = fmaf(wf[i], xv[i], acc[t]);
-        }
-      }
-#pragma unroll
-      for (int t = 0; t < kRouterTokens; ++t) {
-        if (t >= count) break;
-        const float sum = cuda::WarpSum(acc[t]);
-        if (lane == 0) {
-          StoreOut(p.router_logits + static_cast<int64_t>(first + t) * p.num_experts + e, sum,
-                   accumulate);
+          const float sum = cuda::WarpSum(acc[t]);
+          if (lane == 0) {
+            StoreOut(p.router_logits + static_cast<int64_t>(row0 + first + t) * p.num_experts + e,
+                     sum, accumulate);
+          }
         }
       }
     }
