@@ -14,6 +14,8 @@ ErrorStatus StatusOf(ErrorKind kind) {
       return {404, "not_found_error"};
     case ErrorKind::kMethodNotAllowed:
       return {405, "invalid_request_error"};
+    case ErrorKind::kRequestTimeout:
+      return {408, "invalid_request_error"};
     case ErrorKind::kPayloadTooLarge:
       return {413, "invalid_request_error"};
     case ErrorKind::kUnavailable:
@@ -35,6 +37,8 @@ Json CodeOf(const ApiError& error) {
       return error.param() == "model" ? Json("model_not_found") : nullptr;
     case ErrorKind::kPayloadTooLarge:
       return "request_too_large";
+    case ErrorKind::kRequestTimeout:
+      return "request_timeout";
     case ErrorKind::kMethodNotAllowed:
       return "method_not_allowed";
     case ErrorKind::kInvalidRequest:

@@ -15,6 +15,7 @@ enum class ErrorKind {
   kUnauthorized,      // 401: missing or wrong API key
   kNotFound,          // 404: unknown route or model
   kMethodNotAllowed,  // 405: a known path asked with another method
+  kRequestTimeout,    // 408: a request head or body that stopped arriving
   kPayloadTooLarge,   // 413: body over --max-body-bytes
   kUnavailable,       // 503: still loading, or the queue is full
   kInternal,          // 500: a bug on our side

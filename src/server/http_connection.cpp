@@ -84,7 +84,7 @@ void RunningRequests::Wait() {
 }
 
 HttpConnection::HttpConnection(asio::ip::tcp::socket socket, ConnectionContext& context)
-    : stream_(std::move(socket)), context_(context) {
+    : stream_(std::move(socket)), read_deadline_(stream_.get_executor()), context_(context) {
   ++context_.open_connections;
   beast::error_code ignored;
   // SSE events are small writes; Nagle would hold each back for the previous one's ACK.
@@ -108,6 +108,7 @@ void HttpConnection::CloseUnlessHandling() {
 void HttpConnection::Close() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
+  read_deadline_.cancel();  // its handler holds the connection alive until it runs
   beast::error_code ignored;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   stream_.close();
@@ -119,16 +120,29 @@ void HttpConnection::ReadHead() {
   parser_.emplace();
   parser_->header_limit(kMaxHeadBytes);
   parser_->body_limit(static_cast<uint64_t>(context_.limits.max_body_bytes));
-  stream_.expires_after(context_.limits.header_timeout);
+  ArmReadDeadline(context_.limits.header_timeout);
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code error, std::size_t) { self->OnHead(error); });
+}
+
+void HttpConnection::ArmReadDeadline(std::chrono::milliseconds timeout) {
+  stream_.expires_never();  // the deadline below cancels instead of closing
+  read_timed_out_ = false;
+  read_deadline_.expires_after(timeout);
+  read_deadline_.async_wait([self = shared_from_this()](beast::error_code error) {
+    if (error || self->phase_ != Phase::kReading) return;  // cancelled: the read ended first
+    self->read_timed_out_ = true;
+    beast::error_code ignored;
+    self->stream_.socket().cancel(ignored);
+  });
 }
 
 void HttpConnection::OnHead(beast::error_code error) {
   if (error) return OnRead(error);
   auto expect = parser_->get()[http::field::expect];
   if (!beast::iequals(expect, "100-continue")) return ReadBody();
+  read_deadline_.cancel();
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   stream_.expires_after(kWriteTimeout);
   asio::async_write(stream_, asio::buffer(kContinue),
@@ -139,15 +153,26 @@ void HttpConnection::OnHead(beast::error_code error) {
 }
 
 void HttpConnection::ReadBody() {
-  stream_.expires_after(context_.limits.body_timeout);
+  ArmReadDeadline(context_.limits.body_timeout);
   http::async_read(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code error, std::size_t) { self->OnRead(error); });
 }
 
 void HttpConnection::OnRead(beast::error_code error) {
+  read_deadline_.cancel();
   if (!error) return Dispatch();
-  // A timeout has closed the socket already: nothing can be answered.
+  if (read_timed_out_ && phase_ != Phase::kClosed) {
+    // An idle keep-alive connection just closes; a request that began gets an answer.
+    const bool in_body = parser_->is_header_done();
+    if (!in_body && buffer_.size() == 0 && !parser_->got_some()) return Close();
+    const auto limit = in_body ? context_.limits.body_timeout : context_.limits.header_timeout;
+    return AnswerAndClose(ErrorResponse(ApiError(
+        ErrorKind::kRequestTimeout, std::string("the request ") + (in_body ? "body" : "head") +
+                                        " did not arrive within " + std::to_string(limit.count()) +
+                                        " ms (" +
+                                        (in_body ? "--body-timeout" : "--header-timeout") + ")")));
+  }
   if (IsHangUp(error) || phase_ == Phase::kClosed) return Close();
   if (error == http::error::body_limit) {
     return AnswerAndClose(ErrorResponse(

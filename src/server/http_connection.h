@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -76,6 +77,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   enum class Phase { kReading, kHandling, kClosed };
 
   void ReadHead();
+  // The head's or the body's deadline: when it passes, the read is cancelled (the socket stays
+  // open) so OnRead can answer 408 to a request that stopped arriving.
+  void ArmReadDeadline(std::chrono::milliseconds timeout);
   void OnHead(boost::beast::error_code error);
   void ReadBody();
   void OnRead(boost::beast::error_code error);
@@ -97,6 +101,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool WriteOnIoThread(AsyncWrite start_write);
 
   boost::beast::tcp_stream stream_;
+  boost::asio::steady_timer read_deadline_;
+  bool read_timed_out_ = false;
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   ConnectionContext& context_;

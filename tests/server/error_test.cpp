@@ -18,6 +18,7 @@ TEST(ErrorTest, EveryKindMapsToItsStatusAndType) {
                          {ErrorKind::kUnauthorized, 401, "authentication_error"},
                          {ErrorKind::kNotFound, 404, "not_found_error"},
                          {ErrorKind::kMethodNotAllowed, 405, "invalid_request_error"},
+                         {ErrorKind::kRequestTimeout, 408, "invalid_request_error"},
                          {ErrorKind::kPayloadTooLarge, 413, "invalid_request_error"},
                          {ErrorKind::kUnavailable, 503, "unavailable_error"},
                          {ErrorKind::kInternal, 500, "server_error"}}) {

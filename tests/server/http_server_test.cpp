@@ -28,6 +28,8 @@ class HttpServerTest : public ::testing::Test {
     options.port = 0;
     options.api_key = "sekret";
     options.max_body_bytes = 1024;
+    options.header_timeout = header_timeout_;
+    options.body_timeout = body_timeout_;
     options.on_response = [this](int status) {
       std::lock_guard lock(statuses_mutex_);
       statuses_.push_back(status);
@@ -114,6 +116,7 @@ class HttpServerTest : public ::testing::Test {
 
   httplib::Client Client() { return httplib::Client("127.0.0.1", port_); }
 
+  std::chrono::milliseconds header_timeout_ = 10s, body_timeout_ = 60s;  // the defaults
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;
   int port_ = 0;
@@ -193,6 +196,61 @@ TEST_F(HttpServerTest, OversizedBodyIs413) {
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 413);
   EXPECT_EQ(nlohmann::json::parse(result->body)["error"]["code"], "request_too_large");
+}
+
+// Short read deadlines: a request that stops arriving is answered 408 naming the deadline; an
+// idle keep-alive connection is closed without an answer (a client reusing it would otherwise
+// read a 408 as the answer to its next request).
+class HttpServerDeadlineTest : public HttpServerTest {
+ protected:
+  HttpServerDeadlineTest() {
+    header_timeout_ = 400ms;
+    body_timeout_ = 400ms;
+  }
+};
+
+TEST_F(HttpServerDeadlineTest, ABodyShortOfItsLengthIs408) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd,
+       "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
+       "Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b");
+  const std::string answer = ReadUntil(fd, "--body-timeout");
+  close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
+  EXPECT_NE(answer.find("\"code\":\"request_timeout\""), std::string::npos) << answer;
+  EXPECT_NE(answer.find("request body did not arrive within 400 ms"), std::string::npos) << answer;
+}
+
+TEST_F(HttpServerDeadlineTest, AHeadThatStopsHalfwayIs408) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Le");
+  const std::string answer = ReadUntil(fd, "--header-timeout");
+  close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
+  EXPECT_NE(answer.find("request head did not arrive within 400 ms"), std::string::npos) << answer;
+}
+
+TEST_F(HttpServerDeadlineTest, AnIdleConnectionClosesWithoutAnAnswer) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string answer = ReadUntil(fd, "HTTP/1.1");  // until the server closes
+  close(fd);
+  EXPECT_EQ(answer, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);  // closed, not our 5 s read timeout
+}
+
+TEST_F(HttpServerDeadlineTest, AKeptAliveConnectionServesThenClosesQuietlyWhenIdle) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd, "GET /public HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string answer = ReadUntil(fd, "{\"ok\":true}");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  const std::string after = ReadUntil(fd, "HTTP/1.1");  // idle past the head deadline
+  close(fd);
+  EXPECT_EQ(after, "");
 }
 
 // Every response reaches HttpOptions::on_response: the router's, a handler's and the HTTP layer's
