@@ -167,6 +167,7 @@ TEST(SchedulePolicyTest, JsonRoundTripsAndRejectsBadOrders) {
   SchedulePolicy policy = SchedulePolicy::Default();
   policy.placement = Placement::kLeastLoaded;
   policy.include_sampling = true;
+  policy.wave_sms = {{Wave::kOProj, {0.75, 1.0}}, {Wave::kExpertDown, {0.0, 0.5}}};
   EXPECT_EQ(SchedulePolicy::FromJson(policy.ToJson()), policy);
 
   nlohmann::json json = SchedulePolicy::Default().ToJson();
@@ -183,6 +184,47 @@ TEST(SchedulePolicyTest, JsonRoundTripsAndRejectsBadOrders) {
   EXPECT_THROW(SchedulePolicy::FromJson({{"placement", "random"}}), Error);
   EXPECT_THROW(SchedulePolicy::FromJson({{"layer_waves", {"qkv", "warp"}}}), Error);
   EXPECT_THROW(SchedulePolicy::FromJson({{"speed", 3}}), Error);
+  for (const nlohmann::json& shares :
+       {nlohmann::json{{"oproj", {0.5, 0.5}}}, nlohmann::json{{"oproj", {-0.1, 0.5}}},
+        nlohmann::json{{"oproj", {0.5, 1.5}}}, nlohmann::json{{"oproj", {0.5}}},
+        nlohmann::json{{"oproj", "half"}}, nlohmann::json{{"warp", {0.0, 1.0}}}}) {
+    EXPECT_THROW(SchedulePolicy::FromJson({{"wave_sms", shares}}), Error) << shares.dump();
+  }
+}
+
+// wave_sms: a wave's tasks land only on its share of the SMs, under either placement, and the
+// verifier accepts the schedule (any placement that keeps the global order is deadlock-free).
+TEST(ScheduleBuilderTest, AWaveCanBeKeptToAShareOfTheSms) {
+  const ModelConfig config = NmcPreset(6);
+  const ContextBucket bucket = BucketForContext(config, 8192);
+  for (Placement placement : {Placement::kRoundRobin, Placement::kLeastLoaded}) {
+    SchedulePolicy policy = SchedulePolicy::Default();
+    policy.placement = placement;
+    policy.wave_sms = {{Wave::kOProj, {0.75, 1.0}},
+                       {Wave::kExpertGateUp, {0.0, 0.75}},
+                       {Wave::kExpertDown, {0.0, 0.75}}};
+    const TileShapes tiles = ChooseTileShapes(config, 1, bucket, 132);
+    const Schedule schedule = BuildSchedule(config, 1, bucket, 132, tiles, policy);
+    int oproj = 0, claims = 0;
+    for (size_t sm = 0; sm < schedule.sm_tasks.size(); ++sm) {
+      for (const TaskDescriptor& task : schedule.sm_tasks[sm]) {
+        if (task.opcode == kOProj) {
+          ++oproj;
+          EXPECT_GE(sm, 99u);
+        }
+        if (task.opcode == kExpertGateUpClaim || task.opcode == kExpertDownClaim) {
+          ++claims;
+          EXPECT_LT(sm, 99u);
+        }
+      }
+    }
+    EXPECT_GT(oproj, 0);
+    EXPECT_GT(claims, 0);
+    for (const RunTimeWork& work : StandardWork(config, 1, schedule.bucket)) {
+      const VerifyReport report = VerifySchedule(config, schedule, work);
+      EXPECT_TRUE(report.ok()) << report.Summary();
+    }
+  }
 }
 
 // topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and

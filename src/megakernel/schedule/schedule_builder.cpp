@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <map>
 #include <string>
 
 #include "common/error.h"
@@ -82,6 +84,7 @@ class Builder {
     schedule.tiles = tiles_;
     schedule.sm_tasks.resize(num_sms_);
     placement_ = policy.placement;
+    wave_sms_ = policy.wave_sms;
     sm_cost_.assign(num_sms_, 0.0);
 
     // Embedding (and layer 0's input norm) opens the step.
@@ -93,14 +96,14 @@ class Builder {
       task.signal_counter = embed_done;
       embed.push_back({task, 2.0 * config_.hidden_size * tiles_.row_tile});
     }
-    Emit(schedule, embed);
+    Emit(schedule, Wave::kEmbed, embed);
 
     uint32_t input_counter = embed_done;
     uint32_t input_target = static_cast<uint32_t>(row_groups_);
     for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
       WaveTasks waves;
       const uint32_t join_done = BuildLayer(layer, input_counter, input_target, waves);
-      for (Wave wave : policy.layer_waves) Emit(schedule, waves[static_cast<int>(wave)]);
+      for (Wave wave : policy.layer_waves) Emit(schedule, wave, waves[static_cast<int>(wave)]);
       input_counter = join_done;
       input_target = static_cast<uint32_t>(row_groups_);
     }
@@ -121,7 +124,7 @@ class Builder {
       task.signal_counter = lm_done;
       lm_head.push_back({task, 2.0 * tiles_.lm_head_tile * config_.hidden_size});
     }
-    Emit(schedule, lm_head);
+    Emit(schedule, Wave::kLmHead, lm_head);
     if (policy.include_sampling) {
       std::vector<PendingTask> sample;
       for (int64_t g = 0; g < row_groups_; ++g) {
@@ -130,7 +133,7 @@ class Builder {
         SetWait(task, 0, lm_done, static_cast<uint32_t>(lm_tiles));
         sample.push_back({task, 4.0 * config_.vocab_size * tiles_.row_tile});
       }
-      Emit(schedule, sample);
+      Emit(schedule, Wave::kSample, sample);
     }
 
     schedule.counters = counters_.Take();
@@ -444,15 +447,22 @@ class Builder {
     return static_cast<uint32_t>(queues_.size() - 1);
   }
 
-  // Appends a wave to the global order and places each task on an SM.
-  void Emit(Schedule& schedule, std::vector<PendingTask>& tasks) {
+  // Appends a wave to the global order and places each task on an SM (of the wave's share).
+  void Emit(Schedule& schedule, Wave wave, std::vector<PendingTask>& tasks) {
+    int64_t first = 0, last = num_sms_;
+    if (auto share = wave_sms_.find(wave); share != wave_sms_.end()) {
+      first = std::min<int64_t>(num_sms_ - 1,
+                                static_cast<int64_t>(std::floor(share->second.begin * num_sms_)));
+      last = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(share->second.end * num_sms_)),
+                                 first + 1, num_sms_);
+    }
     for (PendingTask& pending : tasks) {
       pending.task.arg[kArgSequence] = sequence_++;
       int64_t sm = 0;
       if (placement_ == Placement::kRoundRobin) {
-        sm = cursor_++ % num_sms_;
+        sm = first + cursor_++ % (last - first);
       } else {
-        sm = std::min_element(sm_cost_.begin(), sm_cost_.end()) - sm_cost_.begin();
+        sm = std::min_element(sm_cost_.begin() + first, sm_cost_.begin() + last) - sm_cost_.begin();
       }
       sm_cost_[sm] += pending.cost + kTaskOverheadBytes;
       schedule.sm_tasks[sm].push_back(pending.task);
@@ -472,6 +482,7 @@ class Builder {
   CounterTable counters_;
   std::vector<QueueInfo> queues_;
   Placement placement_ = Placement::kRoundRobin;
+  std::map<Wave, SmShare> wave_sms_;
   std::vector<double> sm_cost_;
   int64_t cursor_ = 0;
   uint32_t sequence_ = 0;

@@ -62,6 +62,13 @@ void SchedulePolicy::Validate() const {
       throw Error("schedule policy: layer_waves lacks \"" + std::string(kWaveNames[i]) + "\"");
     }
   }
+  for (const auto& [wave, share] : wave_sms) {
+    if (!(share.begin >= 0.0 && share.begin < share.end && share.end <= 1.0)) {
+      throw Error("schedule policy: wave_sms." + std::string(WaveName(wave)) +
+                  " must be [begin, end] with 0 <= begin < end <= 1, got [" +
+                  std::to_string(share.begin) + ", " + std::to_string(share.end) + "]");
+    }
+  }
 }
 
 SchedulePolicy SchedulePolicy::FromJson(const nlohmann::json& json) {
@@ -90,6 +97,17 @@ SchedulePolicy SchedulePolicy::FromJson(const nlohmann::json& json) {
     } else if (key == "include_sampling") {
       if (!value.is_boolean()) throw Error("schedule policy: include_sampling must be a boolean");
       policy.include_sampling = value.get<bool>();
+    } else if (key == "wave_sms") {
+      if (!value.is_object()) throw Error("schedule policy: wave_sms must be an object");
+      for (const auto& [name, share] : value.items()) {
+        const std::optional<Wave> wave = WaveFromName(name);
+        if (!wave) throw Error("schedule policy: unknown wave \"" + name + "\" in wave_sms");
+        if (!share.is_array() || share.size() != 2 || !share[0].is_number() ||
+            !share[1].is_number()) {
+          throw Error("schedule policy: wave_sms." + name + " must be [begin, end] fractions");
+        }
+        policy.wave_sms[*wave] = {share[0].get<double>(), share[1].get<double>()};
+      }
     } else if (key == "tiles") {
       if (!value.is_object()) throw Error("schedule policy: tiles must be an object of integers");
       for (const auto& [name, size] : value.items()) {
@@ -122,10 +140,15 @@ SchedulePolicy SchedulePolicy::FromFile(const std::string& path) {
 nlohmann::json SchedulePolicy::ToJson() const {
   nlohmann::json waves = nlohmann::json::array();
   for (Wave wave : layer_waves) waves.push_back(std::string(WaveName(wave)));
+  nlohmann::json shares = nlohmann::json::object();
+  for (const auto& [wave, share] : wave_sms) {
+    shares[std::string(WaveName(wave))] = {share.begin, share.end};
+  }
   return {{"layer_waves", waves},
           {"placement", placement == Placement::kRoundRobin ? "round_robin" : "least_loaded"},
           {"include_sampling", include_sampling},
-          {"tiles", tiles}};
+          {"tiles", tiles},
+          {"wave_sms", shares}};
 }
 
 }  // namespace mkserve::megakernel

@@ -45,9 +45,19 @@ enum class Placement {
   kLeastLoaded,  // each task goes to the SM with the least estimated bytes so far
 };
 
+// A share of the SMs, as fractions of the SM count so a policy carries across GPUs: SMs
+// [floor(begin * n), ceil(end * n)), at least one.
+struct SmShare {
+  double begin = 0.0, end = 1.0;
+  bool operator==(const SmShare&) const = default;
+};
+
 struct SchedulePolicy {
   std::vector<Wave> layer_waves;  // each layer wave exactly once
   Placement placement = Placement::kRoundRobin;
+  // Waves whose tasks are placed only on a share of the SMs (e.g. the O-proj away from the SMs
+  // that run expert claims); the placement rule applies inside the share.
+  std::map<Wave, SmShare> wave_sms;
   bool include_sampling = false;  // kSample tasks after the LM head
   // Tile shape fields (TileShapes' names) that replace ChooseTileShapes' choice at every batch.
   std::map<std::string, int64_t> tiles;
@@ -55,7 +65,7 @@ struct SchedulePolicy {
   // Attention and MoE interleaved so MoE tiles fill SMs idle at the tail of attention.
   static SchedulePolicy Default();
   // {"layer_waves": [names], "placement": "round_robin"|"least_loaded", "include_sampling": b,
-  //  "tiles": {"qkv_tile": 32, ...}};
+  //  "tiles": {"qkv_tile": 32, ...}, "wave_sms": {"oproj": [0.75, 1.0], ...}};
   // a missing key keeps the default, a wrong one throws mkserve::Error naming it.
   static SchedulePolicy FromJson(const nlohmann::json& json);
   nlohmann::json ToJson() const;
@@ -64,7 +74,8 @@ struct SchedulePolicy {
   // read, is not JSON, or FromJson refuses it.
   static SchedulePolicy FromFile(const std::string& path);
 
-  // Throws unless layer_waves lists every layer wave exactly once.
+  // Throws unless layer_waves lists every layer wave exactly once and every SM share is a
+  // non-empty part of [0, 1].
   void Validate() const;
 
   bool operator==(const SchedulePolicy&) const = default;
