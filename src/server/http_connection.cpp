@@ -108,7 +108,7 @@ void HttpConnection::CloseUnlessHandling() {
 void HttpConnection::Close() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
-  read_deadline_.cancel();  // its handler holds the connection alive until it runs
+  EndReadDeadline();  // its handler holds the connection alive until it runs
   beast::error_code ignored;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   stream_.close();
@@ -127,22 +127,31 @@ void HttpConnection::ReadHead() {
 }
 
 void HttpConnection::ArmReadDeadline(std::chrono::milliseconds timeout) {
-  stream_.expires_never();  // the deadline below cancels instead of closing
+  // The stream's own expiry stays as a backstop, later: a cancel that finds no read waiting
+  // (data just arrived, the parser reads on) would otherwise leave the read without a deadline.
+  stream_.expires_after(timeout + kLingerTimeout);
   read_timed_out_ = false;
+  const uint64_t generation = ++read_generation_;
   read_deadline_.expires_after(timeout);
-  read_deadline_.async_wait([self = shared_from_this()](beast::error_code error) {
-    if (error || self->phase_ != Phase::kReading) return;  // cancelled: the read ended first
+  read_deadline_.async_wait([self = shared_from_this(), generation](beast::error_code error) {
+    // A handler already queued when its read ended is stale: its generation has passed.
+    if (error || generation != self->read_generation_ || self->phase_ != Phase::kReading) return;
     self->read_timed_out_ = true;
     beast::error_code ignored;
     self->stream_.socket().cancel(ignored);
   });
 }
 
+void HttpConnection::EndReadDeadline() {
+  ++read_generation_;
+  read_deadline_.cancel();
+}
+
 void HttpConnection::OnHead(beast::error_code error) {
   if (error) return OnRead(error);
   auto expect = parser_->get()[http::field::expect];
   if (!beast::iequals(expect, "100-continue")) return ReadBody();
-  read_deadline_.cancel();
+  EndReadDeadline();
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   stream_.expires_after(kWriteTimeout);
   asio::async_write(stream_, asio::buffer(kContinue),
@@ -160,7 +169,7 @@ void HttpConnection::ReadBody() {
 }
 
 void HttpConnection::OnRead(beast::error_code error) {
-  read_deadline_.cancel();
+  EndReadDeadline();
   if (!error) return Dispatch();
   if (read_timed_out_ && phase_ != Phase::kClosed) {
     // An idle keep-alive connection just closes; a request that began gets an answer.
@@ -306,6 +315,7 @@ bool HttpConnection::WriteStream(HttpResponse& response, bool keep_alive) {
   if (!WriteOnIoThread([&](auto done) { http::async_write_header(stream_, serializer, done); })) {
     return false;
   }
+  if (head_only_) return true;  // a HEAD answer has no body, not even the last chunk
   std::string chunk;
   for (bool more = true; more;) {
     chunk.clear();

@@ -80,6 +80,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // The head's or the body's deadline: when it passes, the read is cancelled (the socket stays
   // open) so OnRead can answer 408 to a request that stopped arriving.
   void ArmReadDeadline(std::chrono::milliseconds timeout);
+  void EndReadDeadline();  // the read ended (or the connection): a pending deadline is stale
   void OnHead(boost::beast::error_code error);
   void ReadBody();
   void OnRead(boost::beast::error_code error);
@@ -103,6 +104,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   boost::beast::tcp_stream stream_;
   boost::asio::steady_timer read_deadline_;
   bool read_timed_out_ = false;
+  uint64_t read_generation_ = 0;  // ArmReadDeadline's handler acts only on its own read
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   ConnectionContext& context_;

@@ -49,6 +49,14 @@ class HttpServerTest : public ::testing::Test {
       };
       return response;
     });
+    server_->Route("GET", "/events", Access::kPublic, [](const HttpRequest&) {
+      HttpResponse response = TextResponse("", "text/event-stream");
+      response.next = [](std::string& chunk) {
+        chunk = "data: event\n\n";
+        return false;
+      };
+      return response;
+    });
     server_->Route("GET", "/v1/open", Access::kAuthenticated,
                    [](const HttpRequest&) { return JsonResponse("{}"); });
     // Streams until the server asks it to stop, then ends with a last event.
@@ -177,6 +185,23 @@ TEST_F(HttpServerTest, HeadIsAnsweredLikeGetWithoutTheBody) {
   EXPECT_EQ(head->get_header_value("Content-Length"), "11");  // {"ok":true}
   EXPECT_EQ(client.Get("/public")->body, "{\"ok\":true}");    // the connection is still usable
   EXPECT_EQ(client.Head("/echo")->status, 405);
+}
+
+// A streamed answer to HEAD is its head alone (not even the last chunk), and the kept-alive
+// connection answers the next request.
+TEST_F(HttpServerTest, HeadOfAStreamIsItsHeadAlone) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  Send(fd, "HEAD /events HTTP/1.1\r\nHost: x\r\n\r\nGET /public HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string answers = ReadUntil(fd, "{\"ok\":true}");
+  close(fd);
+  EXPECT_EQ(answers.rfind("HTTP/1.1 200", 0), 0u) << answers;
+  EXPECT_EQ(answers.find("data:"), std::string::npos) << answers;
+  const size_t second = answers.find("HTTP/1.1 200", 1);
+  ASSERT_NE(second, std::string::npos) << answers;
+  EXPECT_EQ(answers.substr(answers.find("\r\n\r\n") + 4, second - answers.find("\r\n\r\n") - 4), "")
+      << answers;
+  EXPECT_NE(answers.find("{\"ok\":true}"), std::string::npos) << answers;
 }
 
 TEST_F(HttpServerTest, AKnownPathWithAnotherMethodIs405WithAllow) {
