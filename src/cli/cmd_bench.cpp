@@ -23,7 +23,7 @@
 #include "backends/cuda/tools/read_bandwidth.h"
 #include "backends/cuda/tools/step_breakdown.h"
 #include "backends/cuda/tools/tool_hooks.h"
-#include "megakernel/schedule/schedule_policy.h"
+#include "cli/megakernel_policy_flag.h"
 #include "model/presets.h"
 #endif
 
@@ -109,11 +109,7 @@ BenchOptions ParseOptions(Args& args) {
     if (std::find(decode.begin(), decode.end(), "megakernel") == decode.end()) {
       throw Error("--megakernel-policy needs megakernel in --decode");
     }
-    try {
-      o.megakernel_policy = megakernel::SchedulePolicy::FromFile(policy_file).ToJson().dump();
-    } catch (const Error& e) {
-      throw Error(std::string("--megakernel-policy: ") + e.what());
-    }
+    o.megakernel_policy = MegakernelPolicyJson(policy_file);
   }
   if (tokens != "distinct" && tokens != "same") {
     throw Error("--tokens must be distinct or same, got " + tokens);

@@ -18,10 +18,10 @@
 #include "chat/command4_template.h"
 #include "cli/byte_progress.h"
 #include "cli/command.h"
+#include "cli/megakernel_policy_flag.h"
 #include "common/args.h"
 #include "common/error.h"
 #include "engine/scripted_backend.h"
-#include "megakernel/schedule/schedule_policy.h"
 #include "server/grammar_vocabulary.h"
 #include "server/http_server.h"
 #include "server/output_parser_factory.h"
@@ -172,11 +172,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
     if (flags.backend != "cuda" || flags.decode_path != "megakernel") {
       throw Error("--megakernel-policy needs --backend cuda --decode megakernel");
     }
-    try {
-      flags.megakernel_policy = megakernel::SchedulePolicy::FromFile(policy_file).ToJson().dump();
-    } catch (const Error& e) {
-      throw Error(std::string("--megakernel-policy: ") + e.what());
-    }
+    flags.megakernel_policy = MegakernelPolicyJson(policy_file);
   }
   if (flags.warmup_context < 0) throw Error("--warmup-context must be >= 0 (0: no warm-up)");
   if (flags.random_weights && flags.backend != "cuda") {
