@@ -12,8 +12,6 @@
 #include "backends/cuda/decode/layered_forward.h"
 
 namespace mkserve::cuda {
-namespace {}  // namespace
-
 CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
                          const CudaBackendOptions& options)
     : config_(std::move(config)),

@@ -12,8 +12,6 @@
 namespace mkserve::megakernel {
 namespace {
 
-constexpr int32_t kMaxSplitSlots = kMaxAttentionSplits;  // ValidateTileShapes' bound
-
 template <typename T>
 T* Alloc(std::vector<cuda::DeviceBuffer<T>>& owner, int64_t count) {
   owner.emplace_back(std::max<int64_t>(count, 1));
@@ -98,15 +96,15 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.embed = weights.embed();
   p.final_norm = weights.final_norm();
   p.lm_head = weights.lm_head();
-  p.max_splits = kMaxSplitSlots;
+  p.max_splits = kMaxAttentionSplits;
   const int64_t q_width = config.q_width(), experts = std::max<int64_t>(config.num_experts, 1);
   const int64_t expert_width = std::max<int64_t>(config.expert_intermediate_size, 1);
   p.residual = Alloc(float_buffers_, B * H);
   p.x_norm = Alloc(bf16_buffers_, B * H);
   p.x_norm_f32 = Alloc(float_buffers_, B * H);
   p.q = Alloc(bf16_buffers_, B * q_width);
-  p.attn_partial = Alloc(float_buffers_, B * q_width * kMaxSplitSlots);
-  p.attn_stats = Alloc(float_buffers_, B * config.num_heads * kMaxSplitSlots * 2);
+  p.attn_partial = Alloc(float_buffers_, B * q_width * kMaxAttentionSplits);
+  p.attn_stats = Alloc(float_buffers_, B * config.num_heads * kMaxAttentionSplits * 2);
   p.attn_in = Alloc(bf16_buffers_, B * q_width);
   p.attn_out = Alloc(float_buffers_, B * H);
   p.ffn_out = Alloc(float_buffers_, B * H);

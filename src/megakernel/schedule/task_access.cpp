@@ -189,14 +189,12 @@ void TaskAccesses(const ModelConfig& config, const Schedule& schedule, const Tas
       out.push_back(Write(Tensor::kRouterLogits, l, r0, r1, out0, out1, task.k_begin, task.k_end));
       break;
     case kTopK:
-      out.push_back(Read(Tensor::kRouterLogits, l, r0, r1, 0, config.num_experts));
-      out.push_back(Write(Tensor::kRouting, l, r0, r1, 0, 1));
-      break;
-    case kMoeFinalize:
-      if ((task.flags & kFlagWithTopK) != 0) {
+    case kMoeFinalize:  // with kFlagWithTopK the finalize runs the top-k first
+      if (task.opcode == kTopK || (task.flags & kFlagWithTopK) != 0) {
         out.push_back(Read(Tensor::kRouterLogits, l, r0, r1, 0, config.num_experts));
         out.push_back(Write(Tensor::kRouting, l, r0, r1, 0, 1));
       }
+      if (task.opcode == kTopK) break;
       out.push_back(Read(Tensor::kRouting, l, 0, schedule.batch, 0, 1));
       out.push_back(Write(Tensor::kExpertQueues, l, 0, 1, 0, 1));
       break;
