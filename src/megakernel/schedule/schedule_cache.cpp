@@ -68,7 +68,9 @@ const Schedule& ScheduleCache::Get(int64_t batch, size_t bucket_index) {
   if (bucket_index >= bucket_bounds_.size()) {
     throw Error("megakernel bucket index " + std::to_string(bucket_index) + " is out of range");
   }
-  const size_t representative = RepresentativeBucket(batch, bucket_index);
+  auto [known, added] = representatives_.try_emplace({batch, bucket_index}, 0);
+  if (added) known->second = RepresentativeBucket(batch, bucket_index);
+  const size_t representative = known->second;
   std::unique_ptr<Schedule>& slot = schedules_[{batch, representative}];
   if (!slot) {
     const ContextBucket context = bucket(representative);

@@ -56,6 +56,8 @@ class ScheduleCache {
   int64_t num_sms_;
   SchedulePolicy policy_;
   std::map<std::pair<int64_t, size_t>, std::unique_ptr<Schedule>> schedules_;  // by representative
+  // (batch, bucket) -> its representative: found once, not on every step's Get.
+  std::map<std::pair<int64_t, size_t>, size_t> representatives_;
 };
 
 }  // namespace mkserve::megakernel
