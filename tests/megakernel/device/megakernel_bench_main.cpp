@@ -8,13 +8,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/tools/decode_bench.h"
@@ -40,8 +38,7 @@ int main(int argc, char** argv) {
     const double read = cuda::MeasureReadBandwidth(int64_t{4} << 30, 5).bytes_per_second;
     std::vector<std::pair<std::string, megakernel::SchedulePolicy>> policies;
     for (int i = 3; i < argc; ++i) {
-      policies.emplace_back(argv[i], megakernel::SchedulePolicy::FromJson(
-                                         nlohmann::json::parse(std::ifstream(argv[i]))));
+      policies.emplace_back(argv[i], megakernel::SchedulePolicy::FromFile(argv[i]));
     }
     if (policies.empty()) policies.emplace_back("default", megakernel::SchedulePolicy::Default());
     std::vector<std::unique_ptr<megakernel::MegakernelDecoder>> decoders;
@@ -56,17 +53,17 @@ int main(int argc, char** argv) {
         "megakernel tok/s | speedup | %% SoL |\n|---|---|---|---|---|---|---|---|---|---|\n");
     std::vector<int64_t> batches = {1, 8, 32, 64};
     if (const char* list = std::getenv("MEGAKERNEL_BENCH_BATCHES")) {
+      const Error bad("MEGAKERNEL_BENCH_BATCHES: expected comma-separated batch sizes 1.." +
+                      std::to_string(megakernel::kMaxMegakernelBatch) + ", got \"" + list + "\"");
       batches.clear();
       for (const char* at = list; *at != '\0';) {
         char* end = nullptr;
         const long long batch = std::strtoll(at, &end, 10);
-        if (end == at || batch < 1 || batch > megakernel::kMaxMegakernelBatch) {
-          throw Error(std::string("MEGAKERNEL_BENCH_BATCHES: expected batch sizes 1..64, got \"") +
-                      list + "\"");
-        }
+        if (end == at || batch < 1 || batch > megakernel::kMaxMegakernelBatch) throw bad;
         batches.push_back(batch);
         at = *end == ',' ? end + 1 : end;
       }
+      if (batches.empty()) throw bad;
     }
     for (int64_t batch : batches) {
       const cuda::DecodePoint layered = cuda::BenchDecode(*backend, batch, context, 3, 10, read);

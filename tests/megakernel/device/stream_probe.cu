@@ -6,11 +6,15 @@
 //   stream_probe [items]
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/core/kernel_common.cuh"
 #include "backends/cuda/core/mma_sm80.cuh"
+#include "megakernel/device/sync.cuh"
 
 namespace {
 
@@ -19,20 +23,6 @@ constexpr int kRows = 128, kK = 2048, kChunk = 32;
 constexpr int64_t kItemElements = int64_t{kRows} * kK;
 constexpr int kRingStageChunks = 4;  // cp.async: 32-element chunks per ring stage
 constexpr int kMaxRingStages = 6;
-
-__device__ uint64_t Now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ uint4 LoadStreaming(const __nv_bfloat16* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ void Mma2(float (&acc)[4], uint4 p, uint4 q) {
   const uint32_t a0[4] = {p.x, q.x, p.y, q.y}, a1[4] = {p.z, q.z, p.w, q.w};
@@ -48,8 +38,8 @@ __device__ void StreamRegisters(const __nv_bfloat16* w0, const __nv_bfloat16* w1
     uint4 p[kUnroll], q[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      p[u] = LoadStreaming(w0 + (c + u) * kChunk + j * 8);
-      q[u] = LoadStreaming(w1 + (c + u) * kChunk + j * 8);
+      p[u] = mkserve::cuda::LoadStreaming(w0 + (c + u) * kChunk + j * 8).raw;
+      q[u] = mkserve::cuda::LoadStreaming(w1 + (c + u) * kChunk + j * 8).raw;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) Mma2(acc, p[u], q[u]);
@@ -96,14 +86,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (blockIdx.x >= active || threadIdx.x >= kWarps * 32) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   asm volatile("bar.sync 1, %0;" ::"n"(kWarps * 32));
-  const uint64_t start = Now();
+  const uint64_t start = mkserve::megakernel::GlobalTimerNs();
   float acc[4] = {};
   for (int item = 0; item < items; ++item) {
     const __nv_bfloat16* base = weights + (int64_t{item} * active + blockIdx.x) * kItemElements;
     if (method == 1 || method == 3) {  // the whole item to L2 first
       for (int i = threadIdx.x; i < kRows * kK * 2 / 128; i += kWarps * 32) {
-        asm volatile(
-            "prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(base) + i * 128));
+        mkserve::cuda::PrefetchL2(reinterpret_cast<const char*>(base) + i * 128);
       }
     }
     const __nv_bfloat16* w0 = base + (warp * 16 + lane / 4) * int64_t{kK};
@@ -129,34 +118,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     asm volatile("bar.sync 1, %0;" ::"n"(kWarps * 32));  // items run one after the other
   }
-  if (threadIdx.x == 0) times[blockIdx.x] = Now() - start;
+  if (threadIdx.x == 0) times[blockIdx.x] = mkserve::megakernel::GlobalTimerNs() - start;
   if (acc[0] == 123.0f) sink[0] = acc[1];  // keeps the loads
-}
-
-void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   const int items = argc > 1 ? std::atoi(argv[1]) : 4;
   int sms = 0;
-  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attribute");
+  MKSERVE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int64_t elements = kItemElements * items * sms;
   __nv_bfloat16* weights = nullptr;
   uint64_t* times = nullptr;
   float* sink = nullptr;
-  Check(cudaMalloc(&weights, elements * 2), "malloc");
-  Check(cudaMemset(weights, 0x3c, elements * 2), "memset");
-  Check(cudaMalloc(&times, sms * sizeof(uint64_t)), "malloc");
-  Check(cudaMalloc(&sink, sizeof(float)), "malloc");
+  MKSERVE_CUDA_CHECK(cudaMalloc(&weights, elements * 2));
+  MKSERVE_CUDA_CHECK(cudaMemset(weights, 0x3c, elements * 2));
+  MKSERVE_CUDA_CHECK(cudaMalloc(&times, sms * sizeof(uint64_t)));
+  MKSERVE_CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
   const int smem = kWarps * kMaxRingStages * kRingStageChunks * 64 * 16;
-  Check(cudaFuncSetAttribute(ProbeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-        "smem");
+  MKSERVE_CUDA_CHECK(
+      cudaFuncSetAttribute(ProbeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const char* names[] = {"registers, unroll 8",          "registers, unroll 8, L2 prefetch",
                          "registers, unroll 4",          "registers, unroll 4, L2 prefetch",
                          "cp.async ring, 2 x 4 KB/warp", "cp.async ring, 4 x 4 KB/warp",
@@ -167,9 +149,10 @@ int main(int argc, char** argv) {
       double best_ns = 1e30, mean_ns = 0;
       for (int rep = 0; rep < 3; ++rep) {
         ProbeKernel<<<sms, kThreads, smem>>>(weights, method, active, items, times, sink);
-        Check(cudaDeviceSynchronize(), "probe");
+        MKSERVE_CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<uint64_t> t(sms);
-        Check(cudaMemcpy(t.data(), times, sms * sizeof(uint64_t), cudaMemcpyDeviceToHost), "copy");
+        MKSERVE_CUDA_CHECK(
+            cudaMemcpy(t.data(), times, sms * sizeof(uint64_t), cudaMemcpyDeviceToHost));
         double worst = 0, sum = 0;
         for (int s = 0; s < active; ++s) {
           worst = std::max(worst, static_cast<double>(t[s]));
@@ -186,4 +169,13 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stream_probe: %s\n", e.what());
+    return 1;
+  }
 }
