@@ -451,10 +451,9 @@ class Builder {
   void Emit(Schedule& schedule, Wave wave, std::vector<PendingTask>& tasks) {
     int64_t first = 0, last = num_sms_;
     if (auto share = wave_sms_.find(wave); share != wave_sms_.end()) {
-      first = std::min<int64_t>(num_sms_ - 1,
-                                static_cast<int64_t>(std::floor(share->second.begin * num_sms_)));
-      last = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(share->second.end * num_sms_)),
-                                 first + 1, num_sms_);
+      // Both ends rounded the same way, so shares that meet at a fraction divide the SMs.
+      first = std::min<int64_t>(std::llround(share->second.begin * num_sms_), num_sms_ - 1);
+      last = std::clamp<int64_t>(std::llround(share->second.end * num_sms_), first + 1, num_sms_);
     }
     for (PendingTask& pending : tasks) {
       pending.task.arg[kArgSequence] = sequence_++;

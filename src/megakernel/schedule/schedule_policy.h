@@ -41,12 +41,13 @@ std::optional<Wave> WaveFromName(std::string_view name);
 bool IsLayerWave(Wave wave);  // every wave but kEmbed, kLmHead and kSample
 
 enum class Placement {
-  kRoundRobin,   // task k of the global order goes to SM k % num_sms
+  kRoundRobin,   // task k of the global order goes to SM k % num_sms (of its wave's share)
   kLeastLoaded,  // each task goes to the SM with the least estimated bytes so far
 };
 
 // A share of the SMs, as fractions of the SM count so a policy carries across GPUs: SMs
-// [floor(begin * n), ceil(end * n)), at least one.
+// [round(begin * n), round(end * n)), at least one; shares that meet at a fraction divide the
+// SMs between them.
 struct SmShare {
   double begin = 0.0, end = 1.0;
   bool operator==(const SmShare&) const = default;
