@@ -9,6 +9,7 @@
 # Env: BENCH_ARGS overrides the benchmark flags (add --breakdown for per-op times);
 # SANITIZER_FILTER picks the golden tests memcheck runs; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip;
 # BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over);
+# ONLY=a,b runs (and --pack packs) just those test binaries of TESTS.
 # E2E=1 also runs the OpenAI SDK suite through `serve --backend cuda` (scripts/gpu_e2e.sh: needs
 # node on PATH and tests/e2e/node_modules).
 # HF_REFERENCE=1 first writes the full-width HF references (tools/oracle/full_width_reference.py:
@@ -24,6 +25,7 @@ TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test 
        cuda_prefill_test cuda_gpu_sampler_test cuda_ragged_full_width_test cuda_engine_test
        cuda_prompt_chunk_test cuda_fatal_fault_test cuda_hf_full_width_test megakernel_ops_test
        megakernel_decoder_test)
+if [[ -n "${ONLY:-}" ]]; then IFS=, read -r -a TESTS <<< "$ONLY"; fi
 test_subdir() {  # test name -> its folder under the build's tests/
   [[ $1 == megakernel_* ]] && echo megakernel/device || echo backends/cuda
 }

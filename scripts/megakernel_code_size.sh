@@ -6,8 +6,9 @@
 #   scripts/megakernel_code_size.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 build=${1:-build}
+# awk reads the whole listing (grep -m1 would end the pipe early and fail it under pipefail).
 command=$(ninja -C "$build" -t commands src/megakernel/device/libmkserve_megakernel.a |
-          grep -m1 'megakernel/device/megakernel\.cu')
+          awk '/megakernel\/device\/megakernel\.cu/ && !found { print; found = 1 }')
 [[ -n $command ]] || { echo "no compile command for megakernel.cu in $build" >&2; exit 1; }
 cubin=$(mktemp --suffix=.cubin)
 trap 'rm -f "$cubin"' EXIT
@@ -17,6 +18,6 @@ command=$(sed -E 's/ -c / -cubin /; s/ -o [^ ]+/ -o '"${cubin//\//\\/}"'/;
           <<<"$command")
 (cd "$build" && eval "$command")
 size=$(readelf -S -W "$cubin" 2>/dev/null |
-       awk '$2 ~ /^\.text\..*MegakernelKernel/ { print $6; exit }')
+       awk '{ for (i = 1; i <= NF; ++i) if ($i ~ /^\.text\..*MegakernelKernel/) { print $(i + 4); exit } }')
 [[ -n $size ]] || { echo "no MegakernelKernel code in the cubin" >&2; exit 1; }
 echo "MegakernelKernel: $((16#$size / 1024)) KB of sm_90a code"
