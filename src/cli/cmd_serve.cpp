@@ -172,6 +172,11 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
     if (flags.backend != "cuda" || flags.decode_path != "megakernel") {
       throw Error("--megakernel-policy needs --backend cuda --decode megakernel");
     }
+    if (flags.warmup_context == 0) {
+      throw Error(
+          "--megakernel-policy needs the decode warm-up (--warmup-context > 0), which "
+          "builds and checks the policy's schedules before serving");
+    }
     flags.megakernel_policy = MegakernelPolicyJson(policy_file);
   }
   if (flags.warmup_context < 0) throw Error("--warmup-context must be >= 0 (0: no warm-up)");
@@ -218,7 +223,8 @@ void WarmUpCuda(cuda::CudaBackend& backend, bool custom_policy) {
       static_cast<long long>(report.device_bytes >> 20),
       report.stopped_early ? " (stopped early: the rest is prepared on first use)" : "");
   if (report.error.empty()) return;
-  if (custom_policy) throw Error("--megakernel-policy: " + report.error);
+  // A custom policy's schedules must pass here: serving on would fail requests one by one.
+  if (custom_policy) throw Error("decode warm-up with --megakernel-policy: " + report.error);
   std::fprintf(stderr, "decode warm-up: %s\n", report.error.c_str());
 }
 #endif

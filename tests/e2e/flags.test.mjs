@@ -32,6 +32,8 @@ const CASES = [
   [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],
   [['--max-connections', '0'], /--max-connections must be 1\.\.\d+/],
   [['--megakernel-policy', 'policy.json'], /--megakernel-policy needs --backend cuda --decode megakernel/],
+  [['--backend', 'cuda', '--decode', 'megakernel', '--megakernel-policy', 'policy.json', '--warmup-context', '0'],
+    /--megakernel-policy needs the decode warm-up/],
 ];
 
 for (const [args, message] of CASES) {
