@@ -14,15 +14,11 @@ ChatChoices::ChatChoices(int32_t num_choices, ResponseMeta meta, ChatOutputOptio
 }
 
 Json ChatChoices::Chunk(int32_t index, Json delta, Json logprobs, Json finish_reason) const {
-  Json chunk = {{"id", meta_.id},
-                {"object", "chat.completion.chunk"},
-                {"created", meta_.created_unix_s},
-                {"model", meta_.model},
-                {"choices",
-                 {{{"index", index},
-                   {"delta", std::move(delta)},
-                   {"logprobs", std::move(logprobs)},
-                   {"finish_reason", std::move(finish_reason)}}}}};
+  Json chunk = ResponseJson(meta_, "chat.completion.chunk",
+                            {{{"index", index},
+                              {"delta", std::move(delta)},
+                              {"logprobs", std::move(logprobs)},
+                              {"finish_reason", std::move(finish_reason)}}});
   if (options_.include_usage) chunk["usage"] = nullptr;
   return chunk;
 }
@@ -148,8 +144,9 @@ Json ChatChoices::FinalResponse(const Usage& usage) const {
          {"logprobs", options_.logprobs ? Json{{"content", choice.logprobs}} : Json()},
          {"finish_reason", choice.finish_reason}});
   }
-  return {{"id", meta_.id},       {"object", "chat.completion"}, {"created", meta_.created_unix_s},
-          {"model", meta_.model}, {"choices", choices},          {"usage", UsageJson(usage)}};
+  Json body = ResponseJson(meta_, "chat.completion", std::move(choices));
+  body["usage"] = UsageJson(usage);
+  return body;
 }
 
 bool ChatChoices::made_tool_calls() const {

@@ -25,15 +25,11 @@ CompletionChoices::CompletionChoices(std::vector<CompletionPrompt> prompts, Resp
 
 Json CompletionChoices::Chunk(int32_t index, const std::string& text, Json logprobs,
                               Json finish_reason) const {
-  Json chunk = {{"id", meta_.id},
-                {"object", "text_completion"},
-                {"created", meta_.created_unix_s},
-                {"model", meta_.model},
-                {"choices",
-                 {{{"index", index},
-                   {"text", text},
-                   {"logprobs", std::move(logprobs)},
-                   {"finish_reason", std::move(finish_reason)}}}}};
+  Json chunk = ResponseJson(meta_, "text_completion",
+                            {{{"index", index},
+                              {"text", text},
+                              {"logprobs", std::move(logprobs)},
+                              {"finish_reason", std::move(finish_reason)}}});
   if (options_.include_usage) chunk["usage"] = nullptr;
   return chunk;
 }
@@ -153,8 +149,9 @@ Json CompletionChoices::FinalResponse(const Usage& usage) {
                        {"logprobs", TakeLogprobs(choice)},
                        {"finish_reason", choice.finish_reason}});
   }
-  return {{"id", meta_.id},       {"object", "text_completion"}, {"created", meta_.created_unix_s},
-          {"model", meta_.model}, {"choices", choices},          {"usage", UsageJson(usage)}};
+  Json body = ResponseJson(meta_, "text_completion", std::move(choices));
+  body["usage"] = UsageJson(usage);
+  return body;
 }
 
 }  // namespace mkserve::server

@@ -27,16 +27,21 @@ Json UsageJson(const Usage& usage) {
           {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
 }
 
+Json ResponseJson(const ResponseMeta& meta, std::string_view object, Json choices) {
+  return {{"id", meta.id},
+          {"object", object},
+          {"created", meta.created_unix_s},
+          {"model", meta.model},
+          {"choices", std::move(choices)}};
+}
+
 std::string StreamEndEvents(const ResponseMeta& meta, std::string_view object, bool include_usage,
                             const Usage& usage) {
   std::string events;
   if (include_usage) {
-    events += SseEvent({{"id", meta.id},
-                        {"object", object},
-                        {"created", meta.created_unix_s},
-                        {"model", meta.model},
-                        {"choices", Json::array()},
-                        {"usage", UsageJson(usage)}});
+    Json chunk = ResponseJson(meta, object, Json::array());
+    chunk["usage"] = UsageJson(usage);
+    events += SseEvent(chunk);
   }
   return events + std::string(kSseDone);
 }

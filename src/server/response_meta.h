@@ -19,6 +19,9 @@ struct ResponseMeta {
 // A fresh meta with a unique id under `prefix`.
 ResponseMeta NewResponseMeta(const std::string& prefix, const std::string& model);
 
+// {"id", "object", "created", "model", "choices"}: every response body and chunk starts so.
+Json ResponseJson(const ResponseMeta& meta, std::string_view object, Json choices);
+
 // OpenAI `usage`, with prompt_tokens_details.cached_tokens.
 Json UsageJson(const Usage& usage);
 
