@@ -4,6 +4,7 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.3: ItemTimestamp, the per-item timeline records of claim tasks.
 //   v1.2: static kAttention as the device runs it: no page range in k_begin / k_end; one split
 //         writes attn_in and then the layer has no combine (the builder used to add one, which
 //         overwrote attn_in from stale slot-0 statistics whenever a sliding layer had one split,
@@ -224,6 +225,18 @@ struct TaskTimestamp {
   uint64_t end_ns;
 };
 static_assert(sizeof(TaskTimestamp) == 24);
+
+// With the timeline on, claim tasks also write one record per item they ran, at
+// items[queue * stride + item index]: before the claim, when the item's wait ended, after its
+// signal, and the SM that ran it (claimed = 1; 0 for an item no one ran).
+struct ItemTimestamp {
+  uint64_t start_ns;
+  uint64_t ready_ns;
+  uint64_t end_ns;
+  uint32_t sm;
+  uint32_t claimed;
+};
+static_assert(sizeof(ItemTimestamp) == 32);
 
 MKSERVE_HOST_DEVICE inline bool IsClaimOpcode(uint32_t opcode) {
   return opcode == kAttentionClaim || opcode == kExpertGateUpClaim || opcode == kExpertDownClaim;

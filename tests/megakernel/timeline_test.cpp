@@ -39,6 +39,34 @@ TEST(TimelineTest, TasksBecomeSlicesOnTheirSmTrack) {
   EXPECT_DOUBLE_EQ(slices[0]["args"]["wait_us"].get<double>(), 0.0);
 }
 
+TEST(TimelineTest, CsvHasATaskLineAndAnItemLinePerRecord) {
+  const ModelConfig config = TinyPreset(2);
+  const ContextBucket bucket = BucketForContext(config, 256);
+  const Schedule schedule = BuildSchedule(
+      config, 2, bucket, 2, ChooseTileShapes(config, 2, bucket, 2), SchedulePolicy::Default());
+  const int64_t width = schedule.max_tasks_per_sm();
+  const uint32_t stride = ItemTimelineStride(schedule);
+  ASSERT_FALSE(schedule.queues.empty());
+  ASSERT_GT(stride, 1u);
+  std::vector<TaskTimestamp> records(2 * width, TaskTimestamp{0, 0, 0});
+  records[0] = {1'000'000, 1'000'000, 1'002'500};
+  std::vector<ItemTimestamp> items(schedule.queues.size() * stride, ItemTimestamp{});
+  const size_t q = schedule.queues.size() - 1;
+  items[q * stride + 1] = {1'001'000, 1'001'500, 1'004'000, 1, 1};
+  const std::string csv = TimelineToCsv(schedule, records, items);
+  const std::string kind = schedule.queues[q].kind == QueueKind::kAttention      ? "attention"
+                           : schedule.queues[q].kind == QueueKind::kExpertGateUp ? "expert_gate_up"
+                                                                                 : "expert_down";
+  EXPECT_EQ(csv,
+            "what,sm,index,opcode,layer,tile,split,start,ready,end\n"
+            "task,0,0,embed,0,0,0,0.000,0.000,2.500\n"
+            "item,1," +
+                std::to_string(q) + "," + kind + "," + std::to_string(schedule.queues[q].layer) +
+                ",1,0,1.000,1.500,4.000\n");
+  items.pop_back();
+  EXPECT_THROW(TimelineToCsv(schedule, records, items), Error);
+}
+
 TEST(TimelineTest, BadBuffersAreRejected) {
   const ModelConfig config = TinyPreset(2);
   const ContextBucket bucket = BucketForContext(config, 256);

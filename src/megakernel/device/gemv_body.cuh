@@ -16,6 +16,8 @@
 // H200, 8K, 49 layers: batch 8 16.2 -> 12.6 ms, batch 64 76.3 -> 36.9 ms, batch 1 unchanged.
 #pragma once
 
+#include <type_traits>
+
 #include "backends/cuda/core/mma_sm80.cuh"
 #include "backends/cuda/decode/gemv_tile.cuh"
 #include "megakernel/device/sync.cuh"
@@ -37,6 +39,15 @@ struct WarpGemvScratch {
 struct GemvSmem {
   bf16 xs[kStageElements];  // activation rows of one K chunk, row stride StagedRowStride
   WarpGemvScratch warps[kWorkerWarps];
+};
+
+// How a tile of up to 8 tokens keeps weight rounds in flight: one in registers, or
+// kWeightRingStages in the weight ring (TileShapes::weight_ring). The kernel is built once for
+// each, so each instantiation carries one loop (two loops in one kernel cost batch 1 7 %: its
+// instructions no longer fit the caches as well).
+struct RegisterRounds {};
+struct RingRounds {
+  uint4* ring;  // the worker warps' slots, kWeightRingWarpVecs each
 };
 
 // Staged rows are padded so that the eight rows an mma's B fragment reads start in alternating
@@ -103,11 +114,60 @@ __device__ inline void MultiplyPairs(int c, int c1, int len, const uint4 (&p)[kU
   }
 }
 
+// The rounds of LoadPairs + MultiplyPairs with kWeightRingStages of them in flight per warp
+// instead of one: each lane copies its own 16-byte weight vectors into its own slots of the
+// warp's ring by cp.async and reads back only those, so no barrier is needed (wait_group counts
+// the lane's own copies). The registers could not hold more rounds (the kernel is at 168).
+// H200, 8K, same binary with the ring forced off / on: batch 8 11.50 -> 11.16 ms, 64 34.47 ->
+// 33.25; batch 1 3.70 -> 4.00 (so TileShapes turns it on from batch 4). An earlier ring made
+// every task slower (batch 1 5.1 ms) while the kernel kept its parameters and the MoE combine's
+// arrays in local memory: 64 KB more shared memory alone cost 20 % then (less L1 for them).
+template <int kNTiles, int kSets, int kUnroll, class Tile>
+__device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0, int c0, int c1,
+                                       const bf16* xs, int stride, int tokens,
+                                       float (&acc)[kNTiles * kSets][4], uint4* ring) {
+  static_assert(2 * kUnroll * 32 == kWeightRingRoundVecs);
+  const int lane = threadIdx.x % 32, r = lane / 4, j = lane % 4;
+  const bool row_valid = g0 + r < tile.Groups();
+  const bf16* any = tile.WeightRow(0, 0);  // an address for the copies that read nothing
+  const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + k0 : any;
+  const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + k0 : any;
+  const int rounds = (c1 - c0 + kUnroll - 1) / kUnroll;
+  auto issue = [&](int round) {
+    if (round < rounds) {
+      uint4* slot = ring + (round % kWeightRingStages) * kWeightRingRoundVecs;
+      const int c = c0 + round * kUnroll;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int off = (c + u) * kChunk + j * cuda::kVecElements;
+        const bool valid = row_valid && c + u < c1 && off < len;
+        cuda::CpAsync16(slot + (2 * u) * 32 + lane, valid ? w0 + off : any, valid);
+        cuda::CpAsync16(slot + (2 * u + 1) * 32 + lane, valid ? w1 + off : any, valid);
+      }
+    }
+    cuda::CpAsyncCommit();  // empty groups keep the count uniform
+  };
+#pragma unroll
+  for (int i = 0; i < kWeightRingStages - 1; ++i) issue(i);
+  for (int round = 0; round < rounds; ++round) {
+    issue(round + kWeightRingStages - 1);
+    cuda::CpAsyncWait<kWeightRingStages - 1>();  // this round's copies have landed
+    const uint4* slot = ring + (round % kWeightRingStages) * kWeightRingRoundVecs;
+    uint4 p[kUnroll], q[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      p[u] = slot[(2 * u) * 32 + lane];
+      q[u] = slot[(2 * u + 1) * 32 + lane];
+    }
+    MultiplyPairs<kNTiles, kSets>(c0 + round * kUnroll, c1, len, p, q, xs, stride, tokens, acc);
+  }
+}
+
 // out = W . x for every pair and token of the tile, in K chunks that fit the staging buffer.
 // When the tile has fewer than 8 warps' worth of pairs, the warps split K and add their partial
 // sums through shared memory, so every warp streams weights.
-template <int kNTiles, int kSets, int kUnroll, class Tile>
-__device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s) {
+template <int kNTiles, int kSets, int kUnroll, class Tile, class Rounds>
+__device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_in_flight) {
   constexpr int kPairsPerWarp = 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, j = lane % 4, r = lane / 4;
   const int k = tile.K(), tokens = tile.Tokens();
@@ -135,7 +195,13 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s) {
         StageChunk(tile, s.xs, k0, len, tokens, stride);
         WorkerSync();
       }
-      if (streams) {  // loading the first round before the staging spilled: 3.91 -> 4.09 ms
+      if constexpr (std::is_same_v<Rounds, RingRounds>) {
+        if (streams) {
+          StreamPairsRing<kNTiles, kSets, kUnroll>(
+              tile, k0, len, g0, c0, c1, s.xs, stride, tokens, acc,
+              rounds_in_flight.ring + warp * kWeightRingWarpVecs);
+        }
+      } else if (streams) {  // loading the first round before the staging spilled: 3.91 -> 4.09 ms
         for (int c = c0; c < c1; c += kUnroll) {
           uint4 p[kUnroll], q[kUnroll];
           LoadPairs(tile, k0, len, g0, c, c1, p, q);
@@ -199,15 +265,14 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s) {
 // weight block read once for every token). Four 32-element blocks per round: stream_probe on the
 // H200 streamed 4.09 TB/s over 132 SMs that way, 3.71 with eight (more registers, spills). No
 // L2 prefetch of the tile first: it cost 20 % there (3.22 TB/s), and dropping the prefetches
-// made the step faster (H200, 8K: batch 1 4.09 -> 3.97 ms, batch 64 35.7 -> 35.3 ms); a
-// shared-memory ring filled by cp.async streamed a lone SM faster (69 against 50 GB/s) but
-// slowed the whole step (batch 1 5.1 ms).
-template <class Tile>
-__device__ inline void RunGemv(const Tile& tile, GemvSmem& s) {
+// made the step faster (H200, 8K: batch 1 4.09 -> 3.97 ms, batch 64 35.7 -> 35.3 ms). With
+// RingRounds, tiles of up to 8 tokens keep three rounds in flight.
+template <class Tile, class Rounds>
+__device__ inline void RunGemv(const Tile& tile, GemvSmem& s, Rounds rounds) {
   if (tile.Tokens() <= kMmaTokens) {
-    RunGemvMma<1, 4, 4>(tile, s);
+    RunGemvMma<1, 4, 4>(tile, s, rounds);
   } else {
-    RunGemvMma<kMaxGemvTokens / kMmaTokens, 1, 4>(tile, s);
+    RunGemvMma<kMaxGemvTokens / kMmaTokens, 1, 4>(tile, s, RegisterRounds{});
   }
 }
 

@@ -1,6 +1,9 @@
 #include "megakernel/device/megakernel.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/core/cuda_check.h"
 #include "common/error.h"
@@ -17,10 +20,13 @@ inline constexpr int kRingSlots = 4;  // descriptors the controller warp may run
 // Shared memory of one CTA. The op scratch is a union: one task runs at a time.
 struct KernelSmem {
   TaskDescriptor ring[kRingSlots];
-  uint32_t loaded;    // descriptors the controller has placed (written by the controller)
-  uint32_t consumed;  // tasks the workers have finished (written by worker thread 0)
-  uint32_t stop;      // a wait gave up (watchdog abort): everyone leaves
-  int32_t claim;      // the item a claim loop took, -1 when the queue is empty
+  uint32_t loaded;             // descriptors the controller has placed (written by the controller)
+  uint32_t consumed;           // tasks the workers have finished (written by worker thread 0)
+  uint32_t stop;               // a wait gave up (watchdog abort): everyone leaves
+  int32_t claim;               // the item a claim loop took, -1 when the queue is empty
+  ExpertWorkItem expert_item;  // its record (written by worker thread 0)
+  AttentionWorkItem attention_item;
+  uint64_t claim_start_ns, claim_ready_ns;  // the item timeline (worker thread 0)
   union {
     GemvSmem gemv;
     AttentionSmem attention;
@@ -53,24 +59,32 @@ __device__ void ControllerLoop(const TaskDescriptor* tasks, uint32_t count, Kern
   }
 }
 
-// Worker thread 0 takes the next item of queue `queue` and, when it has a wait, waits for it.
-// Returns the item index or -1 (queue empty or the step was abandoned), for every worker.
-__device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t wait_base, bool attention,
-                         KernelSmem& s) {
+// Worker thread 0 takes the next item of queue `queue` (`count` items), copies its record into
+// shared memory and, when it has a wait, waits for it. Returns the item index or -1 (queue empty
+// or the step was abandoned), for every worker. One load of the record, not one for its wait and
+// another for the workers: each dependent L2 round trip here sits before the item's first weight
+// load (about 1 us apiece while the SMs stream).
+template <class Item>
+__device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count, const Item* items,
+                         uint32_t wait_base, Item& staged, KernelSmem& s) {
   if (threadIdx.x == 0) {
+    if (p.item_timeline != nullptr) s.claim_start_ns = GlobalTimerNs();
     int32_t claimed = -1;
     const uint32_t index = atomicAdd(p.queue_heads + queue, 1u);
-    if (index < LoadCgU(p.queue_counts + queue)) {
+    if (index < count) {
       claimed = static_cast<int32_t>(index);
-      const int64_t at = attention ? index : p.queue_offsets[queue] + index;
-      const uint32_t unit = attention ? __ldcg(&p.attention_items[at].wait_unit)
-                                      : __ldcg(&p.expert_items[at].wait_unit);
-      const uint32_t target = attention ? __ldcg(&p.attention_items[at].wait_target)
-                                        : __ldcg(&p.expert_items[at].wait_target);
-      if (unit != kNoCounter && !SpinUntil(p, wait_base + unit, target)) {
+      Item item;
+      for (int i = 0; i < static_cast<int>(sizeof(Item) / 16); ++i) {
+        reinterpret_cast<uint4*>(&item)[i] =
+            LoadCg(reinterpret_cast<const uint4*>(items + index) + i);
+      }
+      staged = item;
+      if (item.wait_unit != kNoCounter &&
+          !SpinUntil(p, wait_base + item.wait_unit, item.wait_target)) {
         s.stop = 1;
         claimed = -1;
       }
+      if (p.item_timeline != nullptr) s.claim_ready_ns = GlobalTimerNs();
     }
     s.claim = claimed;
   }
@@ -78,23 +92,26 @@ __device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t wait_base
   return s.claim;
 }
 
-template <class Item>
-__device__ inline Item LoadItem(const Item* items) {
-  Item item;
-  for (int i = 0; i < static_cast<int>(sizeof(Item) / 16); ++i) {
-    reinterpret_cast<uint4*>(&item)[i] = LoadCg(reinterpret_cast<const uint4*>(items) + i);
-  }
-  return item;
+// Worker thread 0, after the item's signal: its record in the item timeline, when there is one.
+__device__ inline void RecordItem(const StepParams& p, uint32_t queue, int index,
+                                  const KernelSmem& s) {
+  if (p.item_timeline == nullptr) return;
+  p.item_timeline[static_cast<int64_t>(queue) * p.item_stride + index] = {
+      s.claim_start_ns, s.claim_ready_ns, GlobalTimerNs(), blockIdx.x, 1};
 }
 
+template <class Rounds>
 __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bool down,
-                                KernelSmem& s) {
+                                KernelSmem& s, Rounds rounds) {
   const uint32_t queue = d.arg[kArgQueue];
+  const ExpertWorkItem* items = p.expert_items + p.queue_offsets[queue];
+  // The finalize wrote the count before the claim task's wait was met; it does not change.
+  const uint32_t count = threadIdx.x == 0 ? LoadCgU(p.queue_counts + queue) : 0;
   for (;;) {
-    const int index = ClaimNext(p, queue, d.arg[kArgItemWaitBase], false, s);
+    const int index = ClaimNext(p, queue, count, items, d.arg[kArgItemWaitBase], s.expert_item, s);
     if (index < 0) return;
-    const ExpertWorkItem item = LoadItem(p.expert_items + p.queue_offsets[queue] + index);
-    RunExpertItem(p, d.layer, item, down, s.op.gemv);
+    const ExpertWorkItem item = s.expert_item;
+    RunExpertItem(p, d.layer, item, down, s.op.gemv, rounds);
     WorkerSync();
     if (threadIdx.x == 0) {
       const uint32_t base = d.arg[kArgItemSignalBase];
@@ -108,6 +125,7 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
           atomicAdd(p.counters + base + a / p.top_k, item.arrive_weight);
         }
       }
+      RecordItem(p, queue, index, s);
     }
   }
 }
@@ -115,10 +133,12 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
 __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
   const uint32_t queue = d.arg[kArgQueue];
   const LayerParams& layer = p.layers[d.layer];
+  const uint32_t count = threadIdx.x == 0 ? LoadCgU(p.queue_counts + queue) : 0;  // host-written
   for (;;) {
-    const int index = ClaimNext(p, queue, d.arg[kArgItemWaitBase], true, s);
+    const int index =
+        ClaimNext(p, queue, count, p.attention_items, d.arg[kArgItemWaitBase], s.attention_item, s);
     if (index < 0) return;
-    const AttentionWorkItem item = LoadItem(p.attention_items + index);
+    const AttentionWorkItem item = s.attention_item;
     const PageRange pages{static_cast<int>(item.page_begin), static_cast<int>(item.page_end)};
     AttendSplit(p, layer, static_cast<int>(d.arg[kArgWindow]), item.row, item.kv_head, item.split,
                 pages, false, s.op.attention);
@@ -132,19 +152,23 @@ __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d,
       p.attn_stats[2 * at + 1] = 0.0f;
     }
     WorkerSync();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
       Arrive(p, d.arg[kArgItemSignalBase] + item.signal_unit, item.arrive_weight);
+      RecordItem(p, queue, index, s);
+    }
   }
 }
 
-__device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
+template <class Rounds>
+__device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem& s,
+                        Rounds rounds) {
   switch (d.opcode) {
     case kEmbed:
       return OpEmbed(p, d, s.op.rows);
     case kJoin:
       return OpJoin(p, d, s.op.rows);
     case kQkv:
-      return OpQkv(p, d, s.op.gemv);
+      return OpQkv(p, d, s.op.gemv, rounds);
     case kAttention:
       return OpAttention(p, d, s.op.attention);
     case kAttentionClaim:
@@ -152,11 +176,11 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kAttentionCombine:
       return OpAttentionCombine(p, d);
     case kOProj:
-      return OpOProj(p, d, s.op.gemv);
+      return OpOProj(p, d, s.op.gemv, rounds);
     case kDenseGateUp:
-      return OpDenseGateUp(p, d, s.op.gemv);
+      return OpDenseGateUp(p, d, s.op.gemv, rounds);
     case kDenseDown:
-      return OpDenseDown(p, d, s.op.gemv);
+      return OpDenseDown(p, d, s.op.gemv, rounds);
     case kRouter:
       return OpRouter(p, d, s.op.gemv);
     case kTopK:
@@ -171,22 +195,29 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
       return OpMoeFinalize(p, d, s.op.finalize);
     }
     case kExpertGateUpClaim:
-      return RunExpertClaims(p, d, false, s);
+      return RunExpertClaims(p, d, false, s, rounds);
     case kExpertDownClaim:
-      return RunExpertClaims(p, d, true, s);
+      return RunExpertClaims(p, d, true, s, rounds);
     case kMoeCombine:
-      return OpMoeCombine(p, d);
+      return OpMoeCombine(p, d, s.op.rows);
     case kLmHead:
-      return OpLmHead(p, d, s.op.gemv);
+      return OpLmHead(p, d, s.op.gemv, rounds);
     default:  // kNop; the host refuses opcodes the kernel does not run
       return;
   }
 }
 
+// One instantiation per way of keeping weight rounds in flight (gemv_body.cuh): RegisterRounds,
+// or RingRounds when the step has a weight ring (StepParams::weight_ring_offset).
+template <class Rounds>
 __global__ void __launch_bounds__(kBlockThreads, 1)
-    MegakernelKernel(StepParams p, TaskLists lists) {
+    MegakernelKernel(const __grid_constant__ StepParams p,
+                     const __grid_constant__ TaskLists lists) {
   extern __shared__ uint4 smem_raw[];
   KernelSmem& s = *reinterpret_cast<KernelSmem*>(smem_raw);
+  Rounds rounds;
+  if constexpr (std::is_same_v<Rounds, RingRounds>)
+    rounds.ring = smem_raw + p.weight_ring_offset / 16;
   const uint32_t count = lists.counts[blockIdx.x];
   const TaskDescriptor* tasks =
       lists.tasks + static_cast<int64_t>(blockIdx.x) * lists.max_tasks_per_sm;
@@ -217,7 +248,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     }
     WorkerSync();
     if (Volatile(s.stop) != 0) return;
-    RunTask(p, d, s);
+    RunTask(p, d, s, rounds);
     WorkerSync();
     if (Volatile(s.stop) != 0) return;
     if (threadIdx.x == 0) {
@@ -250,19 +281,38 @@ __global__ void ZeroRegionsKernel(ZeroArgs args) {
 
 size_t MegakernelSmemBytes() { return sizeof(KernelSmem); }
 
+// The ring starts where the GEMM scratch ends: it overlaps only the other ops' scratch in the
+// union (attention stages, finalize tables), and no other op runs while a GEMM tile streams.
+size_t MegakernelWeightRingOffset() { return offsetof(KernelSmem, op) + sizeof(GemvSmem); }
+
+namespace {
+
+// A step with the ring: at least the kernel's own scratch, up to the ring's end.
+size_t RingSmemBytes() {
+  return std::max(MegakernelSmemBytes(),
+                  MegakernelWeightRingOffset() +
+                      sizeof(uint4) * static_cast<size_t>(kWorkerWarps) * kWeightRingWarpVecs);
+}
+
+}  // namespace
+
 int MegakernelGridSize() {
   static const int grid = [] {
     int device = 0, sms = 0, per_sm = 0;
     MKSERVE_CUDA_CHECK(cudaGetDevice(&device));
     MKSERVE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    MKSERVE_CUDA_CHECK(cudaFuncSetAttribute(&MegakernelKernel,
+    const size_t most = RingSmemBytes();
+    MKSERVE_CUDA_CHECK(cudaFuncSetAttribute(&MegakernelKernel<RegisterRounds>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(MegakernelSmemBytes())));
+    MKSERVE_CUDA_CHECK(cudaFuncSetAttribute(&MegakernelKernel<RingRounds>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(most)));
     MKSERVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, &MegakernelKernel, kBlockThreads, MegakernelSmemBytes()));
+        &per_sm, &MegakernelKernel<RingRounds>, kBlockThreads, most));
     if (per_sm < 1) {
       throw Error("megakernel: one CTA of " + std::to_string(kBlockThreads) + " threads and " +
-                  std::to_string(MegakernelSmemBytes()) +
+                  std::to_string(most) +
                   " bytes of shared memory cannot be resident on an SM of this device");
     }
     return sms;
@@ -282,11 +332,21 @@ void LaunchMegakernel(const StepParams& params, const TaskLists& lists, cudaStre
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(kBlockThreads);
-  config.dynamicSmemBytes = MegakernelSmemBytes();
   config.stream = stream;
   config.attrs = &cooperative;
   config.numAttrs = 1;
-  MKSERVE_CUDA_CHECK(cudaLaunchKernelEx(&config, &MegakernelKernel, params, lists));
+  // Without the ring the kernel asks for its own scratch only: more of the SM's 256 KB stays L1.
+  if (params.weight_ring_offset == 0) {
+    config.dynamicSmemBytes = MegakernelSmemBytes();
+    MKSERVE_CUDA_CHECK(
+        cudaLaunchKernelEx(&config, &MegakernelKernel<RegisterRounds>, params, lists));
+  } else {
+    if (params.weight_ring_offset != MegakernelWeightRingOffset()) {
+      throw Error("megakernel: weight_ring_offset must be MegakernelWeightRingOffset()");
+    }
+    config.dynamicSmemBytes = RingSmemBytes();
+    MKSERVE_CUDA_CHECK(cudaLaunchKernelEx(&config, &MegakernelKernel<RingRounds>, params, lists));
+  }
 }
 
 void ZeroRegions(std::span<const ZeroRegion> regions, cudaStream_t stream) {

@@ -11,8 +11,10 @@
 
 namespace mkserve::megakernel {
 
-// Dynamic shared memory the kernel needs (descriptor ring + the largest op scratch).
+// Dynamic shared memory the kernel needs (descriptor ring + the largest op scratch), and where a
+// step's weight ring starts (StepParams::weight_ring_offset; the launch adds the ring's size).
 size_t MegakernelSmemBytes();
+size_t MegakernelWeightRingOffset();
 
 // Number of CTAs the kernel runs with on the current device: one per SM. Throws mkserve::Error
 // when one CTA per SM cannot be resident (then a persistent launch could deadlock).
@@ -29,7 +31,7 @@ struct ZeroRegion {
 };
 
 // Zeroes every region in one small kernel (at most kMaxZeroRegions).
-inline constexpr int kMaxZeroRegions = 8;
+inline constexpr int kMaxZeroRegions = 10;
 void ZeroRegions(std::span<const ZeroRegion> regions, cudaStream_t stream);
 
 }  // namespace mkserve::megakernel

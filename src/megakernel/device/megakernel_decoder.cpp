@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "megakernel/device/megakernel.h"
 #include "megakernel/schedule/context_bucket.h"
+#include "megakernel/schedule/timeline.h"
 #include "megakernel/schedule/work_queues.h"
 
 namespace mkserve::megakernel {
@@ -279,14 +280,24 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   p.queue_heads = up.queue_heads.data();
   p.counters = up.counters.data();
   p.routing = routing_.data();
-  int64_t records = 0;
+  p.weight_ring_offset =
+      t.weight_ring != 0 ? static_cast<uint32_t>(MegakernelWeightRingOffset()) : 0;
+  int64_t records = 0, item_records = 0;
   if (options_.record_timeline) {
     records = static_cast<int64_t>(num_sms_) * up.max_tasks_per_sm;
     if (timeline_.count() < records) timeline_ = cuda::DeviceBuffer<TaskTimestamp>(records);
     p.timeline = timeline_.data();
+    p.item_stride = ItemTimelineStride(schedule);
+    item_records = static_cast<int64_t>(schedule.queues.size()) * p.item_stride;
+    if (item_timeline_.count() < std::max<int64_t>(1, item_records)) {
+      item_timeline_ = cuda::DeviceBuffer<ItemTimestamp>(std::max<int64_t>(1, item_records));
+    }
+    p.item_timeline = item_timeline_.data();
   }
   const ZeroRegion zero[] = {
       {p.timeline, records * static_cast<int64_t>(sizeof(TaskTimestamp) / sizeof(uint32_t))},
+      {p.item_timeline,
+       item_records * static_cast<int64_t>(sizeof(ItemTimestamp) / sizeof(uint32_t))},
       {up.counters.data(), up.counters.count()},
       {up.queue_heads.data(), up.queue_heads.count()},
       {p.expert_counts, static_cast<int64_t>(config_.num_layers) * p.num_experts},
@@ -307,6 +318,16 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters,
                  "megakernel: the decode step of " + std::to_string(B) + " rows");
   MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, start_, done_));
+}
+
+std::vector<ItemTimestamp> MegakernelDecoder::LastItemTimeline() const {
+  if (!options_.record_timeline || last_schedule_ == nullptr) return {};
+  std::vector<ItemTimestamp> records(last_schedule_->queues.size() *
+                                     ItemTimelineStride(*last_schedule_));
+  if (records.empty()) return records;
+  MKSERVE_CUDA_CHECK(cudaMemcpy(records.data(), item_timeline_.data(),
+                                records.size() * sizeof(ItemTimestamp), cudaMemcpyDeviceToHost));
+  return records;
 }
 
 std::vector<int32_t> MegakernelDecoder::LastRouting() const {

@@ -73,6 +73,9 @@ class MegakernelDecoder {
   // The last step's per-task times when options.record_timeline (else empty), laid out as
   // TimelineToChromeTrace reads them: [sm * max_tasks_per_sm + index], zeros for no task.
   std::vector<TaskTimestamp> LastTimeline() const;
+  // The last step's claimed items when options.record_timeline (else empty):
+  // [queue * ItemTimelineStride(*last_schedule()) + item index].
+  std::vector<ItemTimestamp> LastItemTimeline() const;
   // The last step's expert ids when options.record_routing (else empty), as RoutingOverride
   // takes them: [moe layer][row][top_k], in the order top-k picked them.
   std::vector<int32_t> LastRouting() const;
@@ -94,6 +97,7 @@ class MegakernelDecoder {
   cuda::DeviceBuffer<int32_t> step_inputs_;  // tokens, positions, block tables, queue counts
   cuda::DeviceBuffer<LayerParams> layer_params_;
   cuda::DeviceBuffer<TaskTimestamp> timeline_;
+  cuda::DeviceBuffer<ItemTimestamp> item_timeline_;
   cuda::DeviceBuffer<int32_t> routing_;  // [layers][max_batch][top_k] when record_routing
   int64_t last_batch_ = 0;
   StepWatchdog watchdog_;

@@ -7,12 +7,12 @@
 #include <cmath>
 
 #include "megakernel/device/ops_linear.cuh"
+#include "megakernel/device/ops_rows.cuh"
 #include "megakernel/schedule/tile_shapes.h"
 
 namespace mkserve::megakernel {
 
 inline constexpr int kMaxExperts = 256;
-inline constexpr int kMaxTopK = 16;
 inline constexpr int kRouterTokens = 8;  // activation rows per pass of a router tile
 
 // router_logits[row][e] (+)= w[e][k0:k1] . x_norm_f32[row][k0:k1], one warp per expert. The

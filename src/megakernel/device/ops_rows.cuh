@@ -8,8 +8,12 @@
 
 namespace mkserve::megakernel {
 
+inline constexpr int kMaxTopK = 16;  // experts per token the ops are written for
+
 struct RowScratch {
   float warp_sums[kWorkerWarps];
+  int32_t position[kMaxTopK];  // kMoeCombine: the row's bucket positions and weights
+  float weight[kMaxTopK];
 };
 
 __device__ inline float WorkerSum(float v, RowScratch& s) {
@@ -114,25 +118,28 @@ __device__ inline int BucketPosition(const StepParams& p, int row, int j) {
   return LoadCgI(p.bucket_offsets + LoadCgI(p.topk_ids + a)) + LoadCgI(p.topk_slot + a);
 }
 
-__device__ inline void OpMoeCombine(const StepParams& p, const TaskDescriptor& d) {
-  constexpr int kMaxTopK = 16;
+// The row's k bucket positions and weights go through shared memory: one thread looks each up,
+// and no thread keeps a k-long array (it lived in local memory, which misses L1 once the kernel's
+// shared memory grows).
+__device__ inline void OpMoeCombine(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
   for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
-    int position[kMaxTopK];
-    float weight[kMaxTopK];
-    for (int j = 0; j < p.top_k; ++j) {
-      position[j] = BucketPosition(p, row, j);
-      weight[j] = LoadCgF(p.topk_weights + row * p.top_k + j);
+    if (row > static_cast<int>(d.row_begin)) WorkerSync();  // the previous row's reads are done
+    if (threadIdx.x < p.top_k) {
+      s.position[threadIdx.x] = BucketPosition(p, row, threadIdx.x);
+      s.weight[threadIdx.x] = LoadCgF(p.topk_weights + row * p.top_k + threadIdx.x);
     }
+    WorkerSync();
     float4 sum[kRowChunks] = {};
 #pragma unroll 4
     for (int j = 0; j < p.top_k; ++j) {  // the chunks of every expert row in flight together
-      const float* src = p.moe_out + static_cast<int64_t>(position[j]) * p.hidden;
+      const float* src = p.moe_out + static_cast<int64_t>(s.position[j]) * p.hidden;
+      const float w = s.weight[j];
 #pragma unroll
       for (int c = 0; c < kRowChunks; ++c) {
         if (!ChunkLive(p, c)) continue;
         const float4 a = LoadCgF4(src + ChunkAt(c));
-        sum[c] = make_float4(fmaf(weight[j], a.x, sum[c].x), fmaf(weight[j], a.y, sum[c].y),
-                             fmaf(weight[j], a.z, sum[c].z), fmaf(weight[j], a.w, sum[c].w));
+        sum[c] = make_float4(fmaf(w, a.x, sum[c].x), fmaf(w, a.y, sum[c].y), fmaf(w, a.z, sum[c].z),
+                             fmaf(w, a.w, sum[c].w));
       }
     }
 #pragma unroll

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +67,57 @@ std::string TimelineToChromeTrace(const Schedule& schedule,
     }
   }
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump();
+}
+
+uint32_t ItemTimelineStride(const Schedule& schedule) {
+  uint32_t stride = 0;
+  for (const QueueInfo& q : schedule.queues) stride = std::max(stride, q.capacity);
+  return stride;
+}
+
+std::string TimelineToCsv(const Schedule& schedule, std::span<const TaskTimestamp> records,
+                          std::span<const ItemTimestamp> items) {
+  const int64_t width = schedule.max_tasks_per_sm();
+  const size_t stride = ItemTimelineStride(schedule);
+  if (records.size() != schedule.sm_tasks.size() * static_cast<size_t>(width) ||
+      items.size() != schedule.queues.size() * stride) {
+    throw Error("timeline CSV: " + std::to_string(records.size()) + " task and " +
+                std::to_string(items.size()) + " item records, the schedule needs " +
+                std::to_string(schedule.sm_tasks.size() * width) + " and " +
+                std::to_string(schedule.queues.size() * stride));
+  }
+  uint64_t origin = std::numeric_limits<uint64_t>::max();
+  for (const TaskTimestamp& t : records) {
+    if (t.start_ns != 0) origin = std::min(origin, t.start_ns);
+  }
+  auto us = [&](uint64_t ns) {
+    return (static_cast<double>(ns) - static_cast<double>(origin)) / 1e3;
+  };
+  std::string out = "what,sm,index,opcode,layer,tile,split,start,ready,end\n";
+  char line[256];
+  for (size_t sm = 0; sm < schedule.sm_tasks.size(); ++sm) {
+    for (size_t i = 0; i < schedule.sm_tasks[sm].size(); ++i) {
+      const TaskDescriptor& task = schedule.sm_tasks[sm][i];
+      const TaskTimestamp& t = records[sm * width + i];
+      if (t.start_ns == 0) continue;
+      std::snprintf(line, sizeof(line), "task,%zu,%zu,%s,%u,%u,%u,%.3f,%.3f,%.3f\n", sm, i,
+                    std::string(OpcodeName(task.opcode)).c_str(), task.layer, task.tile, task.split,
+                    us(t.start_ns), us(t.ready_ns), us(t.end_ns));
+      out += line;
+    }
+  }
+  static constexpr const char* kKind[] = {"attention", "expert_gate_up", "expert_down"};
+  for (size_t q = 0; q < schedule.queues.size(); ++q) {
+    for (size_t i = 0; i < stride; ++i) {
+      const ItemTimestamp& t = items[q * stride + i];
+      if (t.claimed == 0) continue;
+      std::snprintf(line, sizeof(line), "item,%u,%zu,%s,%d,%zu,0,%.3f,%.3f,%.3f\n", t.sm, q,
+                    kKind[static_cast<int>(schedule.queues[q].kind)], schedule.queues[q].layer, i,
+                    us(t.start_ns), us(t.ready_ns), us(t.end_ns));
+      out += line;
+    }
+  }
+  return out;
 }
 
 }  // namespace mkserve::megakernel

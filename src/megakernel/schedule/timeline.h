@@ -17,4 +17,17 @@ namespace mkserve::megakernel {
 // record's start, ready and end are out of order.
 std::string TimelineToChromeTrace(const Schedule& schedule, std::span<const TaskTimestamp> records);
 
+// The item timeline's row width (ItemTimestamp): the schedule's largest queue capacity.
+uint32_t ItemTimelineStride(const Schedule& schedule);
+
+// A recorded step as CSV for scripts/megakernel_timeline.py, times in microseconds from the
+// earliest task start, one line per task and one per claimed item:
+//   what,sm,index,opcode,layer,tile,split,start,ready,end
+//   task,<sm>,<task index>,<opcode name>,<layer>,<tile>,<split>,...
+//   item,<sm>,<queue>,<queue kind>,<queue layer>,<item index>,0,...
+// items: [queues * ItemTimelineStride(schedule)] as the kernel writes them (claimed = 0: no
+// item). Throws mkserve::Error when a buffer has the wrong size.
+std::string TimelineToCsv(const Schedule& schedule, std::span<const TaskTimestamp> records,
+                          std::span<const ItemTimestamp> items);
+
 }  // namespace mkserve::megakernel

@@ -4,10 +4,12 @@
 // time of one recorded step went. Usage: megakernel_bench [layers] [context_tokens]
 // [policy.json...]: with policy files (SchedulePolicy::FromJson), one megakernel row per policy
 // and batch, so wave orders and placements are compared in one run. MEGAKERNEL_BENCH_BATCHES
-// (comma-separated, e.g. "1") picks the batch sizes, to profile one alone under ncu.
+// (comma-separated, e.g. "1") picks the batch sizes, to profile one alone under ncu;
+// MEGAKERNEL_BENCH_TRACE=DIR writes every recorded step as CSV (scripts/megakernel_timeline.py).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "backends/cuda/tools/read_bandwidth.h"
 #include "common/error.h"
 #include "megakernel/device/megakernel_bench.h"
+#include "megakernel/schedule/timeline.h"
 #include "model/presets.h"
 
 int main(int argc, char** argv) {
@@ -78,20 +81,33 @@ int main(int argc, char** argv) {
                     mk.decode.percent_of_sol);
       }
     }
-    // Where the time goes: one recorded step per batch size.
-    megakernel::MegakernelDecoderOptions traced;
-    traced.record_timeline = true;
-    megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(),
-                                           backend->kv_pool(), traced);
+    // Where the time goes: one recorded step per policy and batch size (the first and the last).
+    // MEGAKERNEL_BENCH_TRACE=DIR also writes each as DIR/trace_p<policy>_b<batch>.csv.
+    const char* trace_dir = std::getenv("MEGAKERNEL_BENCH_TRACE");
     std::vector<int64_t> traced_batches = {batches.front()};
     if (batches.back() != batches.front()) traced_batches.push_back(batches.back());
-    for (int64_t batch : traced_batches) {
-      megakernel::BenchMegakernelDecode(*backend, recorder, batch, context, 1, 1, read, 0);
-      const std::vector<megakernel::TaskTimestamp> records = recorder.LastTimeline();
-      std::printf("\nbatch %lld, %s", static_cast<long long>(batch),
-                  megakernel::TimelineBreakdown(*recorder.last_schedule(), records,
-                                                std::min<int64_t>(10, layers - 1))
-                      .c_str());
+    for (size_t p = 0; p < policies.size(); ++p) {
+      megakernel::MegakernelDecoderOptions traced;
+      traced.record_timeline = true;
+      traced.policy = policies[p].second;
+      megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(),
+                                             backend->kv_pool(), traced);
+      for (int64_t batch : traced_batches) {
+        megakernel::BenchMegakernelDecode(*backend, recorder, batch, context, 1, 1, read, 0);
+        const std::vector<megakernel::TaskTimestamp> records = recorder.LastTimeline();
+        std::printf("\n%s, batch %lld, %s", policies[p].first.c_str(),
+                    static_cast<long long>(batch),
+                    megakernel::TimelineBreakdown(*recorder.last_schedule(), records,
+                                                  std::min<int64_t>(10, layers - 1))
+                        .c_str());
+        if (trace_dir == nullptr) continue;
+        const std::string path = std::string(trace_dir) + "/trace_p" + std::to_string(p) + "_b" +
+                                 std::to_string(batch) + ".csv";
+        std::ofstream file(path);
+        file << megakernel::TimelineToCsv(*recorder.last_schedule(), records,
+                                          recorder.LastItemTimeline());
+        if (!file) throw Error("MEGAKERNEL_BENCH_TRACE: cannot write " + path);
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "megakernel_bench: %s\n", e.what());

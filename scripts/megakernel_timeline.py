@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""One layer of a recorded megakernel step (megakernel_bench with MEGAKERNEL_BENCH_TRACE=DIR).
+
+Usage: megakernel_timeline.py TRACE.csv [layer]
+
+Times are microseconds from the end of the previous layer's last join. Prints, per opcode and
+per item queue: count, first start, first ready, last end, mean wait and mean run; then how
+busy the SMs were over the layer (time inside a task or an item after its wait), and where
+each SM spent the layer (idle before its first task, waiting, running).
+"""
+import collections
+import csv
+import sys
+
+
+def main():
+    path = sys.argv[1]
+    layer = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    tasks, items = [], []
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            for key in ("start", "ready", "end"):
+                row[key] = float(row[key])
+            row["layer"] = int(row["layer"])
+            row["sm"] = int(row["sm"])
+            (tasks if row["what"] == "task" else items).append(row)
+    joins = [t for t in tasks if t["opcode"] == "join" and t["layer"] == layer - 1]
+    if not joins:
+        sys.exit(f"no join of layer {layer - 1} in {path}")
+    origin = max(t["end"] for t in joins)
+    end_join = max(t["end"] for t in tasks if t["opcode"] == "join" and t["layer"] == layer)
+    span = end_join - origin
+    print(f"layer {layer}: {span:.1f} us from join to join")
+
+    groups = collections.OrderedDict()
+    for t in sorted(tasks, key=lambda t: t["start"]):
+        if t["layer"] == layer:
+            groups.setdefault(("task", t["opcode"]), []).append(t)
+    for i in sorted(items, key=lambda t: t["start"]):
+        if i["layer"] == layer:
+            groups.setdefault(("item", i["opcode"]), []).append(i)
+    print("| what | name | n | first start | first ready | last end | mean wait | mean run |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (what, name), rows in groups.items():
+        n = len(rows)
+        print(f"| {what} | {name} | {n} | {min(r['start'] for r in rows) - origin:.1f} | "
+              f"{min(r['ready'] for r in rows) - origin:.1f} | "
+              f"{max(r['end'] for r in rows) - origin:.1f} | "
+              f"{sum(r['ready'] - r['start'] for r in rows) / n:.2f} | "
+              f"{sum(r['end'] - r['ready'] for r in rows) / n:.2f} |")
+
+    # Busy time per SM inside [origin, end_join]: tasks that are not claim loops, and items.
+    claim_ops = {"attention_claim", "expert_gate_up_claim", "expert_down_claim"}
+    busy = collections.defaultdict(float)
+    waiting = collections.defaultdict(float)
+    sms = sorted({t["sm"] for t in tasks})
+
+    def clip(a, b):
+        return max(0.0, min(b, end_join) - max(a, origin))
+
+    for t in tasks:
+        if t["opcode"] in claim_ops:
+            continue
+        busy[t["sm"]] += clip(t["ready"], t["end"])
+        waiting[t["sm"]] += clip(t["start"], t["ready"])
+    for i in items:
+        busy[i["sm"]] += clip(i["ready"], i["end"])
+        waiting[i["sm"]] += clip(i["start"], i["ready"])
+    total_busy = sum(busy.values())
+    print(f"\nSMs busy {100 * total_busy / (len(sms) * span):.1f} % of the layer "
+          f"(waiting {100 * sum(waiting.values()) / (len(sms) * span):.1f} %)")
+    per_kind = collections.Counter()
+    for i in items:
+        if i["layer"] == layer:
+            per_kind[(i["opcode"], i["sm"])] += 1
+    for kind in ("expert_gate_up", "expert_down", "attention"):
+        counts = collections.Counter(per_kind[(kind, sm)] for sm in sms)
+        if sum(k * v for k, v in counts.items()):
+            print(f"{kind} items per SM: " +
+                  ", ".join(f"{k}: {v} SMs" for k, v in sorted(counts.items())))
+    print("\nbusiest and idlest SMs (busy us / waiting us):")
+    order = sorted(sms, key=lambda sm: busy[sm])
+    for sm in order[:4] + order[-4:]:
+        print(f"  SM {sm}: busy {busy[sm]:.1f}, waiting {waiting[sm]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
