@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prints the size of the megakernel's machine code (the .text of each MegakernelKernel, sm_90a), the
+# Prints the size of the megakernel's machine code (the .text of MegakernelKernel, sm_90a), the
 # figure that moved its speed most (docs/performance.md, "the megakernel's code size"): every task
 # runs out of the instruction caches. Compiles megakernel.cu to a cubin with the build's own flags,
 # so it needs a configured CUDA build directory (ninja). No GPU needed.
@@ -17,12 +17,7 @@ command=$(sed -E 's/ -c / -cubin /; s/ -o [^ ]+/ -o '"${cubin//\//\\/}"'/;
                   s/--generate-code=arch=compute_90a,code=\[compute_90a,sm_90a\]/-arch=sm_90a/' \
           <<<"$command")
 (cd "$build" && eval "$command")
-# One line per kernel instantiation (RegisterRounds, RingRounds: gemv_body.cuh).
-sizes=$(readelf -S -W "$cubin" 2>/dev/null |
-        awk '{ for (i = 1; i <= NF; ++i) if ($i ~ /^\.text\..*MegakernelKernel/) print $i, $(i + 4) }')
-[[ -n $sizes ]] || { echo "no MegakernelKernel code in the cubin" >&2; exit 1; }
-while read -r section size; do
-  kind=RegisterRounds
-  [[ $section == *RingRounds* ]] && kind=RingRounds
-  echo "MegakernelKernel<$kind>: $((16#$size / 1024)) KB of sm_90a code"
-done <<<"$sizes"
+size=$(readelf -S -W "$cubin" 2>/dev/null |
+       awk '{ for (i = 1; i <= NF; ++i) if ($i ~ /^\.text\..*MegakernelKernel/) { print $(i + 4); exit } }')
+[[ -n $size ]] || { echo "no MegakernelKernel code in the cubin" >&2; exit 1; }
+echo "MegakernelKernel: $((16#$size / 1024)) KB of sm_90a code"

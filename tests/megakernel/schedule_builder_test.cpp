@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -261,28 +260,6 @@ TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
   EXPECT_THROW(
       BuildSchedule(config, 1, BucketForContext(config, 8192), 132, bad, SchedulePolicy::Default()),
       Error);
-}
-
-// The weight ring is chosen from batch 4 on (a policy's "tiles" can force it either way) and is
-// 0 or 1; it changes the kernel instantiation, never the schedule's tasks.
-TEST(ScheduleBuilderTest, WeightRingFromBatchFourAndZeroOrOne) {
-  const ModelConfig config = NmcPreset(3);
-  const ContextBucket bucket = BucketForContext(config, 8192);
-  for (int64_t batch : {1, 2, 3, 4, 8, 64}) {
-    EXPECT_EQ(ChooseTileShapes(config, batch, bucket, 132).weight_ring, batch >= 4 ? 1 : 0)
-        << "batch " << batch;
-  }
-  TileShapes with = ChooseTileShapes(config, 8, bucket, 132), without = with;
-  without.weight_ring = 0;
-  const Schedule a = BuildSchedule(config, 8, bucket, 132, with, SchedulePolicy::Default());
-  const Schedule b = BuildSchedule(config, 8, bucket, 132, without, SchedulePolicy::Default());
-  EXPECT_EQ(a.PackedTasks().size(), b.PackedTasks().size());
-  EXPECT_EQ(0, std::memcmp(a.PackedTasks().data(), b.PackedTasks().data(),
-                           a.PackedTasks().size() * sizeof(TaskDescriptor)));
-  TileShapes bad = with;
-  bad.weight_ring = 3;
-  EXPECT_THROW(BuildSchedule(config, 8, bucket, 132, bad, SchedulePolicy::Default()), Error);
-  EXPECT_EQ(WithTileOverrides(with, {{"weight_ring", 0}}).weight_ring, 0);  // a policy's "tiles"
 }
 
 // A policy file (`--megakernel-policy`): read, parsed and checked, every failure naming the file.

@@ -42,9 +42,15 @@ struct GemvSmem {
 };
 
 // How a tile of up to 8 tokens keeps weight rounds in flight: one in registers, or
-// kWeightRingStages in the weight ring (TileShapes::weight_ring). The kernel is built once for
-// each, so each instantiation carries one loop (two loops in one kernel cost batch 1 7 %: its
-// instructions no longer fit the caches as well).
+// kWeightRingStages in the weight ring (per worker warp, that many rounds of its 16-byte weight
+// vectors, 2 rows x 4 blocks x 32 lanes, in shared memory). The expert items use the ring, the
+// static tiles registers (H200, 8K, 49 layers, the ring for the experts only against the
+// ring for every tile: batch 8 11.26 -> 10.58 ms, 64 33.51 -> 31.77, batch 1 3.78 -> 3.70; the
+// ring in every tile kind made the kernel 489 KB instead of 437).
+inline constexpr int kWeightRingStages = 3;
+inline constexpr int kWeightRingRoundVecs = 2 * 4 * 32;
+inline constexpr int kWeightRingWarpVecs = kWeightRingStages * kWeightRingRoundVecs;
+
 struct RegisterRounds {};
 struct RingRounds {
   uint4* ring;  // the worker warps' slots, kWeightRingWarpVecs each
@@ -118,10 +124,9 @@ __device__ inline void MultiplyPairs(int c, int c1, int len, const uint4 (&p)[kU
 // instead of one: each lane copies its own 16-byte weight vectors into its own slots of the
 // warp's ring by cp.async and reads back only those, so no barrier is needed (wait_group counts
 // the lane's own copies). The registers could not hold more rounds (the kernel is at 168).
-// H200, 8K, same binary with the ring forced off / on: batch 8 11.50 -> 11.16 ms, 64 34.47 ->
-// 33.25; batch 1 3.70 -> 4.00 (so TileShapes turns it on from batch 4). An earlier ring made
-// every task slower (batch 1 5.1 ms) while the kernel kept its parameters and the MoE combine's
-// arrays in local memory: 64 KB more shared memory alone cost 20 % then (less L1 for them).
+// An earlier ring made every task slower (batch 1 5.1 ms) while the kernel kept its parameters
+// and the MoE combine's arrays in local memory: 64 KB more shared memory alone cost 20 % then
+// (less L1 for them).
 template <int kNTiles, int kSets, int kUnroll, class Tile>
 __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0, int c0, int c1,
                                        const bf16* xs, int stride, int tokens,
@@ -266,7 +271,7 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_i
 // H200 streamed 4.09 TB/s over 132 SMs that way, 3.71 with eight (more registers, spills). No
 // L2 prefetch of the tile first: it cost 20 % there (3.22 TB/s), and dropping the prefetches
 // made the step faster (H200, 8K: batch 1 4.09 -> 3.97 ms, batch 64 35.7 -> 35.3 ms). With
-// RingRounds, tiles of up to 8 tokens keep three rounds in flight.
+// RingRounds, tiles of up to 8 tokens keep three rounds in flight (the expert items).
 template <class Tile, class Rounds>
 __device__ inline void RunGemv(const Tile& tile, GemvSmem& s, Rounds rounds) {
   if (tile.Tokens() <= kMmaTokens) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
-#include <type_traits>
 
 #include "backends/cuda/core/cuda_check.h"
 #include "common/error.h"
@@ -34,6 +33,16 @@ struct KernelSmem {
     FinalizeSmem finalize;
   } op;
 };
+
+// The expert items' weight ring starts where the GEMM scratch ends: it overlaps only the other
+// ops' scratch in the union (attention stages, finalize tables), and no other op runs while an
+// expert item streams.
+constexpr size_t kWeightRingOffset = offsetof(KernelSmem, op) + sizeof(GemvSmem);
+static_assert(kWeightRingOffset % 16 == 0);
+
+__device__ inline uint4* WeightRing(KernelSmem& s) {
+  return reinterpret_cast<uint4*>(reinterpret_cast<char*>(&s) + kWeightRingOffset);
+}
 
 __device__ inline volatile uint32_t& Volatile(uint32_t& v) {
   return *const_cast<volatile uint32_t*>(&v);
@@ -100,9 +109,8 @@ __device__ inline void RecordItem(const StepParams& p, uint32_t queue, int index
       s.claim_start_ns, s.claim_ready_ns, GlobalTimerNs(), blockIdx.x, 1};
 }
 
-template <class Rounds>
 __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bool down,
-                                KernelSmem& s, Rounds rounds) {
+                                KernelSmem& s) {
   const uint32_t queue = d.arg[kArgQueue];
   const ExpertWorkItem* items = p.expert_items + p.queue_offsets[queue];
   // The finalize wrote the count before the claim task's wait was met; it does not change.
@@ -111,7 +119,7 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
     const int index = ClaimNext(p, queue, count, items, d.arg[kArgItemWaitBase], s.expert_item, s);
     if (index < 0) return;
     const ExpertWorkItem item = s.expert_item;
-    RunExpertItem(p, d.layer, item, down, s.op.gemv, rounds);
+    RunExpertItem(p, d.layer, item, down, s.op.gemv, RingRounds{WeightRing(s)});
     WorkerSync();
     if (threadIdx.x == 0) {
       const uint32_t base = d.arg[kArgItemSignalBase];
@@ -159,16 +167,14 @@ __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d,
   }
 }
 
-template <class Rounds>
-__device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem& s,
-                        Rounds rounds) {
+__device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
   switch (d.opcode) {
     case kEmbed:
       return OpEmbed(p, d, s.op.rows);
     case kJoin:
       return OpJoin(p, d, s.op.rows);
     case kQkv:
-      return OpQkv(p, d, s.op.gemv, rounds);
+      return OpQkv(p, d, s.op.gemv);
     case kAttention:
       return OpAttention(p, d, s.op.attention);
     case kAttentionClaim:
@@ -176,11 +182,11 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kAttentionCombine:
       return OpAttentionCombine(p, d);
     case kOProj:
-      return OpOProj(p, d, s.op.gemv, rounds);
+      return OpOProj(p, d, s.op.gemv);
     case kDenseGateUp:
-      return OpDenseGateUp(p, d, s.op.gemv, rounds);
+      return OpDenseGateUp(p, d, s.op.gemv);
     case kDenseDown:
-      return OpDenseDown(p, d, s.op.gemv, rounds);
+      return OpDenseDown(p, d, s.op.gemv);
     case kRouter:
       return OpRouter(p, d, s.op.gemv);
     case kTopK:
@@ -195,29 +201,23 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
       return OpMoeFinalize(p, d, s.op.finalize);
     }
     case kExpertGateUpClaim:
-      return RunExpertClaims(p, d, false, s, rounds);
+      return RunExpertClaims(p, d, false, s);
     case kExpertDownClaim:
-      return RunExpertClaims(p, d, true, s, rounds);
+      return RunExpertClaims(p, d, true, s);
     case kMoeCombine:
       return OpMoeCombine(p, d, s.op.rows);
     case kLmHead:
-      return OpLmHead(p, d, s.op.gemv, rounds);
+      return OpLmHead(p, d, s.op.gemv);
     default:  // kNop; the host refuses opcodes the kernel does not run
       return;
   }
 }
 
-// One instantiation per way of keeping weight rounds in flight (gemv_body.cuh): RegisterRounds,
-// or RingRounds when the step has a weight ring (StepParams::weight_ring_offset).
-template <class Rounds>
 __global__ void __launch_bounds__(kBlockThreads, 1)
     MegakernelKernel(const __grid_constant__ StepParams p,
                      const __grid_constant__ TaskLists lists) {
   extern __shared__ uint4 smem_raw[];
   KernelSmem& s = *reinterpret_cast<KernelSmem*>(smem_raw);
-  Rounds rounds;
-  if constexpr (std::is_same_v<Rounds, RingRounds>)
-    rounds.ring = smem_raw + p.weight_ring_offset / 16;
   const uint32_t count = lists.counts[blockIdx.x];
   const TaskDescriptor* tasks =
       lists.tasks + static_cast<int64_t>(blockIdx.x) * lists.max_tasks_per_sm;
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     }
     WorkerSync();
     if (Volatile(s.stop) != 0) return;
-    RunTask(p, d, s, rounds);
+    RunTask(p, d, s);
     WorkerSync();
     if (Volatile(s.stop) != 0) return;
     if (threadIdx.x == 0) {
@@ -279,40 +279,25 @@ __global__ void ZeroRegionsKernel(ZeroArgs args) {
 
 }  // namespace
 
-size_t MegakernelSmemBytes() { return sizeof(KernelSmem); }
-
-// The ring starts where the GEMM scratch ends: it overlaps only the other ops' scratch in the
-// union (attention stages, finalize tables), and no other op runs while a GEMM tile streams.
-size_t MegakernelWeightRingOffset() { return offsetof(KernelSmem, op) + sizeof(GemvSmem); }
-
-namespace {
-
-// A step with the ring: at least the kernel's own scratch, up to the ring's end.
-size_t RingSmemBytes() {
-  return std::max(MegakernelSmemBytes(),
-                  MegakernelWeightRingOffset() +
-                      sizeof(uint4) * static_cast<size_t>(kWorkerWarps) * kWeightRingWarpVecs);
+size_t MegakernelSmemBytes() {
+  return std::max(
+      sizeof(KernelSmem),
+      kWeightRingOffset + sizeof(uint4) * kWorkerWarps * static_cast<size_t>(kWeightRingWarpVecs));
 }
-
-}  // namespace
 
 int MegakernelGridSize() {
   static const int grid = [] {
     int device = 0, sms = 0, per_sm = 0;
     MKSERVE_CUDA_CHECK(cudaGetDevice(&device));
     MKSERVE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const size_t most = RingSmemBytes();
-    MKSERVE_CUDA_CHECK(cudaFuncSetAttribute(&MegakernelKernel<RegisterRounds>,
+    MKSERVE_CUDA_CHECK(cudaFuncSetAttribute(&MegakernelKernel,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(MegakernelSmemBytes())));
-    MKSERVE_CUDA_CHECK(cudaFuncSetAttribute(&MegakernelKernel<RingRounds>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(most)));
     MKSERVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, &MegakernelKernel<RingRounds>, kBlockThreads, most));
+        &per_sm, &MegakernelKernel, kBlockThreads, MegakernelSmemBytes()));
     if (per_sm < 1) {
       throw Error("megakernel: one CTA of " + std::to_string(kBlockThreads) + " threads and " +
-                  std::to_string(most) +
+                  std::to_string(MegakernelSmemBytes()) +
                   " bytes of shared memory cannot be resident on an SM of this device");
     }
     return sms;
@@ -332,21 +317,11 @@ void LaunchMegakernel(const StepParams& params, const TaskLists& lists, cudaStre
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(kBlockThreads);
+  config.dynamicSmemBytes = MegakernelSmemBytes();
   config.stream = stream;
   config.attrs = &cooperative;
   config.numAttrs = 1;
-  // Without the ring the kernel asks for its own scratch only: more of the SM's 256 KB stays L1.
-  if (params.weight_ring_offset == 0) {
-    config.dynamicSmemBytes = MegakernelSmemBytes();
-    MKSERVE_CUDA_CHECK(
-        cudaLaunchKernelEx(&config, &MegakernelKernel<RegisterRounds>, params, lists));
-  } else {
-    if (params.weight_ring_offset != MegakernelWeightRingOffset()) {
-      throw Error("megakernel: weight_ring_offset must be MegakernelWeightRingOffset()");
-    }
-    config.dynamicSmemBytes = RingSmemBytes();
-    MKSERVE_CUDA_CHECK(cudaLaunchKernelEx(&config, &MegakernelKernel<RingRounds>, params, lists));
-  }
+  MKSERVE_CUDA_CHECK(cudaLaunchKernelEx(&config, &MegakernelKernel, params, lists));
 }
 
 void ZeroRegions(std::span<const ZeroRegion> regions, cudaStream_t stream) {

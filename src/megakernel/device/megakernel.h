@@ -11,10 +11,9 @@
 
 namespace mkserve::megakernel {
 
-// Dynamic shared memory the kernel needs (descriptor ring + the largest op scratch), and where a
-// step's weight ring starts (StepParams::weight_ring_offset; the launch adds the ring's size).
+// Dynamic shared memory the kernel needs: the descriptor ring, the largest op scratch and the
+// expert items' weight ring after the GEMM scratch.
 size_t MegakernelSmemBytes();
-size_t MegakernelWeightRingOffset();
 
 // Number of CTAs the kernel runs with on the current device: one per SM. Throws mkserve::Error
 // when one CTA per SM cannot be resident (then a persistent launch could deadlock).

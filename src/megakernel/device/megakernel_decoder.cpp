@@ -280,8 +280,6 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   p.queue_heads = up.queue_heads.data();
   p.counters = up.counters.data();
   p.routing = routing_.data();
-  p.weight_ring_offset =
-      t.weight_ring != 0 ? static_cast<uint32_t>(MegakernelWeightRingOffset()) : 0;
   int64_t records = 0, item_records = 0;
   if (options_.record_timeline) {
     records = static_cast<int64_t>(num_sms_) * up.max_tasks_per_sm;

@@ -127,18 +127,14 @@ __device__ inline int Rows(const TaskDescriptor& d) {
   return static_cast<int>(d.row_end - d.row_begin);
 }
 
-template <class Rounds>
-__device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
-                             Rounds rounds) {
+__device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
   const int n0 = QkvBegin(p, d);
   const QkvTile tile{
       &p, &p.layers[d.layer], n0, n0 + p.tiles.qkv, static_cast<int>(d.row_begin), Rows(d)};
-  RunGemv(tile, s, rounds);
+  RunGemv(tile, s, RegisterRounds{});
 }
 
-template <class Rounds>
-__device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
-                               Rounds rounds) {
+__device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
   const int q_width = p.num_heads * p.head_dim, n0 = TileBegin(d, p.tiles.oproj);
   const PlainTile tile{p.attn_in,
                        q_width,
@@ -154,24 +150,20 @@ __device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, Gem
                        Rows(d),
                        1.0f,
                        (d.flags & kFlagAccumulate) != 0};
-  RunGemv(tile, s, rounds);
+  RunGemv(tile, s, RegisterRounds{});
 }
 
-template <class Rounds>
-__device__ inline void OpDenseGateUp(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
-                                     Rounds rounds) {
+__device__ inline void OpDenseGateUp(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
   const LayerParams& layer = p.layers[d.layer];
   const int i0 = TileBegin(d, p.tiles.dense_up);
   const GateUpTile tile{
       p.x_norm,     p.hidden, layer.dense_gate_up,   p.hidden, layer.intermediate,
       p.ffn_hidden, i0,       i0 + p.tiles.dense_up, nullptr,  static_cast<int>(d.row_begin),
       Rows(d),      1};
-  RunGemv(tile, s, rounds);
+  RunGemv(tile, s, RegisterRounds{});
 }
 
-template <class Rounds>
-__device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
-                                   Rounds rounds) {
+__device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
   const LayerParams& layer = p.layers[d.layer];
   const int n0 = TileBegin(d, p.tiles.dense_down);
   const PlainTile tile{p.ffn_hidden,
@@ -188,12 +180,10 @@ __device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d,
                        Rows(d),
                        1.0f,
                        (d.flags & kFlagAccumulate) != 0};
-  RunGemv(tile, s, rounds);
+  RunGemv(tile, s, RegisterRounds{});
 }
 
-template <class Rounds>
-__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
-                                Rounds rounds) {
+__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
   const int v0 = TileBegin(d, p.tiles.lm_head);
   const PlainTile tile{p.x_norm,
                        p.hidden,
@@ -209,15 +199,14 @@ __device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, Ge
                        Rows(d),
                        p.logit_scale,
                        false};
-  RunGemv(tile, s, rounds);
+  RunGemv(tile, s, RegisterRounds{});
 }
 
 // One claimed expert item: gate/up (down == false) or down of expert item.expert for the bucket
 // rows [bucket_begin, bucket_begin + row_count), output tile item.tile.
-template <class Rounds>
 __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
                                      const ExpertWorkItem& item, bool down, GemvSmem& s,
-                                     Rounds rounds) {
+                                     RingRounds ring) {
   const LayerParams& layer = p.layers[layer_id];
   const int64_t I = layer.intermediate, H = p.hidden;
   const int width = down ? p.tiles.expert_down : p.tiles.expert_up;
@@ -228,7 +217,7 @@ __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
                           H,        I,    p.moe_hidden,
                           out0,     out1, p.bucket_assignment + b0,
                           b0,       rows, p.top_k};
-    RunGemv(tile, s, rounds);
+    RunGemv(tile, s, ring);
   } else {
     const PlainTile tile{p.moe_hidden,
                          I,
@@ -244,7 +233,7 @@ __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
                          rows,
                          1.0f,
                          false};
-    RunGemv(tile, s, rounds);
+    RunGemv(tile, s, ring);
   }
 }
 

@@ -46,13 +46,6 @@ struct TileWidths {
   int32_t expert_rows = 0;  // routed rows per expert row block
 };
 
-// The weight ring (TileShapes::weight_ring): per worker warp, kWeightRingStages rounds of its
-// 16-byte weight vectors (2 rows x 4 blocks x 32 lanes), after the GEMM scratch in shared
-// memory (MegakernelWeightRingOffset) when the step uses it.
-inline constexpr int kWeightRingStages = 3;
-inline constexpr int kWeightRingRoundVecs = 2 * 4 * 32;
-inline constexpr int kWeightRingWarpVecs = kWeightRingStages * kWeightRingRoundVecs;
-
 struct StepParams {
   // Geometry.
   int32_t batch = 0;
@@ -64,9 +57,8 @@ struct StepParams {
   int32_t num_experts = 0;
   int32_t top_k = 0;
   int32_t num_layers = 0;
-  int32_t sigmoid_router = 1;       // 0: softmax over the top-k
-  uint32_t weight_ring_offset = 0;  // bytes from the dynamic shared memory's start; 0: no ring
-  int32_t renormalize = 0;          // sigmoid: divide the top-k weights by their sum
+  int32_t sigmoid_router = 1;  // 0: softmax over the top-k
+  int32_t renormalize = 0;     // sigmoid: divide the top-k weights by their sum
   float norm_eps = 1e-6f;
   float logit_scale = 1.0f;
   float rope_theta = 10000.0f;

@@ -70,11 +70,6 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   tiles.full_split_slots = splits_for(bucket.max_full_pages);
   tiles.attention_claimers = num_sms;
   tiles.expert_claimers = num_sms;
-  // Three weight rounds in flight per warp instead of one from batch 4 on (H200, 8K: batch 8
-  // 11.47 -> 11.02 ms, 64 34.41 -> 32.84). At batch 1 the ring made the step slower (3.76 ->
-  // 4.00 ms): the serial tasks on the critical path (router, top-k, finalize, joins) ran 1.5-2x
-  // longer beside SMs with three times the loads in flight.
-  tiles.weight_ring = batch >= 4 ? 1 : 0;
   return tiles;
 }
 
@@ -98,7 +93,6 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"attention_claimers", &TileShapes::attention_claimers},
       {"expert_claimers", &TileShapes::expert_claimers},
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
-      {"weight_ring", &TileShapes::weight_ring},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -139,7 +133,6 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
             "topk_in_finalize must be 0 or 1");
   }
   RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
-  Require(tiles.weight_ring == 0 || tiles.weight_ring == 1, "weight_ring must be 0 or 1");
   Require(tiles.sliding_splits >= 1 && tiles.sliding_splits <= kMaxAttentionSplits,
           "sliding_splits must be 1.." + std::to_string(kMaxAttentionSplits));
   Require(tiles.full_split_slots >= 1 && tiles.full_split_slots <= kMaxAttentionSplits,
