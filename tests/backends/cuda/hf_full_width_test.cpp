@@ -13,6 +13,8 @@
 //     bar;
 // (c) a model with as many experts as top-k (no routing choice): p95 |logprob difference| <= 0.01
 //     and the same top-1 wherever HF's top-2 margin exceeds 0.01.
+// Then the same wanted positions as decode steps, one token each, through the megakernel decode
+// path (the prompt before them prefilled): (b)'s bars under free routing and (c)'s.
 // MKSERVE_HF_REFERENCE_DIR names the script's --out folder (the no-choice model is in its
 // no_choice/); scripts/gpu_check.sh sets it.
 #include <gtest/gtest.h>
@@ -172,10 +174,12 @@ struct Reference {
   int64_t next_sequence_id = 1;
 };
 
-// `subdir`: "" for the routed model, "no_choice" for the one with as many experts as top-k.
-Reference& LoadReference(const std::string& subdir) {
+// `subdir`: "" for the routed model, "no_choice" for the one with as many experts as top-k;
+// `decode_path`: CudaBackendOptions::decode_path.
+Reference& LoadReference(const std::string& subdir, const std::string& decode_path = "eager") {
   static std::map<std::string, std::unique_ptr<Reference>> loaded;
-  if (loaded.count(subdir) > 0) return *loaded[subdir];
+  const std::string key = subdir + "|" + decode_path;
+  if (loaded.count(key) > 0) return *loaded[key];
   loaded.clear();  // one model on the GPU at a time
   const char* env = std::getenv("MKSERVE_HF_REFERENCE_DIR");
   if (env == nullptr) {
@@ -199,10 +203,12 @@ Reference& LoadReference(const std::string& subdir) {
   options.kv_layout = layout;
   options.max_num_tokens = kChunkTokens;
   options.hooks = ref->hooks;
+  options.decode_path = decode_path;
+  options.warmup_context_tokens = 0;  // schedules and graphs are built on first use
   ref->backend = LoadCudaBackend(dir / "model", options);
   ref->blocks = std::make_unique<SimpleBlocks>(ref->backend->kv_layout());
-  loaded[subdir] = std::move(ref);
-  return *loaded[subdir];
+  loaded[key] = std::move(ref);
+  return *loaded[key];
 }
 
 // Prefills the whole sequence in chunks under `routing` (null: our own routing, untraced); the
@@ -227,6 +233,34 @@ std::vector<std::vector<float>> TeacherForcedLogits(Reference& ref, const Sequen
     start = end;
   }
   ref.hooks->set_routing_override(nullptr);
+  return logits;
+}
+
+// Prefills the sequence up to its first wanted position, then runs every wanted position as a
+// decode step of one token (our own routing) and returns their logits; each step must have gone
+// through `decode_path`.
+std::vector<std::vector<float>> DecodedLogits(Reference& ref, const Sequence& s,
+                                              const std::string& decode_path) {
+  const auto tables = ref.blocks->Allocate(static_cast<int64_t>(s.ids.size()));
+  const int64_t sequence_id = ref.next_sequence_id++;
+  const int64_t first_wanted = s.positions.front();
+  for (int64_t start = 0; start < first_wanted;) {
+    const int64_t end = std::min(first_wanted, start + kChunkTokens);
+    std::vector<int32_t> chunk(s.ids.begin() + start, s.ids.begin() + end);
+    StepInputs inputs;
+    inputs.sequences.push_back(MakeStep(sequence_id, chunk, start, tables, nullptr, false));
+    ref.backend->Step(inputs);
+    start = end;
+  }
+  std::vector<std::vector<float>> logits;
+  for (int64_t position = first_wanted; position < static_cast<int64_t>(s.ids.size()); ++position) {
+    const std::vector<int32_t> token = {s.ids[position]};
+    StepInputs inputs;
+    inputs.sequences.push_back(MakeStep(sequence_id, token, position, tables, nullptr, true));
+    StepOutputs outputs = ref.backend->Step(inputs);
+    EXPECT_EQ(outputs.decode_path, decode_path) << s.name << " position " << position;
+    logits.push_back(std::move(outputs.results.at(0).logits.at(0)));
+  }
   return logits;
 }
 
@@ -322,6 +356,52 @@ TEST(HfFullWidthTest, NoRoutingChoiceTracksFp32) {
         s.name.c_str(), score.min_cosine, score.p95_logprob_diff, s.bf16_p95_logprob_diff,
         static_cast<long long>(clear_agree), static_cast<long long>(clear), kNoChoiceMinMargin,
         score.agreement, s.bf16_top1_agreement);
+    EXPECT_LE(score.p95_logprob_diff, kNoChoiceMaxP95LogprobDiff) << s.name;
+    EXPECT_EQ(clear_agree, clear) << s.name << ": top-1 differs despite a clear margin at"
+                                  << differs;
+  }
+}
+
+// The wanted positions decoded one token a step by the megakernel, free routing: (b)'s bars,
+// HF bf16's own top-1 agreement and p95 |logprob difference| against HF fp32.
+TEST(HfFullWidthTest, MegakernelDecodeMeetsTheFreeRoutingBar) {
+  Reference& ref = LoadReference("", "megakernel");
+  for (const Sequence& s : ref.sequences) {
+    const auto got = DecodedLogits(ref, s, "megakernel");
+    ASSERT_EQ(got.size(), s.positions.size()) << s.name;
+    const LogitScore score = Score(s, got);
+    std::printf(
+        "megakernel decode %s: %zu steps, min cosine %.6f, top-1 agreement %.4f (HF bf16 %.4f), "
+        "p95 |logprob diff| %.4f (HF bf16 %.4f)\n",
+        s.name.c_str(), got.size(), score.min_cosine, score.agreement, s.bf16_top1_agreement,
+        score.p95_logprob_diff, s.bf16_p95_logprob_diff);
+    EXPECT_GE(score.agreement, s.bf16_top1_agreement)
+        << s.name << ": top-1 agreement below HF bf16's; differs at" << score.mismatches;
+    EXPECT_LE(score.p95_logprob_diff, s.bf16_p95_logprob_diff)
+        << s.name << ": p95 |logprob difference| above HF bf16's";
+  }
+}
+
+// The no-choice model decoded by the megakernel: (c)'s bar, where routing cannot differ.
+TEST(HfFullWidthTest, MegakernelDecodeWithNoRoutingChoiceTracksFp32) {
+  Reference& ref = LoadReference("no_choice", "megakernel");
+  for (const Sequence& s : ref.sequences) {
+    const auto got = DecodedLogits(ref, s, "megakernel");
+    ASSERT_EQ(got.size(), s.positions.size()) << s.name;
+    const LogitScore score = Score(s, got);
+    int64_t clear = 0, clear_agree = 0;
+    std::string differs;
+    for (size_t i = 0; i < s.positions.size(); ++i) {
+      if (!(score.margins[i] > kNoChoiceMinMargin)) continue;
+      ++clear;
+      clear_agree += score.top1_agrees[i];
+      if (!score.top1_agrees[i]) differs += " " + std::to_string(s.positions[i]);
+    }
+    std::printf(
+        "megakernel decode, no-choice %s: min cosine %.6f, p95 |logprob diff| %.4f, top-1 %lld "
+        "of %lld positions with margin > %.2f\n",
+        s.name.c_str(), score.min_cosine, score.p95_logprob_diff,
+        static_cast<long long>(clear_agree), static_cast<long long>(clear), kNoChoiceMinMargin);
     EXPECT_LE(score.p95_logprob_diff, kNoChoiceMaxP95LogprobDiff) << s.name;
     EXPECT_EQ(clear_agree, clear) << s.name << ": top-1 differs despite a clear margin at"
                                   << differs;
