@@ -11,11 +11,16 @@
 namespace mkserve::megakernel {
 namespace {
 
-TEST(TimelineTest, TasksBecomeSlicesOnTheirSmTrack) {
+// The tiny model's schedule for `batch` rows on 2 SMs.
+Schedule TinySchedule(int64_t batch) {
   const ModelConfig config = TinyPreset(2);
   const ContextBucket bucket = BucketForContext(config, 256);
-  const Schedule schedule = BuildSchedule(
-      config, 1, bucket, 2, ChooseTileShapes(config, 1, bucket, 2), SchedulePolicy::Default());
+  return BuildSchedule(config, batch, bucket, 2, ChooseTileShapes(config, batch, bucket, 2),
+                       SchedulePolicy::Default());
+}
+
+TEST(TimelineTest, TasksBecomeSlicesOnTheirSmTrack) {
+  const Schedule schedule = TinySchedule(1);
   const int64_t width = schedule.max_tasks_per_sm();
   std::vector<TaskTimestamp> records(2 * width, TaskTimestamp{0, 0, 0});
   records[0] = {1'000'000, 1'000'000, 1'002'500};          // SM 0 task 0: the embed, 2.5 us
@@ -40,10 +45,7 @@ TEST(TimelineTest, TasksBecomeSlicesOnTheirSmTrack) {
 }
 
 TEST(TimelineTest, CsvHasATaskLineAndAnItemLinePerRecord) {
-  const ModelConfig config = TinyPreset(2);
-  const ContextBucket bucket = BucketForContext(config, 256);
-  const Schedule schedule = BuildSchedule(
-      config, 2, bucket, 2, ChooseTileShapes(config, 2, bucket, 2), SchedulePolicy::Default());
+  const Schedule schedule = TinySchedule(2);
   const int64_t width = schedule.max_tasks_per_sm();
   const uint32_t stride = ItemTimelineStride(schedule);
   ASSERT_FALSE(schedule.queues.empty());
@@ -68,10 +70,7 @@ TEST(TimelineTest, CsvHasATaskLineAndAnItemLinePerRecord) {
 }
 
 TEST(TimelineTest, BadBuffersAreRejected) {
-  const ModelConfig config = TinyPreset(2);
-  const ContextBucket bucket = BucketForContext(config, 256);
-  const Schedule schedule = BuildSchedule(
-      config, 1, bucket, 2, ChooseTileShapes(config, 1, bucket, 2), SchedulePolicy::Default());
+  const Schedule schedule = TinySchedule(1);
   std::vector<TaskTimestamp> records(3);
   EXPECT_THROW(TimelineToChromeTrace(schedule, records), Error);
   records.assign(2 * schedule.max_tasks_per_sm(), TaskTimestamp{0, 0, 0});

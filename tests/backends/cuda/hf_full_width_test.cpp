@@ -280,6 +280,38 @@ void ExpectNoProblems(const std::string& what, const RoutingComparison& c) {
                                   << (c.problems.empty() ? "" : c.problems.front());
 }
 
+// (b)'s bar under free routing: HF bf16's own top-1 agreement and p95 |logprob difference|.
+void ExpectHfBf16Bar(const Sequence& s, const LogitScore& score) {
+  EXPECT_GE(score.agreement, s.bf16_top1_agreement)
+      << s.name << ": top-1 agreement below HF bf16's; differs at" << score.mismatches;
+  EXPECT_LE(score.p95_logprob_diff, s.bf16_p95_logprob_diff)
+      << s.name << ": p95 |logprob difference| above HF bf16's";
+}
+
+// (c): p95 |logprob difference| within 0.01 and the same top-1 wherever HF's margin is clear.
+void ExpectNoChoiceBar(const std::string& what, const Sequence& s,
+                       const std::vector<std::vector<float>>& got) {
+  ASSERT_EQ(got.size(), s.positions.size()) << what << " " << s.name;
+  const LogitScore score = Score(s, got);
+  int64_t clear = 0, clear_agree = 0;
+  std::string differs;
+  for (size_t i = 0; i < s.positions.size(); ++i) {
+    if (!(score.margins[i] > kNoChoiceMinMargin)) continue;
+    ++clear;
+    clear_agree += score.top1_agrees[i];
+    if (!score.top1_agrees[i]) differs += " " + std::to_string(s.positions[i]);
+  }
+  std::printf(
+      "%s %s: min cosine %.6f, p95 |logprob diff| %.4f (HF bf16 %.4f), top-1 %lld of %lld "
+      "positions with margin > %.2f (all: %.4f, HF bf16 %.4f)\n",
+      what.c_str(), s.name.c_str(), score.min_cosine, score.p95_logprob_diff,
+      s.bf16_p95_logprob_diff, static_cast<long long>(clear_agree), static_cast<long long>(clear),
+      kNoChoiceMinMargin, score.agreement, s.bf16_top1_agreement);
+  EXPECT_LE(score.p95_logprob_diff, kNoChoiceMaxP95LogprobDiff) << what << " " << s.name;
+  EXPECT_EQ(clear_agree, clear) << what << " " << s.name
+                                << ": top-1 differs despite a clear margin at" << differs;
+}
+
 TEST(HfFullWidthTest, ForcedRoutingLogitsMatchTransformers) {
   Reference& ref = LoadReference("");
   for (const Sequence& s : ref.sequences) {
@@ -322,10 +354,7 @@ TEST(HfFullWidthTest, FreeRoutingDiffersOnlyAtNearTies) {
         s.name.c_str(), score.min_cosine, kMinCosine, static_cast<long long>(score.below),
         score.agreement, s.bf16_top1_agreement, score.p95_logprob_diff, s.bf16_p95_logprob_diff,
         static_cast<long long>(c.first_different_row));
-    EXPECT_GE(score.agreement, s.bf16_top1_agreement)
-        << s.name << ": top-1 agreement below HF bf16's; differs at" << score.mismatches;
-    EXPECT_LE(score.p95_logprob_diff, s.bf16_p95_logprob_diff)
-        << s.name << ": p95 |logprob difference| above HF bf16's";
+    ExpectHfBf16Bar(s, score);
     PrintRouting("free " + s.name, c);
     ExpectNoProblems("free " + s.name, c);
     for (size_t i = 0; i < s.positions.size() && s.positions[i] < c.first_different_row; ++i) {
@@ -339,26 +368,7 @@ TEST(HfFullWidthTest, NoRoutingChoiceTracksFp32) {
   Reference& ref = LoadReference("no_choice");
   ASSERT_EQ(ref.config.num_experts, ref.config.num_experts_per_token);
   for (const Sequence& s : ref.sequences) {
-    const auto got = TeacherForcedLogits(ref, s, nullptr);
-    ASSERT_EQ(got.size(), s.positions.size()) << s.name;
-    const LogitScore score = Score(s, got);
-    int64_t clear = 0, clear_agree = 0;
-    std::string differs;
-    for (size_t i = 0; i < s.positions.size(); ++i) {
-      if (!(score.margins[i] > kNoChoiceMinMargin)) continue;
-      ++clear;
-      clear_agree += score.top1_agrees[i];
-      if (!score.top1_agrees[i]) differs += " " + std::to_string(s.positions[i]);
-    }
-    std::printf(
-        "no-choice %s: min cosine %.6f, p95 |logprob diff| %.4f (HF bf16 %.4f), top-1 %lld of %lld "
-        "positions with margin > %.2f (all: %.4f, HF bf16 %.4f)\n",
-        s.name.c_str(), score.min_cosine, score.p95_logprob_diff, s.bf16_p95_logprob_diff,
-        static_cast<long long>(clear_agree), static_cast<long long>(clear), kNoChoiceMinMargin,
-        score.agreement, s.bf16_top1_agreement);
-    EXPECT_LE(score.p95_logprob_diff, kNoChoiceMaxP95LogprobDiff) << s.name;
-    EXPECT_EQ(clear_agree, clear) << s.name << ": top-1 differs despite a clear margin at"
-                                  << differs;
+    ExpectNoChoiceBar("no-choice", s, TeacherForcedLogits(ref, s, nullptr));
   }
 }
 
@@ -375,10 +385,7 @@ TEST(HfFullWidthTest, MegakernelDecodeMeetsTheFreeRoutingBar) {
         "p95 |logprob diff| %.4f (HF bf16 %.4f)\n",
         s.name.c_str(), got.size(), score.min_cosine, score.agreement, s.bf16_top1_agreement,
         score.p95_logprob_diff, s.bf16_p95_logprob_diff);
-    EXPECT_GE(score.agreement, s.bf16_top1_agreement)
-        << s.name << ": top-1 agreement below HF bf16's; differs at" << score.mismatches;
-    EXPECT_LE(score.p95_logprob_diff, s.bf16_p95_logprob_diff)
-        << s.name << ": p95 |logprob difference| above HF bf16's";
+    ExpectHfBf16Bar(s, score);
   }
 }
 
@@ -386,25 +393,7 @@ TEST(HfFullWidthTest, MegakernelDecodeMeetsTheFreeRoutingBar) {
 TEST(HfFullWidthTest, MegakernelDecodeWithNoRoutingChoiceTracksFp32) {
   Reference& ref = LoadReference("no_choice", "megakernel");
   for (const Sequence& s : ref.sequences) {
-    const auto got = DecodedLogits(ref, s, "megakernel");
-    ASSERT_EQ(got.size(), s.positions.size()) << s.name;
-    const LogitScore score = Score(s, got);
-    int64_t clear = 0, clear_agree = 0;
-    std::string differs;
-    for (size_t i = 0; i < s.positions.size(); ++i) {
-      if (!(score.margins[i] > kNoChoiceMinMargin)) continue;
-      ++clear;
-      clear_agree += score.top1_agrees[i];
-      if (!score.top1_agrees[i]) differs += " " + std::to_string(s.positions[i]);
-    }
-    std::printf(
-        "megakernel decode, no-choice %s: min cosine %.6f, p95 |logprob diff| %.4f, top-1 %lld "
-        "of %lld positions with margin > %.2f\n",
-        s.name.c_str(), score.min_cosine, score.p95_logprob_diff,
-        static_cast<long long>(clear_agree), static_cast<long long>(clear), kNoChoiceMinMargin);
-    EXPECT_LE(score.p95_logprob_diff, kNoChoiceMaxP95LogprobDiff) << s.name;
-    EXPECT_EQ(clear_agree, clear) << s.name << ": top-1 differs despite a clear margin at"
-                                  << differs;
+    ExpectNoChoiceBar("megakernel decode, no-choice", s, DecodedLogits(ref, s, "megakernel"));
   }
 }
 
