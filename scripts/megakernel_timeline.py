@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """One layer of a recorded megakernel step (megakernel_bench with MEGAKERNEL_BENCH_TRACE=DIR).
 
-Usage: megakernel_timeline.py TRACE.csv [layer]
+Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us]
 
 Times are microseconds from the end of the previous layer's last join. Prints, per opcode and
 per item queue: count, first start, first ready, last end, mean wait and mean run; then how
-busy the SMs were over the layer (time inside a task or an item after its wait), and where
-each SM spent the layer (idle before its first task, waiting, running).
+busy the SMs were over the layer (time inside a task or an item after its wait), how items
+spread over the SMs, the busiest and idlest SMs, and, every bucket_us (default 2.5), how many
+SMs were running and what.
 """
 import collections
 import csv
@@ -16,6 +17,7 @@ import sys
 def main():
     path = sys.argv[1]
     layer = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    bucket = float(sys.argv[3]) if len(sys.argv) > 3 else 2.5
     tasks, items = [], []
     with open(path) as f:
         for row in csv.DictReader(f):
@@ -82,6 +84,22 @@ def main():
     order = sorted(sms, key=lambda sm: busy[sm])
     for sm in order[:4] + order[-4:]:
         print(f"  SM {sm}: busy {busy[sm]:.1f}, waiting {waiting[sm]:.1f}")
+
+    # SMs running something (a task past its wait, or an item), per time bucket of the layer.
+    running = [(t["ready"] - origin, t["end"] - origin, t["opcode"]) for t in tasks
+               if t["opcode"] not in claim_ops]
+    running += [(i["ready"] - origin, i["end"] - origin, i["opcode"]) for i in items]
+    print(f"\nSMs running, every {bucket} us (the three largest shares):")
+    t = 0.0
+    while t < span:
+        share = collections.Counter()
+        for a, b, name in running:
+            overlap = min(b, t + bucket) - max(a, t)
+            if overlap > 0:
+                share[name] += overlap / bucket
+        top = " ".join(f"{name} {n:.0f}" for name, n in share.most_common(3))
+        print(f"  {t:6.1f} {sum(share.values()):6.1f}  {top}")
+        t += bucket
 
 
 if __name__ == "__main__":
