@@ -122,6 +122,19 @@ class HttpServerTest : public ::testing::Test {
     return text;
   }
 
+  // One connection: sends `request` (raw bytes), reads until `marker`, closes.
+  std::string Exchange(const std::string& request, const std::string& marker) {
+    const int fd = Connect();
+    if (fd < 0) {
+      ADD_FAILURE() << "cannot connect";
+      return "";
+    }
+    Send(fd, request);
+    std::string answer = ReadUntil(fd, marker);
+    close(fd);
+    return answer;
+  }
+
   httplib::Client Client() { return httplib::Client("127.0.0.1", port_); }
 
   std::chrono::milliseconds header_timeout_ = 10s, body_timeout_ = 60s;  // the defaults
@@ -190,11 +203,9 @@ TEST_F(HttpServerTest, HeadIsAnsweredLikeGetWithoutTheBody) {
 // A streamed answer to HEAD is its head alone (not even the last chunk), and the kept-alive
 // connection answers the next request.
 TEST_F(HttpServerTest, HeadOfAStreamIsItsHeadAlone) {
-  const int fd = Connect();
-  ASSERT_GE(fd, 0);
-  Send(fd, "HEAD /events HTTP/1.1\r\nHost: x\r\n\r\nGET /public HTTP/1.1\r\nHost: x\r\n\r\n");
-  const std::string answers = ReadUntil(fd, "{\"ok\":true}");
-  close(fd);
+  const std::string answers =
+      Exchange("HEAD /events HTTP/1.1\r\nHost: x\r\n\r\nGET /public HTTP/1.1\r\nHost: x\r\n\r\n",
+               "{\"ok\":true}");
   EXPECT_EQ(answers.rfind("HTTP/1.1 200", 0), 0u) << answers;
   EXPECT_EQ(answers.find("data:"), std::string::npos) << answers;
   const size_t second = answers.find("HTTP/1.1 200", 1);
@@ -235,24 +246,18 @@ class HttpServerDeadlineTest : public HttpServerTest {
 };
 
 TEST_F(HttpServerDeadlineTest, ABodyShortOfItsLengthIs408) {
-  const int fd = Connect();
-  ASSERT_GE(fd, 0);
-  Send(fd,
-       "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
-       "Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b");
-  const std::string answer = ReadUntil(fd, "--body-timeout");
-  close(fd);
+  const std::string answer = Exchange(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
+      "Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b",
+      "--body-timeout");
   EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
   EXPECT_NE(answer.find("\"code\":\"request_timeout\""), std::string::npos) << answer;
   EXPECT_NE(answer.find("request body did not arrive within 400 ms"), std::string::npos) << answer;
 }
 
 TEST_F(HttpServerDeadlineTest, AHeadThatStopsHalfwayIs408) {
-  const int fd = Connect();
-  ASSERT_GE(fd, 0);
-  Send(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Le");
-  const std::string answer = ReadUntil(fd, "--header-timeout");
-  close(fd);
+  const std::string answer =
+      Exchange("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Le", "--header-timeout");
   EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
   EXPECT_NE(answer.find("request head did not arrive within 400 ms"), std::string::npos) << answer;
 }
