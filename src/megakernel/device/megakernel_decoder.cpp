@@ -117,6 +117,7 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.expert_counts = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, config.num_layers * experts));
   p.bucket_offsets = Alloc(int_buffers_, experts + 1);
   p.bucket_assignment = Alloc(int_buffers_, B * k);
+  p.routed_position = Alloc(int_buffers_, B * k);
   p.moe_hidden = Alloc(bf16_buffers_, B * k * expert_width);
   p.moe_out = Alloc(float_buffers_, B * k * H);
   p.aborted = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, 1));

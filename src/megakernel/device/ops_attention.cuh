@@ -144,6 +144,16 @@ __device__ inline void OpAttentionCombine(const StepParams& p, const TaskDescrip
     for (int h = warp; h < per_kv; h += kWorkerWarps) {  // warp-uniform
       const int head = kv_head * per_kv + h;
       const int64_t first = StatIndex(p, row, head, 0);
+      // The first kCombineBatch splits' partial rows are loaded with the statistics, not after
+      // them (their addresses do not depend on the weights): one L2 round trip for up to 8
+      // splits instead of one for the statistics and more for the rows, on the way to the O-proj.
+      constexpr int kCombineBatch = 8;
+      float4 part[kCombineBatch];
+#pragma unroll
+      for (int i = 0; i < kCombineBatch; ++i) {
+        part[i] = i < splits ? LoadCgF4(p.attn_partial + (first + i) * kAttnHeadDim + lane * 4)
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
       float max = -INFINITY, sum = 0.0f;
       if (lane < splits) {
         max = LoadCgF(p.attn_stats + 2 * (first + lane));
@@ -154,15 +164,28 @@ __device__ inline void OpAttentionCombine(const StepParams& p, const TaskDescrip
       const float weight = live ? exp2f(max - top) : 0.0f;
       const float den = cuda::WarpSum(weight * sum);
       float num[kDimsPerLane] = {};
-#pragma unroll 4
-      for (int sp = 0; sp < splits; ++sp) {
-        const float w = __shfl_sync(0xffffffffu, weight, sp);
-        if (w > 0.0f) {
-          const float4 a = LoadCgF4(p.attn_partial + (first + sp) * kAttnHeadDim + lane * 4);
-          num[0] += w * a.x;
-          num[1] += w * a.y;
-          num[2] += w * a.z;
-          num[3] += w * a.w;
+      for (int sp0 = 0; sp0 < splits; sp0 += kCombineBatch) {
+        if (sp0 > 0) {  // the next batch of rows, all in flight together
+#pragma unroll
+          for (int i = 0; i < kCombineBatch; ++i) {
+            const int sp = sp0 + i;
+            part[i] = sp < splits
+                          ? LoadCgF4(p.attn_partial + (first + sp) * kAttnHeadDim + lane * 4)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kCombineBatch; ++i) {
+          const int sp = sp0 + i;
+          if (sp >= splits) break;
+          // An empty split's row was never written: skipped (not multiplied by 0, it may be NaN).
+          const float w = __shfl_sync(0xffffffffu, weight, sp);
+          if (w > 0.0f) {
+            num[0] += w * part[i].x;
+            num[1] += w * part[i].y;
+            num[2] += w * part[i].z;
+            num[3] += w * part[i].w;
+          }
         }
       }
       bf16* out = p.attn_in + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim +

@@ -43,8 +43,11 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
         const int count = min(kRouterTokens, rows - first);
         float acc[kRouterTokens] = {};
         for (int c = lane * cuda::kVecElements; c < len; c += 32 * cuda::kVecElements) {
+          // Read again for every 8 rows, so through L1 (__ldg allocates there): with
+          // LoadStreaming (no L1 allocation) each reload was an L2 round trip, and a batch-64
+          // router task took 52 us (H200 timeline).
           float wf[cuda::kVecElements];
-          cuda::Bf16x8ToFloat(cuda::LoadStreaming(w + c), wf);
+          cuda::Bf16x8ToFloat(cuda::Bf16x8{__ldg(reinterpret_cast<const uint4*>(w + c))}, wf);
 #pragma unroll
           for (int t = 0; t < kRouterTokens; ++t) {
             if (t >= count) break;
@@ -211,7 +214,9 @@ __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& 
   }
   for (int a = threadIdx.x; a < p.batch * p.top_k; a += kWorkerThreads) {
     const int e = LoadCgI(p.topk_ids + a);
-    p.bucket_assignment[s.offsets[e] + LoadCgI(p.topk_slot + a)] = a;
+    const int position = s.offsets[e] + LoadCgI(p.topk_slot + a);
+    p.bucket_assignment[position] = a;
+    p.routed_position[a] = position;  // the MoE combine's lookup, one load instead of two
   }
   WorkerSync();  // block_expert is complete
   const uint32_t up_queue = d.arg[kArgQueue], down_queue = d.arg[kArgQueue2];

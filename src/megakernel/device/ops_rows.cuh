@@ -36,8 +36,18 @@ __device__ inline bool ChunkLive(const StepParams& p, int j) {
 }
 __device__ inline int64_t ChunkAt(int j) { return (threadIdx.x + j * kWorkerThreads) * 4; }
 
-// x_norm[row] = RMSNorm(v) * gamma, bf16 and fp32 (the router's input); v is the row's residual.
-__device__ inline void NormRow(const StepParams& p, int row, const bf16* gamma,
+// This thread's chunks of a norm's gamma, loaded with the row so that the norm does not wait for
+// them after its sum (one dependent round trip less on the critical path of every layer).
+__device__ inline void LoadGamma(const StepParams& p, const bf16* gamma, uint2 (&g)[kRowChunks]) {
+#pragma unroll
+  for (int j = 0; j < kRowChunks; ++j) {
+    g[j] = ChunkLive(p, j) ? *reinterpret_cast<const uint2*>(gamma + ChunkAt(j)) : make_uint2(0, 0);
+  }
+}
+
+// x_norm[row] = RMSNorm(v) * gamma, bf16 and fp32 (the router's input); v is the row's residual,
+// g this thread's chunks of gamma (LoadGamma).
+__device__ inline void NormRow(const StepParams& p, int row, const uint2 (&g)[kRowChunks],
                                const float4 (&v)[kRowChunks], RowScratch& s) {
   float squares = 0.0f;
 #pragma unroll
@@ -52,9 +62,8 @@ __device__ inline void NormRow(const StepParams& p, int row, const bf16* gamma,
   for (int j = 0; j < kRowChunks; ++j) {
     if (!ChunkLive(p, j)) continue;
     const int64_t i = ChunkAt(j);
-    const uint2 g = *reinterpret_cast<const uint2*>(gamma + i);
-    const float2 g01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g.x));
-    const float2 g23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g.y));
+    const float2 g01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g[j].x));
+    const float2 g23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g[j].y));
     const float4 y = make_float4(v[j].x * inv * g01.x, v[j].y * inv * g01.y, v[j].z * inv * g23.x,
                                  v[j].w * inv * g23.y);
     const __nv_bfloat162 lo = __floats2bfloat162_rn(y.x, y.y), hi = __floats2bfloat162_rn(y.z, y.w);
@@ -67,6 +76,8 @@ __device__ inline void NormRow(const StepParams& p, int row, const bf16* gamma,
 }
 
 __device__ inline void OpEmbed(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
+  uint2 g[kRowChunks];
+  LoadGamma(p, p.layers[0].input_norm, g);
   for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
     const bf16* e = p.embed + static_cast<int64_t>(p.token_ids[row]) * p.hidden;
     float* x = p.residual + static_cast<int64_t>(row) * p.hidden;
@@ -80,13 +91,14 @@ __device__ inline void OpEmbed(const StepParams& p, const TaskDescriptor& d, Row
       v[j] = make_float4(a.x, a.y, b.x, b.y);
       *reinterpret_cast<float4*>(x + ChunkAt(j)) = v[j];
     }
-    NormRow(p, row, p.layers[0].input_norm, v, s);
+    NormRow(p, row, g, v, s);
   }
 }
 
 __device__ inline void OpJoin(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
-  const bf16* gamma =
-      (d.flags & kFlagFinalNorm) != 0 ? p.final_norm : p.layers[d.layer + 1].input_norm;
+  uint2 g[kRowChunks];
+  LoadGamma(p, (d.flags & kFlagFinalNorm) != 0 ? p.final_norm : p.layers[d.layer + 1].input_norm,
+            g);
   const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
     const int64_t base = static_cast<int64_t>(row) * p.hidden;
@@ -108,14 +120,8 @@ __device__ inline void OpJoin(const StepParams& p, const TaskDescriptor& d, RowS
       *reinterpret_cast<float4*>(p.attn_out + i) = zero;
       *reinterpret_cast<float4*>(p.ffn_out + i) = zero;
     }
-    NormRow(p, row, gamma, v, s);
+    NormRow(p, row, g, v, s);
   }
-}
-
-// Bucket position of the row's j-th expert (kTopK's slot, kMoeFinalize's offsets).
-__device__ inline int BucketPosition(const StepParams& p, int row, int j) {
-  const int a = row * p.top_k + j;
-  return LoadCgI(p.bucket_offsets + LoadCgI(p.topk_ids + a)) + LoadCgI(p.topk_slot + a);
 }
 
 // The row's k bucket positions and weights go through shared memory: one thread looks each up,
@@ -125,7 +131,7 @@ __device__ inline void OpMoeCombine(const StepParams& p, const TaskDescriptor& d
   for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
     if (row > static_cast<int>(d.row_begin)) WorkerSync();  // the previous row's reads are done
     if (threadIdx.x < p.top_k) {
-      s.position[threadIdx.x] = BucketPosition(p, row, threadIdx.x);
+      s.position[threadIdx.x] = LoadCgI(p.routed_position + row * p.top_k + threadIdx.x);
       s.weight[threadIdx.x] = LoadCgF(p.topk_weights + row * p.top_k + threadIdx.x);
     }
     WorkerSync();

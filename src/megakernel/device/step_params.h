@@ -93,6 +93,7 @@ struct StepParams {
   uint32_t* expert_counts = nullptr;     // [layers][experts], zeroed per step
   int32_t* bucket_offsets = nullptr;     // [experts + 1], written by kMoeFinalize
   int32_t* bucket_assignment = nullptr;  // [batch * top_k]: bucket position -> row * top_k + j
+  int32_t* routed_position = nullptr;    // [batch * top_k]: row * top_k + j -> bucket position
   bf16* moe_hidden = nullptr;            // [batch * top_k][expert I], bucket order
   float* moe_out = nullptr;              // [batch * top_k][hidden], bucket order
   float* logits = nullptr;               // [vocab], fp32, logit_scale applied

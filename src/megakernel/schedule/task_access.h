@@ -28,7 +28,7 @@ enum class Tensor : uint8_t {
   kFfnOut,        // [B][hidden], K = dense intermediate (dense) or 1 (MoE)
   kRouterLogits,  // [B][experts], K = hidden
   kRouting,       // [B][1]: top-k ids, weights, bucket slots
-  kExpertQueues,  // [1][1]: bucket offsets and the expert item queues
+  kExpertQueues,  // [1][1]: bucket offsets, routed positions and the expert item queues
   kMoeHidden,     // [B * top_k][expert intermediate], bucket order
   kMoeOut,        // [B * top_k][hidden], bucket order
   kLogits,        // [B][vocab]

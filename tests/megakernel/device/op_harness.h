@@ -129,6 +129,7 @@ struct TinyModel {
     p.expert_counts = reinterpret_cast<uint32_t*>(Ints(kExperts, 0));
     p.bucket_offsets = Ints(kExperts + 1);
     p.bucket_assignment = Ints(B * top_k);
+    p.routed_position = Ints(B * top_k);
     p.moe_hidden = Bf16(std::vector<float>(B * top_k * kExpertWidth, NAN));
     p.moe_out = Floats(B * top_k * H);
     p.logits = Floats(B * kVocab);
