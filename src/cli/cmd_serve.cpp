@@ -152,10 +152,6 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
         "--prompt-chunk-tokens must be 0 (prompts inside steps only) or, with --backend cuda (or "
         "scripted:FILE), a positive number of tokens");
   }
-  // The megakernel keeps prompts inside steps (cuda::CheckPromptChunks says why).
-  if (flags.decode_path == "megakernel" && flags.prompt_chunk_tokens < 0) {
-    flags.prompt_chunk_tokens = 0;
-  }
   if (!(flags.step_timeout_s >= 0.001) || !(flags.first_step_timeout_s >= 0.001)) {
     throw Error("--step-timeout and --first-step-timeout must be positive numbers of seconds");
   }

@@ -1,7 +1,8 @@
 // Prompt chunks beside the steps on the CUDA backend (prefill/chunk_stream.h), at full North
 // width (5 layers, random bf16 weights): a long prompt that arrives while 8 streams decode is
-// prefilled on the second stream, and its first token's distribution must match the same prompt
-// prefilled inside steps (a chunk that wrote the wrong blocks, raced the steps or read a stale
+// prefilled on the second stream (the streams decoding through the layered path or the
+// megakernel), and its first token's distribution must match the same prompt prefilled inside
+// steps (a chunk that wrote the wrong blocks, raced the steps or read a stale
 // workspace changes it entirely), also when the chunk is longer than the workspace and runs in
 // pieces; a chunk the backend cannot run is a named error before any GPU
 // work, and a second chunk is refused while the first runs.
@@ -51,13 +52,14 @@ EngineRequest Request(int64_t index, int64_t prompt_tokens, int32_t max_tokens) 
 // A long prompt at full width takes seconds, not the CPU tests' 20.
 constexpr std::chrono::seconds kRequestTimeout(120);
 
-std::unique_ptr<CudaBackend> MakeBackend(int64_t chunk_tokens) {
+std::unique_ptr<CudaBackend> MakeBackend(int64_t chunk_tokens,
+                                         const std::string& decode_path = "layered") {
   ModelConfig config = NmcPreset(5);
   CudaBackendOptions options;
   options.max_batch = 16;
   options.max_num_tokens = kStepTokens;
   options.max_prompt_chunk_tokens = chunk_tokens;
-  options.decode_path = "layered";
+  options.decode_path = decode_path;
   options.warmup_context_tokens = 0;
   options.kv_layout = PlanKvLayout(config, int64_t{2} << 30, 2 * config.kv_width() * 2, 16);
   return std::make_unique<CudaBackend>(config, DeviceWeights::Random(config, /*seed=*/7), options);
@@ -69,8 +71,9 @@ struct LongPromptRun {
 };
 
 // 8 streams decode; then the long prompt arrives.
-LongPromptRun LongPromptBesideStreams(int64_t chunk_tokens) {
-  std::unique_ptr<CudaBackend> backend = MakeBackend(chunk_tokens);
+LongPromptRun LongPromptBesideStreams(int64_t chunk_tokens,
+                                      const std::string& decode_path = "layered") {
+  std::unique_ptr<CudaBackend> backend = MakeBackend(chunk_tokens, decode_path);
   EngineOptions options;
   options.max_batch = 16;
   options.max_step_tokens = kStepTokens;
@@ -96,7 +99,12 @@ LongPromptRun LongPromptBesideStreams(int64_t chunk_tokens) {
     const Collected rest = Drain(stream, kRequestTimeout);
     EXPECT_FALSE(rest.error.has_value()) << rest.error->message;
   }
-  run.chunk_tokens = engine.Snapshot().prompt_chunk_tokens_total;
+  const EngineSnapshot snapshot = engine.Snapshot();
+  run.chunk_tokens = snapshot.prompt_chunk_tokens_total;
+  if (decode_path == "megakernel") {  // no decode step fell back to another path
+    EXPECT_GT(snapshot.decode_steps_by_path.count("megakernel"), 0u);
+    EXPECT_EQ(snapshot.decode_steps_by_path.size(), 1u);
+  }
   return run;
 }
 
@@ -130,6 +138,15 @@ TEST(PromptChunkTest, ALongPromptBesideDecodingStreamsMatchesItsPrefillInsideSte
     SCOPED_TRACE("chunks of " + std::to_string(chunk_tokens));
     ExpectSameFirstToken(inside, LongPromptBesideStreams(chunk_tokens));
   }
+}
+
+// The same beside steps the megakernel runs (its cooperative launch waits for the SMs a chunk's
+// kernels hold; the streams' decode steps must all go through it and none may fail).
+TEST(PromptChunkTest, ALongPromptBesideMegakernelStepsMatchesItsPrefillInsideSteps) {
+  RequireGpu();
+  const LongPromptRun inside = LongPromptBesideStreams(0, "megakernel");
+  EXPECT_EQ(inside.chunk_tokens, 0);
+  ExpectSameFirstToken(inside, LongPromptBesideStreams(kChunkTokens, "megakernel"));
 }
 
 TEST(PromptChunkTest, ABadChunkIsANamedErrorAndOneChunkRunsAtATime) {
