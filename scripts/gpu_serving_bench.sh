@@ -6,7 +6,7 @@
 # --max-prefill-tokens-while-decoding N), `chunk=N` (serve --prompt-chunk-tokens N; 0: long
 # prompts inside steps only), `temp=T` (bench-serve --temperature T); e.g.
 # `layered,cap=768,temp=0`.
-# Per config (PHASES, default "c1 c8 c64 arrival"): start-up time, concurrency 1 / 8 / 64 with
+# Per config (PHASES, default "c1 c8 c32 c64 arrival"): start-up time, concurrency 1 / 8 / 32 / 64 with
 # distinct ~550-token chat prompts (256 output tokens, ignore_eos), then ITL with 8 streams
 # decoding while three distinct 32K-token prompts arrive, against the same 8 streams alone, and a
 # 32K prompt prefilled alone. Each phase's engine steps (decode-only, mixed, prefill-only: count,
@@ -19,7 +19,7 @@ set -u
 bin=$(readlink -f "${1:?usage: scripts/gpu_serving_bench.sh MKSERVE_BIN [CONFIG...]}")
 shift
 configs=("${@:-layered}")
-phases=" ${PHASES:-c1 c8 c64 arrival} "
+phases=" ${PHASES:-c1 c8 c32 c64 arrival} "
 OUT=${OUT:-/tmp/out}
 work=${WORK:-/tmp/serving-bench}
 port=8100
@@ -167,6 +167,8 @@ EOF
     bench c1 --prompts "$work/chat550.jsonl" --concurrency 1 --requests 6 --max-tokens 256
   [[ $phases == *" c8 "* ]] &&
     bench c8 --prompts "$work/chat550.jsonl" --concurrency 8 --requests 24 --max-tokens 256
+  [[ $phases == *" c32 "* ]] &&
+    bench c32 --prompts "$work/chat550.jsonl" --concurrency 32 --requests 96 --max-tokens 256
   [[ $phases == *" c64 "* ]] &&
     bench c64 --prompts "$work/chat550.jsonl" --concurrency 64 --requests 192 --max-tokens 256
   if [[ $phases == *" arrival "* ]]; then
@@ -193,7 +195,7 @@ def read(path):
         if m:
             values[("chunk_tokens", "")] = float(m[1])
     return values
-for phase in ("c1", "c8", "c64", "steady8", "arrive32k"):
+for phase in ("c1", "c8", "c32", "c64", "steady8", "arrive32k"):
     before, after = f"{out}/{label}-{phase}.metrics-before", f"{out}/{label}-{phase}.metrics-after"
     if not (os.path.exists(before) and os.path.exists(after)):
         continue
@@ -222,7 +224,7 @@ def load(name):
     except Exception:
         return None
 cells = [path, ready]
-for c in ("c1", "c8", "c64"):
+for c in ("c1", "c8", "c32", "c64"):
     r = load(c)
     cells.append("-" if r is None else
                  f"{r['output_tok_s']:.0f} (ITL p50 {r['itl_ms']['p50']:.1f}, fail {r['requests_failed']})")
@@ -245,8 +247,8 @@ done
 
 [[ ${MODE:-serving} == grammar ]] && exit 0
 echo
-echo "| config | start-up s | c=1 tok/s | c=8 tok/s | c=64 tok/s | TTFT c=1 p50 ms | ITL p99 steady -> 32K arrivals | 32K prefill vs alone |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| config | start-up s | c=1 tok/s | c=8 tok/s | c=32 tok/s | c=64 tok/s | TTFT c=1 p50 ms | ITL p99 steady -> 32K arrivals | 32K prefill vs alone |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do echo "${ROW[${config//,/-}]:-| $config | failed |}"; done
 echo
 echo "| config | phase | decode-only steps | mixed steps | prefill-only steps | prompt tokens in chunks beside |"

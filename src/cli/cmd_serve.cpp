@@ -32,6 +32,8 @@
 #ifdef MKSERVE_HAS_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/decode/decode_path_registry.h"
+#include "megakernel/device/megakernel_decoder.h"
+#include "model/presets.h"
 #endif
 
 namespace mkserve::cli {
@@ -47,12 +49,14 @@ struct ServeFlags {
   int64_t kv_bytes = int64_t{1} << 30;  // cpu and scripted backends
   int64_t max_step_tokens = 0;          // 0: the backend's default
   int64_t max_prefill_while_decoding = EngineOptions{}.max_prefill_tokens_while_decoding;
-  int64_t prompt_chunk_tokens = -1;     // cuda: -1 = kCudaPromptChunkTokens; 0 = inside steps only
-  double gpu_memory_fraction = 0.9;     // cuda: weights + scratch + KV cache
-  std::string decode_path = "layered";  // cuda: CudaBackendOptions::decode_path
-  std::string megakernel_policy;        // cuda: CudaBackendOptions::megakernel_policy (JSON)
-  int64_t warmup_context = 8192;        // cuda: decode path prepared at start-up up to this context
-  bool random_weights = false;  // cuda: --model's geometry and tokenizer, weights from --seed
+  int64_t prompt_chunk_tokens = -1;  // cuda: -1 = kCudaPromptChunkTokens; 0 = inside steps only
+  double gpu_memory_fraction = 0.9;  // cuda: weights + scratch + KV cache
+  // cuda: CudaBackendOptions::decode_path; empty: the megakernel where it can run the model
+  // (ChooseDecodePath), else layered.
+  std::string decode_path;
+  std::string megakernel_policy;  // cuda: CudaBackendOptions::megakernel_policy (JSON)
+  int64_t warmup_context = 8192;  // cuda: decode path prepared at start-up up to this context
+  bool random_weights = false;    // cuda: --model's geometry and tokenizer, weights from --seed
   uint64_t seed = 0;
   int64_t max_model_len = 0;
   int64_t max_waiting = 0;
@@ -159,15 +163,18 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
     throw Error("--gpu-memory-fraction must be in (0, 1)");
   }
   if (graphs == "off") {
-    if (flags.decode_path != "layered" && flags.decode_path != "eager") {
+    if (!flags.decode_path.empty() && flags.decode_path != "layered" &&
+        flags.decode_path != "eager") {
       throw Error("--cuda-graphs off contradicts --decode " + flags.decode_path);
     }
     flags.decode_path = "eager";
   }
   if (!policy_file.empty()) {  // read and checked now, before any weight is loaded
-    if (flags.backend != "cuda" || flags.decode_path != "megakernel") {
-      throw Error("--megakernel-policy needs --backend cuda --decode megakernel");
+    if (flags.backend != "cuda" ||
+        (!flags.decode_path.empty() && flags.decode_path != "megakernel")) {
+      throw Error("--megakernel-policy needs --backend cuda and the megakernel decode path");
     }
+    flags.decode_path = "megakernel";
     if (flags.warmup_context == 0) {
       throw Error(
           "--megakernel-policy needs the decode warm-up (--warmup-context > 0), which "
@@ -225,16 +232,36 @@ void WarmUpCuda(cuda::CudaBackend& backend, bool custom_policy) {
 }
 #endif
 
+#ifdef MKSERVE_HAS_CUDA
+// --decode as given, else the megakernel when its op bodies are written for the model's shapes
+// (it is faster at every batch of 1..64 on the H200: docs/performance.md), else layered. Reads
+// only config.json, before the weights load.
+std::string ChooseDecodePath(const ServeFlags& flags) {
+  if (!flags.decode_path.empty()) return flags.decode_path;
+  const ModelConfig config =
+      flags.model_dir.empty() ? NmcPreset() : ModelConfig::Load(flags.model_dir / "config.json");
+  const std::optional<std::string> unsupported = megakernel::MegakernelUnsupportedReason(config);
+  if (!unsupported) {
+    std::fprintf(stderr, "decode path: megakernel (--decode layered for the layered path)\n");
+    return "megakernel";
+  }
+  std::fprintf(stderr, "decode path: layered (the megakernel cannot run this model: %s)\n",
+               unsupported->c_str());
+  return std::string(cuda::kLayeredDecode);
+}
+#endif
+
 std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
 #ifdef MKSERVE_HAS_CUDA
-  cuda::CheckDecodePathChoice(flags.decode_path);  // before minutes of weight upload
+  const std::string decode_path = ChooseDecodePath(flags);
+  cuda::CheckDecodePathChoice(decode_path);  // before minutes of weight upload
   cuda::CudaBackendOptions options;
   options.gpu_memory_fraction = flags.gpu_memory_fraction;
   options.max_batch = flags.max_batch;
   options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
   options.max_prompt_chunk_tokens =
       flags.prompt_chunk_tokens < 0 ? kCudaPromptChunkTokens : flags.prompt_chunk_tokens;
-  options.decode_path = flags.decode_path;
+  options.decode_path = decode_path;
   options.megakernel_policy = flags.megakernel_policy;
   cuda::CheckPromptChunks(options);  // before minutes of weight upload
   options.random_weights = flags.random_weights;

@@ -31,7 +31,10 @@ const CASES = [
   [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],
   [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],
   [['--max-connections', '0'], /--max-connections must be 1\.\.\d+/],
-  [['--megakernel-policy', 'policy.json'], /--megakernel-policy needs --backend cuda --decode megakernel/],
+  [['--megakernel-policy', 'policy.json'], /--megakernel-policy needs --backend cuda and the megakernel decode path/],
+  [['--backend', 'cuda', '--decode', 'layered', '--megakernel-policy', 'policy.json'],
+    /--megakernel-policy needs --backend cuda and the megakernel decode path/],
+  [['--backend', 'cuda', '--decode', 'graph', '--cuda-graphs', 'off'], /--cuda-graphs off contradicts --decode graph/],
   [['--backend', 'cuda', '--decode', 'megakernel', '--megakernel-policy', 'policy.json', '--warmup-context', '0'],
     /--megakernel-policy needs the decode warm-up/],
 ];
