@@ -2,10 +2,10 @@
 # Serving benchmark on the GPU machine: `mkserve serve --backend cuda --random-weights` on North
 # Mini Code's geometry, driven by `mkserve bench-serve`, next to `mkserve bench` at the same batch.
 #   scripts/gpu_serving_bench.sh MKSERVE_BIN [CONFIG...]     (default config: layered)
-# A CONFIG is a decode path followed by comma-separated choices: `cap=N` (serve
-# --max-prefill-tokens-while-decoding N), `chunk=N` (serve --prompt-chunk-tokens N; 0: long
-# prompts inside steps only), `temp=T` (bench-serve --temperature T); e.g.
-# `layered,cap=768,temp=0`.
+# A CONFIG is a decode path (`default`: serve without --decode) followed by comma-separated
+# choices: `cap=N` (serve --max-prefill-tokens-while-decoding N), `chunk=N` (serve
+# --prompt-chunk-tokens N; 0: long prompts inside steps only), `temp=T` (bench-serve
+# --temperature T); e.g. `layered,cap=768,temp=0`.
 # Per config (PHASES, default "c1 c8 c32 c64 arrival"): start-up time, concurrency 1 / 8 / 32 / 64 with
 # distinct ~550-token chat prompts (256 output tokens, ignore_eos), then ITL with 8 streams
 # decoding while three distinct 32K-token prompts arrive, against the same 8 streams alone, and a
@@ -114,8 +114,10 @@ for config in "${configs[@]}"; do
     esac
   done
   label=${config//,/-}
+  decode_args=(--decode "$path")
+  [[ $path == default ]] && decode_args=()
   start=$(date +%s.%N)
-  "$bin" serve --model "$work/nmc" --backend cuda --random-weights --decode "$path" --port $port \
+  "$bin" serve --model "$work/nmc" --backend cuda --random-weights "${decode_args[@]}" --port $port \
     --max-batch 64 "${serve_args[@]}" > "$OUT/serve-$label.log" 2>&1 &
   pid=$!
   if ! wait_healthy $pid; then

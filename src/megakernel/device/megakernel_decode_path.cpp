@@ -43,7 +43,8 @@ class MegakernelDecodePath : public cuda::DecodePath {
 
   void Run(const cuda::StepPlan& plan, cudaStream_t stream) override {
     cuda::StepWorkspace& ws = c_.workspace;
-    decoder_->Run(plan, ws.logits.data(), stream);
+    const bool stuck = c_.options.hooks && c_.options.hooks->TakeStuckStep();
+    decoder_->Run(plan, ws.logits.data(), stream, stuck ? StepFault::kStuckWait : StepFault::kNone);
     cuda::ArgmaxRows(ws.logits.data(), plan.num_sequences, c_.config.vocab_size, ws.sampled.data(),
                      stream);
   }

@@ -192,15 +192,16 @@ bool MegakernelDecoder::Prepare(int64_t batch, int64_t longest_context) {
   return uploaded_.size() > before;
 }
 
-void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream) {
+void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream,
+                            StepFault fault) {
   int64_t longest = 0;
   for (int32_t position : plan.positions) longest = std::max<int64_t>(longest, position + 1);
   const Schedule& schedule = cache_.Select(plan.num_sequences, longest);
-  Launch(UploadedFor(schedule), plan, logits, stream);
+  Launch(UploadedFor(schedule), plan, logits, stream, fault);
 }
 
 void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* logits,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, StepFault fault) {
   const Schedule& schedule = *up.schedule;
   const int64_t B = plan.num_sequences;
   if (plan.num_tokens != B || B < 1 || B > options_.max_batch || schedule.batch != B) {
@@ -307,6 +308,18 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   };
   TaskLists lists{up.tasks.data(), up.counts.data(), num_sms_,
                   static_cast<int32_t>(up.max_tasks_per_sm)};
+  // The planted fault: SM 0's first descriptor waits for counter 0 to reach a count it never
+  // gets, for this step only (the schedule's own descriptor goes back afterwards).
+  TaskDescriptor original{};
+  if (fault == StepFault::kStuckWait) {
+    MKSERVE_CUDA_CHECK(
+        cudaMemcpy(&original, up.tasks.data(), sizeof(original), cudaMemcpyDeviceToHost));
+    TaskDescriptor stuck = original;
+    stuck.wait0_counter = 0;
+    stuck.wait0_target = 0xFFFFFFFFu;
+    MKSERVE_CUDA_CHECK(
+        cudaMemcpyAsync(up.tasks.data(), &stuck, sizeof(stuck), cudaMemcpyHostToDevice, stream));
+  }
   watchdog_.Arm();
   MKSERVE_CUDA_CHECK(cudaEventRecord(start_, stream));
   ZeroRegions(zero, stream);
@@ -314,8 +327,18 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
   last_schedule_ = &schedule;
   last_batch_ = B;
-  watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters,
-                 "megakernel: the decode step of " + std::to_string(B) + " rows");
+  const std::string what = "megakernel: the decode step of " + std::to_string(B) + " rows";
+  if (fault == StepFault::kStuckWait) {
+    try {
+      watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters, what);
+    } catch (...) {
+      MKSERVE_CUDA_CHECK(
+          cudaMemcpy(up.tasks.data(), &original, sizeof(original), cudaMemcpyHostToDevice));
+      throw;
+    }
+    throw Error("megakernel: a step with a stuck wait finished");  // the watchdog must end it
+  }
+  watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters, what);
   MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, start_, done_));
 }
 

@@ -37,6 +37,10 @@ inline constexpr int64_t kMaxMegakernelBatch = kMaxBatch;
 // Why the megakernel cannot run `config` (the shapes its op bodies are written for), or nullopt.
 std::optional<std::string> MegakernelUnsupportedReason(const ModelConfig& config);
 
+// A fault a test plants in one step (StepHooks::TakeStuckStep), so the watchdog path runs on a
+// real kernel: kStuckWait gives SM 0's first task a wait that no arrival can meet.
+enum class StepFault { kNone, kStuckWait };
+
 struct MegakernelDecoderOptions {
   int64_t max_batch = kMaxMegakernelBatch;  // 1..kMaxMegakernelBatch
   // A step that has not finished after this long is abandoned: BackendFatalError.
@@ -59,7 +63,8 @@ class MegakernelDecoder {
   // until the step is done. Throws mkserve::Error for a plan it cannot run (prefill rows, too
   // many rows, a context beyond the largest bucket) and BackendFatalError, with the counters
   // that fell short, when the step does not finish within the watchdog.
-  void Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream);
+  void Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream,
+           StepFault fault = StepFault::kNone);
   // Builds, verifies and uploads now the schedule a step of `batch` rows whose longest row
   // attends to `longest_context` tokens would run (start-up warm-up); true when it was not ready.
   bool Prepare(int64_t batch, int64_t longest_context);
@@ -83,7 +88,8 @@ class MegakernelDecoder {
  private:
   struct Uploaded;  // one schedule in device memory
   Uploaded& UploadedFor(const Schedule& schedule);
-  void Launch(Uploaded& uploaded, const cuda::StepPlan& plan, float* logits, cudaStream_t stream);
+  void Launch(Uploaded& uploaded, const cuda::StepPlan& plan, float* logits, cudaStream_t stream,
+              StepFault fault);
 
   ModelConfig config_;
   MegakernelDecoderOptions options_;

@@ -30,6 +30,9 @@ class StepHooks {
                                int32_t* expert_ids, float* expert_weights, cudaStream_t stream) = 0;
   // The step's last kernel is queued on `stream`.
   virtual void Finish(cudaStream_t stream) = 0;
+  // True once when a test wants the next fused decode step to wedge: the megakernel runs it with
+  // a wait no task meets, so its watchdog has to end the step (a BackendFatalError).
+  virtual bool TakeStuckStep() { return false; }
 };
 
 }  // namespace mkserve::cuda

@@ -3,6 +3,8 @@
 // for as long as needed; while either is attached, steps run eager so the hooks see every kernel.
 #pragma once
 
+#include <atomic>
+
 #include "backends/cuda/core/step_hooks.h"
 #include "backends/cuda/tools/router_override.h"
 #include "backends/cuda/tools/step_profile.h"
@@ -15,6 +17,8 @@ class ToolHooks : public StepHooks {
   void set_profiler(StepProfiler* profiler) { profiler_ = profiler; }
   // The caller sets the override's first row before each step.
   void set_routing_override(RoutingOverride* routing) { routing_ = routing; }
+  // The next megakernel step wedges (any thread may call it; the step's thread takes it).
+  void stick_next_step() { stick_next_step_ = true; }
 
   bool active() const override { return profiler_ != nullptr || routing_ != nullptr; }
   bool rewrites_routing() const override { return routing_ != nullptr; }
@@ -30,10 +34,12 @@ class ToolHooks : public StepHooks {
   void Finish(cudaStream_t stream) override {
     if (profiler_ != nullptr) profiler_->Finish(stream);
   }
+  bool TakeStuckStep() override { return stick_next_step_.exchange(false); }
 
  private:
   StepProfiler* profiler_ = nullptr;
   RoutingOverride* routing_ = nullptr;
+  std::atomic<bool> stick_next_step_{false};
 };
 
 }  // namespace mkserve::cuda
