@@ -43,10 +43,13 @@ struct GemvSmem {
 
 // How a tile of up to 8 tokens keeps weight rounds in flight: one in registers, or
 // kWeightRingStages in the weight ring (per worker warp, that many rounds of its 16-byte weight
-// vectors, 2 rows x 4 blocks x 32 lanes, in shared memory). The expert items use the ring, the
-// static tiles registers (H200, 8K, 49 layers, the ring for the experts only against the
-// ring for every tile: batch 8 11.26 -> 10.58 ms, 64 33.51 -> 31.77, batch 1 3.78 -> 3.70; the
-// ring in every tile kind made the kernel 489 KB instead of 437).
+// vectors, 2 rows x 4 blocks x 32 lanes, in shared memory). The expert items and the plain tiles
+// (O-proj, dense down, LM head: the same PlainTile code as expert down) use the ring; QKV and
+// dense gate/up keep registers. H200, 8K, 49 layers: the ring for the experts only against the
+// ring for every tile kind, batch 8 11.26 -> 10.58 ms, 64 33.51 -> 31.77, batch 1 3.78 -> 3.70
+// (every tile kind: 489 KB of code instead of 437); then the plain tiles too, batch 1 3.76 ->
+// 3.63, 2 4.88 -> 4.77, 4 6.84 -> 6.71, 8 10.05 -> 10.00, 64 the same (451 KB), while QKV too
+// made every batch 3-5 % slower (486 KB).
 inline constexpr int kWeightRingStages = 3;
 inline constexpr int kWeightRingRoundVecs = 2 * 4 * 32;
 inline constexpr int kWeightRingWarpVecs = kWeightRingStages * kWeightRingRoundVecs;

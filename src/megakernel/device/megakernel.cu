@@ -182,11 +182,11 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kAttentionCombine:
       return OpAttentionCombine(p, d);
     case kOProj:
-      return OpOProj(p, d, s.op.gemv);
+      return OpOProj(p, d, s.op.gemv, RingRounds{WeightRing(s)});
     case kDenseGateUp:
       return OpDenseGateUp(p, d, s.op.gemv);
     case kDenseDown:
-      return OpDenseDown(p, d, s.op.gemv);
+      return OpDenseDown(p, d, s.op.gemv, RingRounds{WeightRing(s)});
     case kRouter:
       return OpRouter(p, d, s.op.gemv);
     case kTopK:
@@ -207,7 +207,7 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kMoeCombine:
       return OpMoeCombine(p, d, s.op.rows);
     case kLmHead:
-      return OpLmHead(p, d, s.op.gemv);
+      return OpLmHead(p, d, s.op.gemv, RingRounds{WeightRing(s)});
     default:  // kNop; the host refuses opcodes the kernel does not run
       return;
   }

@@ -134,7 +134,8 @@ __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvS
   RunGemv(tile, s, RegisterRounds{});
 }
 
-__device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
+__device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
+                               RingRounds ring) {
   const int q_width = p.num_heads * p.head_dim, n0 = TileBegin(d, p.tiles.oproj);
   const PlainTile tile{p.attn_in,
                        q_width,
@@ -150,7 +151,7 @@ __device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, Gem
                        Rows(d),
                        1.0f,
                        (d.flags & kFlagAccumulate) != 0};
-  RunGemv(tile, s, RegisterRounds{});
+  RunGemv(tile, s, ring);
 }
 
 __device__ inline void OpDenseGateUp(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
@@ -163,7 +164,8 @@ __device__ inline void OpDenseGateUp(const StepParams& p, const TaskDescriptor& 
   RunGemv(tile, s, RegisterRounds{});
 }
 
-__device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
+__device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
+                                   RingRounds ring) {
   const LayerParams& layer = p.layers[d.layer];
   const int n0 = TileBegin(d, p.tiles.dense_down);
   const PlainTile tile{p.ffn_hidden,
@@ -180,10 +182,11 @@ __device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d,
                        Rows(d),
                        1.0f,
                        (d.flags & kFlagAccumulate) != 0};
-  RunGemv(tile, s, RegisterRounds{});
+  RunGemv(tile, s, ring);
 }
 
-__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
+__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
+                                RingRounds ring) {
   const int v0 = TileBegin(d, p.tiles.lm_head);
   const PlainTile tile{p.x_norm,
                        p.hidden,
@@ -199,7 +202,7 @@ __device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, Ge
                        Rows(d),
                        p.logit_scale,
                        false};
-  RunGemv(tile, s, RegisterRounds{});
+  RunGemv(tile, s, ring);
 }
 
 // One claimed expert item: gate/up (down == false) or down of expert item.expert for the bucket
