@@ -44,12 +44,13 @@ struct GemvSmem {
 // How a tile of up to 8 tokens keeps weight rounds in flight: one in registers, or
 // kWeightRingStages in the weight ring (per worker warp, that many rounds of its 16-byte weight
 // vectors, 2 rows x 4 blocks x 32 lanes, in shared memory). The expert items and the plain tiles
-// (O-proj, dense down, LM head: the same PlainTile code as expert down) use the ring; QKV and
-// dense gate/up keep registers. H200, 8K, 49 layers: the ring for the experts only against the
-// ring for every tile kind, batch 8 11.26 -> 10.58 ms, 64 33.51 -> 31.77, batch 1 3.78 -> 3.70
-// (every tile kind: 489 KB of code instead of 437); then the plain tiles too, batch 1 3.76 ->
-// 3.63, 2 4.88 -> 4.77, 4 6.84 -> 6.71, 8 10.05 -> 10.00, 64 the same (451 KB), while QKV too
-// made every batch 3-5 % slower (486 KB).
+// (QKV, O-proj, dense down, LM head: one PlainTile copy of this body, shared with expert down)
+// use the ring; only dense gate/up (layer 0) keeps registers. What counts is the number of
+// copies of the body, not the ring: H200, 8K, 49 layers, the ring in every tile type (a copy
+// each, 489 KB of code) was slower than in the expert items alone (437 KB: batch 8 11.26 ->
+// 10.58 ms, 64 33.51 -> 31.77, batch 1 3.78 -> 3.70); the plain tiles on the expert down copy
+// (451 KB) then made batch 1 3.76 -> 3.63 and 2 4.88 -> 4.77, and QKV on it too (458 KB) 3.63 ->
+// 3.56, batch 8 9.90 -> 9.74.
 inline constexpr int kWeightRingStages = 3;
 inline constexpr int kWeightRingRoundVecs = 2 * 4 * 32;
 inline constexpr int kWeightRingWarpVecs = kWeightRingStages * kWeightRingRoundVecs;

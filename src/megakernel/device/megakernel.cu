@@ -174,7 +174,7 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
     case kJoin:
       return OpJoin(p, d, s.op.rows);
     case kQkv:
-      return OpQkv(p, d, s.op.gemv);
+      return OpQkv(p, d, s.op.gemv, RingRounds{WeightRing(s)});
     case kAttention:
       return OpAttention(p, d, s.op.attention);
     case kAttentionClaim:
