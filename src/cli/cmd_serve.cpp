@@ -117,7 +117,10 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.gpu_memory_fraction = args.Double("gpu-memory-fraction", flags.gpu_memory_fraction);
   const std::string graphs = args.String("cuda-graphs", "on");
   if (graphs != "on" && graphs != "off") throw Error("--cuda-graphs must be on or off");
-  flags.decode_path = args.String("decode", flags.decode_path);
+  if (const std::optional<std::string> decode = args.Value("decode")) {
+    if (decode->empty()) throw Error("--decode needs a path name");
+    flags.decode_path = *decode;
+  }
   const std::string policy_file = args.String("megakernel-policy", "");
   flags.warmup_context = args.Int("warmup-context", flags.warmup_context);
   flags.random_weights = args.Switch("random-weights");

@@ -18,6 +18,7 @@ function serve(args) {
 const CASES = [
   [['--random-weights'], /--random-weights needs --backend cuda/],
   [['--cuda-graphs', 'maybe'], /--cuda-graphs must be on or off/],
+  [['--decode', ''], /--decode needs a path name/],
   [['--gpu-memory-fraction', '1.5'], /--gpu-memory-fraction must be in \(0, 1\)/],
   [['--gpu-memory-fraction', '0'], /--gpu-memory-fraction must be in \(0, 1\)/],
   [['--max-step-tokens', '10'], /--max-step-tokens must be at least --max-batch \(64\)/],
