@@ -15,49 +15,36 @@ ScheduleCache NorthCache() {
                        SchedulePolicy::Default());
 }
 
-// Counters, order, queues and deadlock for every batch and bucket. Buckets that share a
-// schedule are checked once, with the largest bucket's work. ScheduleCache::Get verifies every
-// schedule it builds with the ragged instance (rows of every length up to the bucket, every row
-// on the same experts) and throws if it fails; the largest bucket is also checked with the
-// instance that has the most items (every row at the longest context, routing spread wide).
-TEST(VerifierSweepTest, EveryBatchAndBucketOfNorthSynchronises) {
+// Every check, data checks included, for every batch and bucket, on each standard instance of
+// the work (StandardWork: the ragged rows, every row at the longest context with routing spread
+// wide, ...). Buckets that share a schedule are checked once, with the largest bucket's work
+// (ScheduleCache::RepresentativeBucket). Sharded by batch so ctest spreads the ~200 s of
+// checks (2-core build machine) over its jobs.
+constexpr int64_t kBatchesPerShard = 8;
+static_assert(kMaxBatch % kBatchesPerShard == 0, "the shards cover every batch size");
+
+class VerifierSweepTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(VerifierSweepTest, EveryBucketOfTheseBatchesPassesEveryCheck) {
   ScheduleCache cache = NorthCache();
   const size_t buckets = cache.bucket_bounds().size();
-  for (int64_t batch = 1; batch <= kMaxBatch; ++batch) {
+  const int64_t first = GetParam() * kBatchesPerShard + 1;
+  for (int64_t batch = first; batch < first + kBatchesPerShard; ++batch) {
     for (size_t b = 0; b < buckets; ++b) {
       if (cache.RepresentativeBucket(batch, b) != b) continue;
       const Schedule& schedule = cache.Get(batch, b);
-      if (b + 1 != buckets) continue;
-      const RunTimeWork most = StandardWork(cache.config(), batch, schedule.bucket)[0];
-      const VerifyReport report =
-          VerifySchedule(cache.config(), schedule, most, VerifyChecks::kSynchronisation);
-      ASSERT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
+      const std::vector<RunTimeWork> work = StandardWork(cache.config(), batch, schedule.bucket);
+      for (size_t i = 0; i < work.size(); ++i) {
+        const VerifyReport report = VerifySchedule(cache.config(), schedule, work[i]);
+        ASSERT_TRUE(report.ok()) << "batch " << batch << " bucket " << b << " instance " << i
+                                 << ": " << report.Summary();
+      }
     }
   }
 }
 
-// Everything, data checks included, on a spread of batch sizes, buckets and instances (the data
-// checks cost several times the synchronisation checks, so they are sampled).
-TEST(VerifierSweepTest, SampledBatchesOfNorthPassTheDataChecks) {
-  ScheduleCache cache = NorthCache();
-  struct Sample {
-    int64_t batch;
-    int64_t context;
-    std::vector<size_t> instances;
-  };
-  const std::vector<Sample> samples = {
-      {1, 8192, {0, 1, 2}}, {1, 500000, {0, 2}}, {2, 2048, {1, 2}}, {9, 8192, {1, 2}},
-      {32, 8192, {1}},      {33, 8192, {0, 1}},  {64, 8192, {1, 2}}};
-  for (const Sample& sample : samples) {
-    const Schedule& schedule = cache.Select(sample.batch, sample.context);
-    const auto work = StandardWork(cache.config(), sample.batch, schedule.bucket);
-    for (size_t i : sample.instances) {
-      const VerifyReport report = VerifySchedule(cache.config(), schedule, work[i]);
-      ASSERT_TRUE(report.ok()) << "batch " << sample.batch << " context " << sample.context
-                               << " instance " << i << ": " << report.Summary();
-    }
-  }
-}
+INSTANTIATE_TEST_SUITE_P(BatchShards, VerifierSweepTest,
+                         ::testing::Range<int64_t>(0, kMaxBatch / kBatchesPerShard));
 
 }  // namespace
 }  // namespace mkserve::megakernel
