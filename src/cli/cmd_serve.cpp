@@ -32,7 +32,7 @@
 #ifdef MKSERVE_HAS_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/decode/decode_path_registry.h"
-#include "megakernel/device/megakernel_decoder.h"
+#include "megakernel/schedule/model_support.h"
 #include "model/presets.h"
 #endif
 

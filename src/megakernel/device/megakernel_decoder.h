@@ -22,6 +22,7 @@
 #include "backends/cuda/core/step_plan.h"
 #include "megakernel/device/step_params.h"
 #include "megakernel/device/step_watchdog.h"
+#include "megakernel/schedule/model_support.h"
 #include "megakernel/schedule/schedule.h"
 #include "megakernel/schedule/schedule_cache.h"
 #include "megakernel/schedule/schedule_policy.h"
@@ -33,9 +34,6 @@ namespace mkserve::megakernel {
 // The most rows a step may have: the schedules' limit (the decoder test checks it against the
 // layered path on a GPU). Larger batches stay on the layered path.
 inline constexpr int64_t kMaxMegakernelBatch = kMaxBatch;
-
-// Why the megakernel cannot run `config` (the shapes its op bodies are written for), or nullopt.
-std::optional<std::string> MegakernelUnsupportedReason(const ModelConfig& config);
 
 // A fault a test plants in one step (StepHooks::TakeStuckStep), so the watchdog path runs on a
 // real kernel: kStuckWait gives SM 0's first task a wait that no arrival can meet.

@@ -1,0 +1,144 @@
+// `mkserve megakernel-schedule [--model DIR | --preset nmc|tiny [--layers N]] [--batch 1,8,64]
+// [--context 8192] [--sms 132] [--megakernel-policy FILE]`: builds the decode megakernel's
+// schedules on the CPU (no GPU needed) and runs the verifier on each with every standard work
+// instance. One row per batch size: the bucket, the task counts, the tile shapes and the
+// verdict. A policy that fails here fails serve's warm-up too, so tuning starts here, not on the
+// GPU.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/megakernel_policy_flag.h"
+#include "common/args.h"
+#include "common/error.h"
+#include "megakernel/schedule/context_bucket.h"
+#include "megakernel/schedule/model_support.h"
+#include "megakernel/schedule/schedule_cache.h"
+#include "megakernel/schedule/schedule_policy.h"
+#include "megakernel/schedule/verifier.h"
+#include "model/presets.h"
+
+namespace mkserve::cli {
+namespace {
+
+namespace mk = mkserve::megakernel;
+
+constexpr char kUsage[] =
+    "usage: mkserve megakernel-schedule [--model DIR | --preset nmc|tiny [--layers N]]\n"
+    "                                   [--batch 1,8,64] [--context 8192] [--sms 132]\n"
+    "                                   [--megakernel-policy FILE]\n"
+    "Builds the megakernel's schedule for each batch size at a context of --context tokens on\n"
+    "--sms SMs (132: H100 SXM / H200), with the default policy or --megakernel-policy FILE (as\n"
+    "serve and bench take it), and verifies it with every standard work instance.\n"
+    "Exits 1 when a schedule cannot be built or fails the verifier.\n";
+
+ModelConfig LoadConfig(Args& args) {
+  const std::string model = args.String("model", "");
+  const std::string preset = args.String("preset", "");
+  std::optional<int64_t> layers;
+  if (args.Value("layers")) layers = args.Int("layers", 0);
+  if (!model.empty() && (!preset.empty() || layers)) {
+    throw Error("--model reads config.json; --preset and --layers are for the built-in shapes");
+  }
+  if (!model.empty()) return ModelConfig::Load(std::filesystem::path(model) / "config.json");
+  return PresetByName(preset.empty() ? "nmc" : preset, layers);
+}
+
+std::string TileSummary(const mk::TileShapes& t) {
+  return "qkv " + std::to_string(t.qkv_tile) + ", o " + std::to_string(t.oproj_tile) + ", up " +
+         std::to_string(t.expert_up_tile) + ", down " + std::to_string(t.expert_down_tile) +
+         ", lm " + std::to_string(t.lm_head_tile) + ", splits " + std::to_string(t.sliding_splits) +
+         "/" + std::to_string(t.full_split_slots);
+}
+
+int RunMegakernelSchedule(std::span<const std::string> argv) {
+  Args args(argv);
+  if (args.Switch("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const ModelConfig config = LoadConfig(args);
+  const std::vector<int64_t> batches = args.IntList("batch", {1, 8, 64});
+  const int64_t context = args.Int("context", 8192);
+  const int64_t sms = args.Int("sms", 132);
+  const std::string policy_file = args.String("megakernel-policy", "");
+  args.Finish();
+  for (int64_t batch : batches) {
+    if (batch < 1 || batch > mk::kMaxBatch) {
+      throw Error("--batch values must be 1.." + std::to_string(mk::kMaxBatch) + ", got " +
+                  std::to_string(batch));
+    }
+  }
+  if (context < 1) throw Error("--context must be at least 1 token");
+  if (sms < 1) throw Error("--sms must be at least 1");
+  if (const std::optional<std::string> why = mk::MegakernelUnsupportedReason(config)) {
+    throw Error(*why);
+  }
+  const mk::SchedulePolicy policy =
+      policy_file.empty()
+          ? mk::SchedulePolicy::Default()
+          : mk::SchedulePolicy::FromJson(nlohmann::json::parse(MegakernelPolicyJson(policy_file)));
+  const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+  mk::ScheduleCache cache(config, max_batch,
+                          mk::DefaultBucketBounds(config.max_position_embeddings), sms, policy);
+  std::printf(
+      "| batch | bucket (tokens) | tasks | tasks per SM | counters | queues | tiles | verifier | "
+      "ms |\n|---|---|---|---|---|---|---|---|---|\n");
+  bool all_ok = true;
+  for (int64_t batch : batches) {
+    const auto start = std::chrono::steady_clock::now();
+    std::string verdict;
+    const mk::Schedule* schedule = nullptr;
+    try {
+      schedule = &cache.Select(batch, context);
+      int64_t instances = 0;
+      for (const mk::RunTimeWork& work : mk::StandardWork(config, batch, schedule->bucket)) {
+        const mk::VerifyReport report = mk::VerifySchedule(config, *schedule, work);
+        ++instances;
+        if (!report.ok()) {
+          verdict = "FAILED, instance " + std::to_string(instances) + ": " + report.Summary();
+          break;
+        }
+      }
+      if (verdict.empty()) verdict = "ok (" + std::to_string(instances) + " instances)";
+    } catch (const Error& e) {
+      verdict = std::string("FAILED: ") + e.what();
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    all_ok = all_ok && verdict.rfind("ok", 0) == 0;
+    std::replace(verdict.begin(), verdict.end(), '\n', ' ');
+    if (schedule == nullptr) {
+      std::printf("| %lld | - | - | - | - | - | - | %s | %.0f |\n", static_cast<long long>(batch),
+                  verdict.c_str(), ms);
+      continue;
+    }
+    size_t fewest = schedule->sm_tasks.front().size(), most = fewest;
+    for (const auto& tasks : schedule->sm_tasks) {
+      fewest = std::min(fewest, tasks.size());
+      most = std::max(most, tasks.size());
+    }
+    std::printf(
+        "| %lld | %lld | %lld | %zu-%zu | %zu | %zu | %s | %s | %.0f |\n",
+        static_cast<long long>(batch), static_cast<long long>(schedule->bucket.max_context_tokens),
+        static_cast<long long>(schedule->num_tasks()), fewest, most, schedule->counters.size(),
+        schedule->queues.size(), TileSummary(schedule->tiles).c_str(), verdict.c_str(), ms);
+  }
+  return all_ok ? 0 : 1;
+}
+
+const CommandRegistration kRegistration({
+    "megakernel-schedule",
+    "build and verify the decode megakernel's schedules on the CPU (--megakernel-policy FILE to "
+    "check one)",
+    RunMegakernelSchedule,
+});
+
+}  // namespace
+}  // namespace mkserve::cli
