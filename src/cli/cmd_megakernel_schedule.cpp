@@ -29,6 +29,8 @@ namespace {
 
 namespace mk = mkserve::megakernel;
 
+constexpr int64_t kMaxSms = 1024;
+
 constexpr char kUsage[] =
     "usage: mkserve megakernel-schedule [--model DIR | --preset nmc|tiny [--layers N]]\n"
     "                                   [--batch 1,8,64] [--context 8192] [--sms 132]\n"
@@ -76,7 +78,8 @@ int RunMegakernelSchedule(std::span<const std::string> argv) {
     }
   }
   if (context < 1) throw Error("--context must be at least 1 token");
-  if (sms < 1) throw Error("--sms must be at least 1");
+  // One CTA per SM: real GPUs have up to a few hundred (H100 SXM / H200: 132).
+  if (sms < 1 || sms > kMaxSms) throw Error("--sms must be 1.." + std::to_string(kMaxSms));
   if (const std::optional<std::string> why = mk::MegakernelUnsupportedReason(config)) {
     throw Error(*why);
   }

@@ -69,7 +69,9 @@ TEST(MegakernelScheduleCliTest, WhatTheMegakernelCannotRunIsAnError) {
   EXPECT_EQ(Schedule("--batch 65").status, 1);
   EXPECT_EQ(Schedule("--batch 0").status, 1);
   EXPECT_EQ(Schedule("--sms 0").status, 1);
-  const CliRun tiny = Schedule("--preset tiny");  // head_dim 16
+  EXPECT_EQ(Schedule("--sms 100000").status, 1);  // not a GPU: refused, not minutes of building
+  EXPECT_EQ(Schedule("--context 999999999").status, 1);  // beyond the largest bucket
+  const CliRun tiny = Schedule("--preset tiny");         // head_dim 16
   EXPECT_EQ(tiny.status, 1);
   EXPECT_NE(tiny.output.find("head_dim 128"), std::string::npos) << tiny.output;
 }
