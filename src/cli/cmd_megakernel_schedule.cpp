@@ -59,6 +59,35 @@ std::string TileSummary(const mk::TileShapes& t) {
          "/" + std::to_string(t.full_split_slots);
 }
 
+// The schedule `cache` selects for `batch` rows at `context` tokens, checked with every standard
+// work instance; schedule is null when it could not be built.
+struct Verdict {
+  const mk::Schedule* schedule = nullptr;
+  bool ok = false;
+  std::string text;
+};
+
+Verdict BuildAndVerify(mk::ScheduleCache& cache, int64_t batch, int64_t context) {
+  Verdict v;
+  try {
+    v.schedule = &cache.Select(batch, context);
+    const std::vector<mk::RunTimeWork> instances =
+        mk::StandardWork(cache.config(), batch, v.schedule->bucket);
+    for (size_t i = 0; i < instances.size(); ++i) {
+      const mk::VerifyReport report = mk::VerifySchedule(cache.config(), *v.schedule, instances[i]);
+      if (!report.ok()) {
+        v.text = "FAILED, instance " + std::to_string(i + 1) + ": " + report.Summary();
+        return v;
+      }
+    }
+    v.ok = true;
+    v.text = "ok (" + std::to_string(instances.size()) + " instances)";
+  } catch (const Error& e) {
+    v.text = std::string("FAILED: ") + e.what();
+  }
+  return v;
+}
+
 int RunMegakernelSchedule(std::span<const std::string> argv) {
   Args args(argv);
   if (args.Switch("help")) {
@@ -71,12 +100,6 @@ int RunMegakernelSchedule(std::span<const std::string> argv) {
   const int64_t sms = args.Int("sms", 132);
   const std::string policy_file = args.String("megakernel-policy", "");
   args.Finish();
-  for (int64_t batch : batches) {
-    if (batch < 1 || batch > mk::kMaxBatch) {
-      throw Error("--batch values must be 1.." + std::to_string(mk::kMaxBatch) + ", got " +
-                  std::to_string(batch));
-    }
-  }
   if (context < 1) throw Error("--context must be at least 1 token");
   // One CTA per SM: real GPUs have up to a few hundred (H100 SXM / H200: 132).
   if (sms < 1 || sms > kMaxSms) throw Error("--sms must be 1.." + std::to_string(kMaxSms));
@@ -96,30 +119,15 @@ int RunMegakernelSchedule(std::span<const std::string> argv) {
   bool all_ok = true;
   for (int64_t batch : batches) {
     const auto start = std::chrono::steady_clock::now();
-    std::string verdict;
-    const mk::Schedule* schedule = nullptr;
-    try {
-      schedule = &cache.Select(batch, context);
-      int64_t instances = 0;
-      for (const mk::RunTimeWork& work : mk::StandardWork(config, batch, schedule->bucket)) {
-        const mk::VerifyReport report = mk::VerifySchedule(config, *schedule, work);
-        ++instances;
-        if (!report.ok()) {
-          verdict = "FAILED, instance " + std::to_string(instances) + ": " + report.Summary();
-          break;
-        }
-      }
-      if (verdict.empty()) verdict = "ok (" + std::to_string(instances) + " instances)";
-    } catch (const Error& e) {
-      verdict = std::string("FAILED: ") + e.what();
-    }
+    Verdict verdict = BuildAndVerify(cache, batch, context);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    all_ok = all_ok && verdict.rfind("ok", 0) == 0;
-    std::replace(verdict.begin(), verdict.end(), '\n', ' ');
+    all_ok = all_ok && verdict.ok;
+    std::replace(verdict.text.begin(), verdict.text.end(), '\n', ' ');
+    const mk::Schedule* schedule = verdict.schedule;
     if (schedule == nullptr) {
       std::printf("| %lld | - | - | - | - | - | - | %s | %.0f |\n", static_cast<long long>(batch),
-                  verdict.c_str(), ms);
+                  verdict.text.c_str(), ms);
       continue;
     }
     size_t fewest = schedule->sm_tasks.front().size(), most = fewest;
@@ -131,7 +139,7 @@ int RunMegakernelSchedule(std::span<const std::string> argv) {
         "| %lld | %lld | %lld | %zu-%zu | %zu | %zu | %s | %s | %.0f |\n",
         static_cast<long long>(batch), static_cast<long long>(schedule->bucket.max_context_tokens),
         static_cast<long long>(schedule->num_tasks()), fewest, most, schedule->counters.size(),
-        schedule->queues.size(), TileSummary(schedule->tiles).c_str(), verdict.c_str(), ms);
+        schedule->queues.size(), TileSummary(schedule->tiles).c_str(), verdict.text.c_str(), ms);
   }
   return all_ok ? 0 : 1;
 }

@@ -295,17 +295,16 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   };
   TaskLists lists{up.tasks.data(), up.counts.data(), num_sms_,
                   static_cast<int32_t>(up.max_tasks_per_sm)};
-  // The planted fault: SM 0's first descriptor waits for counter 0 to reach a count it never
-  // gets, for this step only (the schedule's own descriptor goes back afterwards).
-  TaskDescriptor original{};
-  if (fault == StepFault::kStuckWait) {
-    MKSERVE_CUDA_CHECK(
-        cudaMemcpy(&original, up.tasks.data(), sizeof(original), cudaMemcpyDeviceToHost));
-    TaskDescriptor stuck = original;
-    stuck.wait0_counter = 0;
-    stuck.wait0_target = 0xFFFFFFFFu;
-    MKSERVE_CUDA_CHECK(
-        cudaMemcpyAsync(up.tasks.data(), &stuck, sizeof(stuck), cudaMemcpyHostToDevice, stream));
+  // The planted fault: SM 0's first descriptor (packed first) waits for counter 0 to reach a
+  // count it never gets, for this step only; the schedule's own descriptor goes back afterwards.
+  const bool stuck = fault == StepFault::kStuckWait;
+  if (stuck) {
+    if (schedule.sm_tasks.front().empty()) throw Error("megakernel: SM 0 has no task to stall");
+    TaskDescriptor stalled = schedule.sm_tasks.front().front();
+    stalled.wait0_counter = 0;
+    stalled.wait0_target = 0xFFFFFFFFu;
+    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(up.tasks.data(), &stalled, sizeof(stalled),
+                                       cudaMemcpyHostToDevice, stream));
   }
   watchdog_.Arm();
   MKSERVE_CUDA_CHECK(cudaEventRecord(start_, stream));
@@ -314,18 +313,18 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
   last_schedule_ = &schedule;
   last_batch_ = B;
-  const std::string what = "megakernel: the decode step of " + std::to_string(B) + " rows";
-  if (fault == StepFault::kStuckWait) {
-    try {
-      watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters, what);
-    } catch (...) {
-      MKSERVE_CUDA_CHECK(
-          cudaMemcpy(up.tasks.data(), &original, sizeof(original), cudaMemcpyHostToDevice));
-      throw;
+  try {
+    watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters,
+                   "megakernel: the decode step of " + std::to_string(B) + " rows");
+  } catch (...) {
+    if (stuck) {
+      MKSERVE_CUDA_CHECK(cudaMemcpy(up.tasks.data(), &schedule.sm_tasks.front().front(),
+                                    sizeof(TaskDescriptor), cudaMemcpyHostToDevice));
     }
-    throw Error("megakernel: a step with a stuck wait finished");  // the watchdog must end it
+    throw;
   }
-  watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters, what);
+  if (stuck)
+    throw Error("megakernel: a step with a stuck wait finished");  // the watchdog must end it
   MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, start_, done_));
 }
 
