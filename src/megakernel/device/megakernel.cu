@@ -126,8 +126,7 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
       if (!down) {
         Arrive(p, base + item.signal_unit, item.arrive_weight);
       } else {
-        asm volatile("fence.proxy.async;" ::: "memory");
-        __threadfence();
+        FenceAcqRel();
         for (uint32_t i = 0; i < item.row_count; ++i) {
           const int32_t a = LoadCgI(p.bucket_assignment + item.bucket_begin + i);
           atomicAdd(p.counters + base + a / p.top_k, item.arrive_weight);
@@ -195,7 +194,7 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
       if (topk) OpTopK(p, d);
       if (d.opcode == kTopK) return;
       if (topk) {
-        __threadfence();  // the routing and bucket counts, before the finalize reads them
+        FenceAcqRel();  // the routing and bucket counts, before the finalize reads them
         WorkerSync();
       }
       return OpMoeFinalize(p, d, s.op.finalize);

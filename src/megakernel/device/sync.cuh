@@ -30,6 +30,11 @@ __device__ inline uint64_t GlobalTimerNs() {
   return t;
 }
 
+// Release before an arrival, acquire after a wait: fence.acq_rel, not __threadfence's fence.sc
+// (no op needs a single total order of fences). The kernel has no async-proxy (TMA) accesses,
+// so no proxy fence either.
+__device__ inline void FenceAcqRel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 // Spins until counters[id] >= target (kNoCounter: at once). Returns false when the host raised
 // the abort flag meanwhile (the step is being abandoned by the watchdog). One thread calls it.
 __device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t target) {
@@ -43,15 +48,14 @@ __device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t targ
       return false;
     }
   }
-  __threadfence();
+  FenceAcqRel();
   return true;
 }
 
 // One thread, after a WorkerSync that follows every store of the task.
 __device__ inline void Arrive(const StepParams& p, uint32_t id, uint32_t amount = 1) {
   if (id == kNoCounter) return;
-  asm volatile("fence.proxy.async;" ::: "memory");  // no TMA stores yet; kept for when they come
-  __threadfence();
+  FenceAcqRel();
   atomicAdd(p.counters + id, amount);
 }
 
