@@ -37,11 +37,24 @@ bool IsLayerWave(Wave wave) {
 
 SchedulePolicy SchedulePolicy::Default() {
   SchedulePolicy policy;
-  policy.layer_waves = {
-      Wave::kQkv,         Wave::kRouter,     Wave::kDenseGateUp,  Wave::kTopK,
-      Wave::kMoeFinalize, Wave::kAttention,  Wave::kExpertGateUp, Wave::kAttentionCombine,
-      Wave::kDenseDown,   Wave::kExpertDown, Wave::kOProj,        Wave::kMoeCombine,
-      Wave::kJoin};
+  // The attention combine before the expert claims: on the SMs that hold one it runs as soon as
+  // its splits land instead of after that SM's gate/up claim loop, so the O-proj's inputs are
+  // ready when the claims end (H200, 8K: batch 1 3.593 -> 3.550 ms, 8 9.788 -> 9.724). The O-proj
+  // itself stays after the claims: before them, its waits held 128 SMs out of the expert work
+  // (batch 1 4.24 ms).
+  policy.layer_waves = {Wave::kQkv,
+                        Wave::kRouter,
+                        Wave::kDenseGateUp,
+                        Wave::kTopK,
+                        Wave::kMoeFinalize,
+                        Wave::kAttention,
+                        Wave::kAttentionCombine,
+                        Wave::kExpertGateUp,
+                        Wave::kDenseDown,
+                        Wave::kExpertDown,
+                        Wave::kOProj,
+                        Wave::kMoeCombine,
+                        Wave::kJoin};
   return policy;
 }
 

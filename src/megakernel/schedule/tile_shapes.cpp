@@ -18,6 +18,17 @@ int64_t DividingTile(int64_t width, int64_t preferred) {
   return tile;
 }
 
+// Batch 1: the narrowest gate/up item (a multiple of 8 features, dividing the width) whose
+// top_k experts make at most one item per SM, so the items run in one wave. North on 132 SMs: 48
+// features, 128 items (H200, 8K: 3.593 -> 3.557 ms a step; 32 made 192 items, 60 SMs ran two).
+int64_t OneWaveUpTile(const ModelConfig& config, int64_t num_sms) {
+  const int64_t width = config.expert_intermediate_size;
+  for (int64_t tile = 8; tile < width; tile += 8) {
+    if (width % tile == 0 && config.num_experts_per_token * (width / tile) <= num_sms) return tile;
+  }
+  return DividingTile(width, 128);  // fewer SMs than experts per token
+}
+
 void Require(bool ok, const std::string& what) {
   if (!ok) throw Error("invalid megakernel tile shapes: " + what);
 }
@@ -50,12 +61,13 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   tiles.dense_down_tile = DividingTile(config.hidden_size, 64);
   if (config.num_experts > 0) {
     tiles.router_tile = DividingTile(config.num_experts, 16);  // one warp: 2 experts, not 8
-    // One row: 32 features a gate/up item, so a layer's 8 experts make enough items for most SMs
-    // (H200, 8K: 3.91 -> 3.76 ms a step; at batch 8 the narrower items cost 11.6 -> 12.7 ms).
-    // From 8 rows, 128: half the claims for the same bytes (batch 8 10.24 -> 10.13 ms, 32 22.29
-    // -> 22.01, 64 30.38 -> 29.80; batch 1 with 128 was 3.77 -> 3.91).
-    const int64_t up_tile = batch == 1 ? 32 : batch < 8 ? 64 : 128;
-    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, up_tile);
+    // One row: items as narrow as one wave allows (OneWaveUpTile; 32 features before it, which
+    // beat 64 with 3.91 -> 3.76 ms a step at 8K but left 60 SMs a second item). From 8 rows, 128:
+    // half the claims for the same bytes (batch 8 10.24 -> 10.13 ms, 32 22.29 -> 22.01, 64 30.38
+    // -> 29.80; batch 1 with 128 was 3.77 -> 3.91). Between them, 64.
+    tiles.expert_up_tile =
+        batch == 1 ? OneWaveUpTile(config, num_sms)
+                   : DividingTile(config.expert_intermediate_size, batch < 8 ? 64 : 128);
   }
   tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
