@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/head_dim.h"
@@ -63,6 +66,7 @@ WarmUpReport CudaBackend::WarmUp(const std::function<void(int64_t, int64_t)>& pr
   WarmUpReport report;
   try {
     for (const auto& path : decode_paths_) report.prepared += path->WarmUp(request, stream_);
+    RunWarmUpSequences();
   } catch (const BackendFatalError&) {
     throw;
   } catch (const Error& e) {
@@ -76,6 +80,46 @@ WarmUpReport CudaBackend::WarmUp(const std::function<void(int64_t, int64_t)>& pr
   report.device_bytes = static_cast<int64_t>(free_before) - static_cast<int64_t>(free_after);
   report.stopped_early = !report.error.empty() || end >= request.deadline;
   return report;
+}
+
+// CUDA loads a kernel on its first launch (lazy module loading), and the prefill GEMMs pick
+// kernels by shape: without this the first live request waits for them (H200, serving with the
+// megakernel: one prompt of ~100 tokens took about 60 ms more than the others after a warm-up of
+// a 2-token prompt alone). A 2-token prompt and one decode step of it (the decode path's kernels),
+// then a prompt of up to 512 tokens (prefill only: its decode step could need a graph of a
+// context the warm-up did not prepare).
+void CudaBackend::RunWarmUpSequences() {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  // A prompt of `length` tokens on blocks 0, 1, ... of every group, then one decode step of it.
+  const auto run = [&](int64_t length, bool decode) {
+    std::vector<int32_t> prompt(length);
+    for (int64_t i = 0; i < length; ++i) prompt[i] = static_cast<int32_t>(i % config_.vocab_size);
+    std::vector<int32_t> blocks((length + kBlockTokens) / kBlockTokens);  // + a decoded token
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+    const std::vector<std::span<const int32_t>> tables(kv_pool_->layout().groups.size(), blocks);
+    SequenceStep step;
+    step.token_ids = prompt;
+    step.block_tables = tables;
+    step.sample = true;
+    step.sampling = &greedy;
+    step.prompt_token_ids = prompt;
+    const std::vector<int32_t> sampled = {Step({{step}}).results.at(0).token_id};
+    if (!decode) return;
+    step.token_ids = sampled;
+    step.start_position = length;
+    step.output_token_ids = sampled;
+    step.sample_index = 1;
+    Step({{step}});
+  };
+  int64_t fewest_blocks = INT64_MAX;
+  for (const KvGroup& group : kv_pool_->layout().groups) {
+    fewest_blocks = std::min(fewest_blocks, group.num_blocks);
+  }
+  const int64_t longest =
+      std::min({max_num_tokens(), fewest_blocks * kBlockTokens - 1, int64_t{512}});
+  if (longest >= 2) run(2, true);
+  if (longest > 2) run(longest, false);
 }
 
 void CheckPromptChunks(const CudaBackendOptions& options) {

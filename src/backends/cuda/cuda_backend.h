@@ -55,9 +55,11 @@ class CudaBackend : public Backend {
   std::unique_ptr<PendingChunk> StartPromptChunk(const SequenceStep& chunk) override;
 
   // Prepares the decode paths for decode steps of 1..max_batch rows at contexts of up to
-  // options.warmup_context_tokens (graph captures), within options.warmup_seconds, so the first
-  // live requests do not pay for it. The server calls it after loading; steps work without it.
-  // `progress` (may be empty) gets (done, total).
+  // options.warmup_context_tokens (graph captures), within options.warmup_seconds, then runs a
+  // short and a long prompt with one decode step each, so the first live requests pay for neither
+  // the preparation nor the kernels' loading on first launch. The server calls it after loading
+  // and before any request: the warm-up prompts write the first KV blocks of every group. Steps
+  // work without it. `progress` (may be empty) gets (done, total).
   WarmUpReport WarmUp(const std::function<void(int64_t done, int64_t total)>& progress);
 
   // Selects the decode paths of the next steps (CudaBackendOptions::decode_path; throws
@@ -77,6 +79,8 @@ class CudaBackend : public Backend {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  // WarmUp's prompts and decode steps (greedy, on the first blocks of every KV group).
+  void RunWarmUpSequences();
   StepPlan Plan(const StepInputs& inputs) const;
   DecodePath* PickDecodePath(const StepPlan& plan) const;
   // The sequences `sequences` of `inputs` as a step of their own.
