@@ -171,7 +171,7 @@ TEST(VerifierTest, APolicyThatOrdersTheJoinFirstIsAnOrderViolation) {
 
 TEST(VerifierTest, AnUnknownCounterStopsTheCheckWithAClearFailure) {
   Tiny tiny(1);
-  tiny.First(kTopK, 1).wait0_counter = 1u << 20;
+  tiny.First(kMoeFinalize, 1).wait0_counter = 1u << 20;
   const VerifyReport report = tiny.Verify();
   EXPECT_TRUE(report.Has(Kind::kUnknownCounter)) << report.Summary();
 }

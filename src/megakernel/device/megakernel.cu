@@ -190,14 +190,21 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem
       return OpRouter(p, d, s.op.gemv);
     case kTopK:
     case kMoeFinalize: {  // one call site of the top-k: with kFlagWithTopK the finalize runs it
-      const bool topk = d.opcode == kTopK || (d.flags & kFlagWithTopK) != 0;
-      if (topk) OpTopK(p, d);
-      if (d.opcode == kTopK) return;
-      if (topk) {
-        FenceAcqRel();  // the routing and bucket counts, before the finalize reads them
+      const bool routed_here = d.opcode == kMoeFinalize && (d.flags & kFlagWithTopK) != 0;
+      FinalizeSmem& f = s.op.finalize;
+      if (routed_here) {
+        for (int e = threadIdx.x; e < p.num_experts; e += kWorkerThreads) f.counts[e] = 0;
         WorkerSync();
       }
-      return OpMoeFinalize(p, d, s.op.finalize);
+      if (d.opcode == kTopK || routed_here) {
+        OpTopK(p, d,
+               routed_here
+                   ? TopKSlots{reinterpret_cast<uint32_t*>(f.counts), f.pick_ids, f.pick_slots}
+                   : TopKSlots{p.expert_counts + static_cast<int64_t>(d.layer) * p.num_experts});
+      }
+      if (d.opcode == kTopK) return;
+      if (routed_here) WorkerSync();  // the counts and picks in shared memory are complete
+      return OpMoeFinalize(p, d, f, routed_here);
     }
     case kExpertGateUpClaim:
       return RunExpertClaims(p, d, false, s);

@@ -72,12 +72,22 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
   }
 }
 
+// Where the top-k takes each pick's bucket slot: the layer's bucket counts in global memory, read
+// by a finalize task on another SM, or, when the finalize task runs the top-k itself
+// (kFlagWithTopK), counts in its shared memory that also keeps the picks, so the finalize reads
+// nothing back through L2 (H200, 8K: batch 2 and 4 about 1 % faster than through global memory;
+// batch 1 the same, where the top-k and the finalize took 5-6 us each as separate tasks).
+struct TopKSlots {
+  uint32_t* counts;                 // [experts]
+  int32_t* shared_ids = nullptr;    // [rows * top_k] the picks' experts, or null
+  int32_t* shared_slots = nullptr;  // [rows * top_k] their bucket slots
+};
+
 // One warp per row: the top k by logit (ties to the lower id), weights as the config says, a
 // slot in each chosen expert's bucket; the row's logits are cleared for the next layer.
-__device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d) {
+__device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopKSlots out) {
   constexpr int kPerLane = kMaxExperts / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  uint32_t* counts = p.expert_counts + static_cast<int64_t>(d.layer) * p.num_experts;
   for (int row = d.row_begin + warp; row < static_cast<int>(d.row_end); row += kWorkerWarps) {
     float* logits = p.router_logits + static_cast<int64_t>(row) * p.num_experts;
     float values[kPerLane];
@@ -127,7 +137,12 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d) {
       const int a = row * p.top_k + lane;
       p.topk_ids[a] = my_id;
       p.topk_weights[a] = divide ? my_weight / weights_sum : my_weight;
-      p.topk_slot[a] = static_cast<int32_t>(atomicAdd(counts + my_id, 1u));
+      const int32_t slot = static_cast<int32_t>(atomicAdd(out.counts + my_id, 1u));
+      p.topk_slot[a] = slot;
+      if (out.shared_ids != nullptr) {
+        out.shared_ids[a] = my_id;
+        out.shared_slots[a] = slot;
+      }
       if (p.routing != nullptr) {
         p.routing[(static_cast<int64_t>(d.layer) * p.batch + row) * p.top_k + lane] = my_id;
       }
@@ -145,6 +160,8 @@ struct FinalizeSmem {
   int32_t offsets[kMaxExperts + 1];
   int32_t first_block[kMaxExperts + 1];
   int32_t block_expert[kMaxBatch * kMaxTopK];  // the expert owning each row block
+  int32_t pick_ids[kMaxBatch * kMaxTopK];      // with the top-k in this task (TopKSlots)
+  int32_t pick_slots[kMaxBatch * kMaxTopK];
 };
 
 // Bucket offsets, the bucket's assignment table, and the gate/up and down item queues, in the
@@ -152,8 +169,9 @@ struct FinalizeSmem {
 // for the most blocks any routing can occupy, so they never overflow). Every MoE layer's expert
 // work waits for this one task, so each part is parallel: at batch 1 a serial prefix sum and a
 // linear search per item cost about 10 us a layer (H200 timeline).
-__device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& d,
-                                     FinalizeSmem& s) {
+// `routed_here`: the top-k ran in this task and left counts and picks in `s` (TopKSlots).
+__device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& d, FinalizeSmem& s,
+                                     bool routed_here) {
   constexpr int kPerLane = kMaxExperts / 32;
   const uint32_t* counts = p.expert_counts + static_cast<int64_t>(d.layer) * p.num_experts;
   const int rows_per_block = static_cast<int>(d.arg[kArgTileRows]);
@@ -161,10 +179,12 @@ __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& 
   const int down_tiles = static_cast<int>(d.arg[kArgTiles2]);
   const uint32_t blocks_per_expert = (p.batch + rows_per_block - 1) / rows_per_block;
   const int experts = p.num_experts;
-  for (int e = threadIdx.x; e < experts; e += kWorkerThreads) {
-    s.counts[e] = static_cast<int32_t>(LoadCgU(counts + e));  // all loads in flight at once
+  if (!routed_here) {
+    for (int e = threadIdx.x; e < experts; e += kWorkerThreads) {
+      s.counts[e] = static_cast<int32_t>(LoadCgU(counts + e));  // all loads in flight at once
+    }
+    WorkerSync();
   }
-  WorkerSync();
   // One warp: exclusive scans of rows and of row blocks over the experts, kPerLane a lane.
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
@@ -213,8 +233,8 @@ __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& 
     p.bucket_offsets[e] = s.offsets[e];
   }
   for (int a = threadIdx.x; a < p.batch * p.top_k; a += kWorkerThreads) {
-    const int e = LoadCgI(p.topk_ids + a);
-    const int position = s.offsets[e] + LoadCgI(p.topk_slot + a);
+    const int e = routed_here ? s.pick_ids[a] : LoadCgI(p.topk_ids + a);
+    const int position = s.offsets[e] + (routed_here ? s.pick_slots[a] : LoadCgI(p.topk_slot + a));
     p.bucket_assignment[position] = a;
     p.routed_position[a] = position;  // the MoE combine's lookup, one load instead of two
   }

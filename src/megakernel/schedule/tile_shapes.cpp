@@ -70,6 +70,11 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
                    : DividingTile(config.expert_intermediate_size, batch < 8 ? 64 : 128);
   }
   tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
+  // Up to 4 rows the finalize runs the top-k itself, handing counts and picks on in shared memory
+  // (H200, 8K, against separate top-k tasks, two runs: batch 2 4.665 / 4.590 -> 4.627 / 4.596
+  // ms, 4 6.614 / 6.582 -> 6.549 / 6.495, batch 1 the same; batch 8 9.746 / 9.659 -> 9.819 /
+  // 9.713, where 8 top-k tasks on 8 SMs beat one warp a row in one task).
+  tiles.topk_in_finalize = batch <= 4 ? 1 : 0;
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
   // Down items of 256 features from two rows on: half the claims and signals for the same
   // bytes, which the weight ring streams as fast (H200, 8K: batch 8 10.54 -> 10.27 ms, 16 16.04
