@@ -23,7 +23,7 @@ int64_t DividingTile(int64_t width, int64_t preferred) {
 // features, 128 items (H200, 8K: 3.593 -> 3.557 ms a step; 32 made 192 items, 60 SMs ran two).
 int64_t OneWaveUpTile(const ModelConfig& config, int64_t num_sms) {
   const int64_t width = config.expert_intermediate_size;
-  for (int64_t tile = 8; tile < width; tile += 8) {
+  for (int64_t tile = 8; tile <= width; tile += 8) {
     if (width % tile == 0 && config.num_experts_per_token * (width / tile) <= num_sms) return tile;
   }
   return DividingTile(width, 128);  // fewer SMs than experts per token
