@@ -45,12 +45,12 @@ struct GemvSmem {
 // kWeightRingStages in the weight ring (per worker warp, that many rounds of its 16-byte weight
 // vectors, 2 rows x 4 blocks x 32 lanes, in shared memory). The expert items and the plain tiles
 // (QKV, O-proj, dense down, LM head: one PlainTile copy of this body, shared with expert down)
-// use the ring; only dense gate/up (layer 0) keeps registers. What counts is the number of
-// copies of the body, not the ring: H200, 8K, 49 layers, the ring in every tile type (a copy
-// each, 489 KB of code) was slower than in the expert items alone (437 KB: batch 8 11.26 ->
-// 10.58 ms, 64 33.51 -> 31.77, batch 1 3.78 -> 3.70); the plain tiles on the expert down copy
-// (451 KB) then made batch 1 3.76 -> 3.63 and 2 4.88 -> 4.77, and QKV on it too (458 KB) 3.63 ->
-// 3.56, batch 8 9.90 -> 9.74.
+// use the ring; only dense gate/up (layer 0) keeps registers. H200, 8K, 49 layers: the ring in
+// every tile type (a copy of this body each, 489 KB of code) was slower than in the expert items
+// alone (437 KB: batch 8 11.26 -> 10.58 ms, 64 33.51 -> 31.77, batch 1 3.78 -> 3.70); the plain
+// tiles on the expert down copy (451 KB) then made batch 1 3.76 -> 3.63 and 2 4.88 -> 4.77, and
+// QKV on it too (458 KB) 3.63 -> 3.56, batch 8 9.90 -> 9.74. Code size alone is not the rule: one
+// tile type for every projection (295 KB) was no faster at batch 1 and 2 % slower at 64.
 inline constexpr int kWeightRingStages = 3;
 inline constexpr int kWeightRingRoundVecs = 2 * 4 * 32;
 inline constexpr int kWeightRingWarpVecs = kWeightRingStages * kWeightRingRoundVecs;

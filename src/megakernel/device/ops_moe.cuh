@@ -138,10 +138,11 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopK
       p.topk_ids[a] = my_id;
       p.topk_weights[a] = divide ? my_weight / weights_sum : my_weight;
       const int32_t slot = static_cast<int32_t>(atomicAdd(out.counts + my_id, 1u));
-      p.topk_slot[a] = slot;
-      if (out.shared_ids != nullptr) {
+      if (out.shared_ids != nullptr) {  // the finalize in this task reads them from here
         out.shared_ids[a] = my_id;
         out.shared_slots[a] = slot;
+      } else {
+        p.topk_slot[a] = slot;
       }
       if (p.routing != nullptr) {
         p.routing[(static_cast<int64_t>(d.layer) * p.batch + row) * p.top_k + lane] = my_id;
