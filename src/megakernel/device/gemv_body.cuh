@@ -60,6 +60,30 @@ struct RingRounds {
   uint4* ring;  // the worker warps' slots, kWeightRingWarpVecs each
 };
 
+// Weights are read once a step, so their loads are marked evict_first: L2 keeps the activations,
+// partial sums, counters and KV lines the small tasks read, not the weights streaming past. H200,
+// 8K, North: batch 1 3.50 -> 3.34 ms, batch 8 9.71 -> 9.52, batch 64 29.54 -> 29.12.
+__device__ inline uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ inline uint4 LoadWeightVector(const bf16* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+}
+
+__device__ inline void CopyWeightVector(void* shared, const void* global, bool valid,
+                                        uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                   cuda::SharedAddress(shared)),
+               "l"(global), "r"(valid ? 16 : 0), "l"(policy));
+}
+
 // Staged rows are padded so that the eight rows an mma's B fragment reads start in alternating
 // halves of the 32 banks (the stride is an odd number of 64-byte blocks): four wavefronts per
 // 16-byte load of the warp, not eight.
@@ -91,12 +115,13 @@ __device__ inline void LoadPairs(const Tile& tile, int k0, int len, int g0, int 
   const bool row_valid = g0 + r < tile.Groups();
   const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + k0 : nullptr;
   const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + k0 : nullptr;
+  const uint64_t policy = EvictFirstPolicy();
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int off = (c + u) * kChunk + j * cuda::kVecElements;
     const bool valid = row_valid && c + u < c1 && off < len;
-    p[u] = valid ? cuda::LoadStreaming(w0 + off).raw : make_uint4(0, 0, 0, 0);
-    q[u] = valid ? cuda::LoadStreaming(w1 + off).raw : make_uint4(0, 0, 0, 0);
+    p[u] = valid ? LoadWeightVector(w0 + off, policy) : make_uint4(0, 0, 0, 0);
+    q[u] = valid ? LoadWeightVector(w1 + off, policy) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -142,6 +167,7 @@ __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0
   const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + k0 : any;
   const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + k0 : any;
   const int rounds = (c1 - c0 + kUnroll - 1) / kUnroll;
+  const uint64_t policy = EvictFirstPolicy();
   auto issue = [&](int round) {
     if (round < rounds) {
       uint4* slot = ring + (round % kWeightRingStages) * kWeightRingRoundVecs;
@@ -150,8 +176,8 @@ __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0
       for (int u = 0; u < kUnroll; ++u) {
         const int off = (c + u) * kChunk + j * cuda::kVecElements;
         const bool valid = row_valid && c + u < c1 && off < len;
-        cuda::CpAsync16(slot + (2 * u) * 32 + lane, valid ? w0 + off : any, valid);
-        cuda::CpAsync16(slot + (2 * u + 1) * 32 + lane, valid ? w1 + off : any, valid);
+        CopyWeightVector(slot + (2 * u) * 32 + lane, valid ? w0 + off : any, valid, policy);
+        CopyWeightVector(slot + (2 * u + 1) * 32 + lane, valid ? w1 + off : any, valid, policy);
       }
     }
     cuda::CpAsyncCommit();  // empty groups keep the count uniform
