@@ -83,8 +83,9 @@ struct TopKSlots {
   int32_t* shared_slots = nullptr;  // [rows * top_k] their bucket slots
 };
 
-// One warp per row: the top k by logit (ties to the lower id), weights as the config says, a
-// slot in each chosen expert's bucket; the row's logits are cleared for the next layer.
+// One warp per row: the top k by logit (ties to the lower id; a NaN logit counts as -inf), weights
+// as the config says, a slot in each chosen expert's bucket; the row's logits are cleared for the
+// next layer.
 __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopKSlots out) {
   constexpr int kPerLane = kMaxExperts / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -96,6 +97,7 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopK
     for (int i = 0; i < kPerLane; ++i) {
       const int e = lane + i * 32;
       values[i] = e < p.num_experts ? LoadCgF(logits + e) : -INFINITY;
+      if (isnan(values[i])) values[i] = -INFINITY;  // else the picks would depend on the order
       taken[i] = false;
     }
     float weights_sum = 0.0f, top_logit = 0.0f;

@@ -1,5 +1,6 @@
 #include "backends/cpu/router.h"
 
+#include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -55,6 +56,20 @@ TEST(RouterTest, TiesGoToTheLowerExpertId) {
   auto choices = SelectExperts(logits, RouterConfig(ExpertSelection::kSigmoid, false));
   EXPECT_EQ(choices[0].expert_id, 1);
   EXPECT_EQ(choices[1].expert_id, 0);
+}
+
+TEST(RouterTest, NanRanksAsMinusInfinity) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  ModelConfig config = RouterConfig(ExpertSelection::kSigmoid, false);
+  config.num_experts = 5;
+  config.num_experts_per_token = 3;
+  auto choices = SelectExperts(std::vector<float>{nan, 1.0f, nan, 2.0f, -inf}, config);
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_EQ(choices[0].expert_id, 3);
+  EXPECT_EQ(choices[1].expert_id, 1);
+  EXPECT_EQ(choices[2].expert_id, 0);  // NaN and -inf tie: the lower id
+  EXPECT_EQ(choices[2].weight, 0.0f);  // sigmoid(-inf)
 }
 
 }  // namespace

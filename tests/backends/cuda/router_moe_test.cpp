@@ -1,8 +1,10 @@
-// Router top-k (sigmoid, renormalised sigmoid, softmax; lowest id on ties) and the MoE forward
-// (bucketed per expert, SiLU*up, down, weighted combine, shared expert) against CPU loops.
+// Router top-k (sigmoid, renormalised sigmoid, softmax; lowest id on ties, NaN as -inf) and the MoE
+// forward (bucketed per expert, SiLU*up, down, weighted combine, shared expert) against CPU loops.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -28,6 +30,9 @@ TEST_P(RouterTest, MatchesCpu) {
   const int64_t tokens = 7;
   std::vector<float> logits = RandomFloats(tokens * c.experts, 41);
   logits[2] = logits[5] = 9.0f;  // a tie in token 0: expert 2 must come first
+  // Token 1: NaNs rank as -inf (with 6 experts and top 3, one is picked, with weight 0).
+  for (int64_t e = 0; e < 4; ++e) logits[c.experts + e] = std::numeric_limits<float>::quiet_NaN();
+  auto ranked = [](float v) { return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v; };
   auto d_logits = ToDevice(logits);
   auto d_ids = ToDevice(std::vector<int32_t>(tokens * c.top_k, -7));
   auto d_weights = NanFloats(tokens * c.top_k);
@@ -41,14 +46,14 @@ TEST_P(RouterTest, MatchesCpu) {
     std::vector<int32_t> order(c.experts);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+                     [&](int32_t a, int32_t b) { return ranked(row[a]) > ranked(row[b]); });
     const bool softmax = c.selection == ExpertSelection::kSoftmax;
     double picked = 0;
     std::vector<float> want(c.top_k);
     for (int64_t j = 0; j < c.top_k; ++j) {
-      const double l = row[order[j]];
-      want[j] =
-          static_cast<float>(softmax ? std::exp(l - row[order[0]]) : 1.0 / (1.0 + std::exp(-l)));
+      const double l = ranked(row[order[j]]);
+      want[j] = static_cast<float>(softmax ? std::exp(l - ranked(row[order[0]]))
+                                           : 1.0 / (1.0 + std::exp(-l)));
       picked += want[j];
       EXPECT_EQ(ids[t * c.top_k + j], order[j]) << "token " << t << " rank " << j;
     }

@@ -2,6 +2,7 @@
 // random inputs, outputs poisoned with NaN beforehand so an unwritten element fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -367,6 +368,74 @@ void RunMoeChain(int batch, int top_k, int rows_per_block) {
   }
   ExpectClose(ToHost(m.floats[3]), want, 2e-3f, 2e-2f, "ffn_out");
 }
+
+// The top-k on logits written straight into router_logits: ties go to the lower id, a NaN ranks
+// as -inf, every logit is cleared, each expert's bucket slots are 0..count-1. `softmax`: weights
+// exp(l - top) / sum, else sigmoid(l) undivided.
+void RunTopK(bool softmax) {
+  cuda::testing::RequireGpu();
+  constexpr int B = 4, K = 4, E = M::kExperts;
+  M m(B, K);
+  m.p.sigmoid_router = softmax ? 0 : 1;
+  const float inf = INFINITY, nan = NAN;
+  std::vector<float> logits(B * E, 0.5f);  // row 0: all tied
+  for (int e = 0; e < E; ++e) {            // row 1: two tied highs, NaNs and -inf below
+    logits[E + e] = e % 5 == 0 ? nan : e == 7 || e == 9 ? 2.0f : e == 3 ? 1.0f : -inf;
+  }
+  std::mt19937 rng(7);  // rows 2 and 3: distinct random values
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  for (int i = 2 * E; i < B * E; ++i) logits[i] = uniform(rng);
+  m.floats.push_back(ToDevice(logits));
+  m.p.router_logits = m.floats.back().data();
+  TaskDescriptor t = Task(kTopK);
+  t.row_end = B;
+  RunLists(m.p, {{t}});
+
+  const std::vector<int32_t> ids = ToHost(m.ints[0]), slots = ToHost(m.ints[1]);
+  const std::vector<float> weights = ToHost(m.floats[5]);
+  const std::vector<float> cleared = ToHost(m.floats.back());
+  const std::vector<int32_t> counts = ToHost(m.ints[2]);
+  std::vector<int> want_counts(E, 0);
+  std::vector<std::vector<int>> seen_slots(E);
+  for (int r = 0; r < B; ++r) {
+    std::vector<int> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    auto value = [&](int e) {
+      const float v = logits[r * E + e];
+      return std::isnan(v) ? -inf : v;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return value(a) > value(b); });
+    const float top = value(order[0]);
+    double sum = 0;
+    std::vector<float> w(K);
+    for (int j = 0; j < K; ++j) {
+      const float v = value(order[j]);
+      w[j] = softmax ? std::exp(v - top) : 1.0f / (1.0f + std::exp(-v));
+      sum += w[j];
+    }
+    for (int j = 0; j < K; ++j) {
+      const int a = r * K + j;
+      EXPECT_EQ(ids[a], order[j]) << "row " << r << " pick " << j;
+      EXPECT_NEAR(weights[a], softmax ? w[j] / sum : w[j], 1e-6) << "row " << r << " pick " << j;
+      ++want_counts[order[j]];
+      seen_slots[order[j]].push_back(slots[a]);
+    }
+  }
+  EXPECT_EQ(ids[K], 7);  // the tie of 2.0s: the lower id first
+  EXPECT_EQ(ids[K + 1], 9);
+  EXPECT_EQ(ids[K + 3], 0);  // -inf and NaN tie below 1.0: id 0 (a NaN) is the lowest
+  for (int e = 0; e < E; ++e) {
+    EXPECT_EQ(counts[e], want_counts[e]) << "expert " << e;
+    std::sort(seen_slots[e].begin(), seen_slots[e].end());
+    for (int i = 0; i < static_cast<int>(seen_slots[e].size()); ++i) {
+      EXPECT_EQ(seen_slots[e][i], i) << "expert " << e;
+    }
+  }
+  for (int i = 0; i < B * E; ++i) EXPECT_EQ(cleared[i], 0.0f) << "logit " << i;
+}
+
+TEST(MegakernelOps, TopKSigmoidTiesAndNan) { RunTopK(false); }
+TEST(MegakernelOps, TopKSoftmaxTiesAndNan) { RunTopK(true); }
 
 TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
 // Blocks of up to 64 routed rows (batch 64's expert_rows): several staging passes per item.

@@ -40,6 +40,7 @@ __device__ void SelectTopK(const RouterArgs& a, int64_t t) {
   for (int i = 0; i < kPerLane; ++i) {
     const int e = lane + i * kWarpSize;
     values[i] = e < a.num_experts ? __ldcg(row + e) : -INFINITY;
+    if (isnan(values[i])) values[i] = -INFINITY;  // as the CPU router ranks it
   }
   bool taken[kPerLane] = {};
   float picked_sum = 0.0f, top_logit = 0.0f;
