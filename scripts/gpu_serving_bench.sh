@@ -27,35 +27,8 @@ url=http://127.0.0.1:$port/v1
 mkdir -p "$OUT" "$work"
 cd "$(dirname "$0")/.."
 
-# North's config.json (all 49 layers) beside the tiny tokenizer: weights come from --random-weights.
-if [[ ! -f $work/nmc/config.json ]]; then
-  "$bin" make-model --preset tiny --out "$work/tiny" > /dev/null
-  "$bin" make-model --preset nmc --layers 1 --out "$work/nmc1" > /dev/null
-  mkdir -p "$work/nmc"
-  python3 - "$work" <<'EOF'
-import json, shutil, sys
-work = sys.argv[1]
-config = json.load(open(f"{work}/nmc1/config.json"))
-config["num_hidden_layers"] = 49
-for key in ("layer_types", "mlp_layer_types"):  # derived again from the pattern keys
-    config.pop(key, None)
-json.dump(config, open(f"{work}/nmc/config.json", "w"), indent=1)
-for name in ("tokenizer_config.json", "special_tokens_map.json"):
-    try:
-        shutil.copy(f"{work}/tiny/{name}", f"{work}/nmc/{name}")
-    except FileNotFoundError:
-        pass
-# The tiny tokenizer, its vocabulary padded to the model's with words no merge produces: encoding
-# is unchanged, and every id the random model samples decodes to text, so each token is a chunk
-# of the stream (TTFT and ITL are measured on chunks).
-tokenizer = json.load(open(f"{work}/tiny/tokenizer.json"))
-vocab = tokenizer["model"]["vocab"]
-for i in range(len(vocab), config["vocab_size"]):
-    vocab["\u0120w%d" % i] = i
-json.dump(tokenizer, open(f"{work}/nmc/tokenizer.json", "w"))
-EOF
-  rm -rf "$work/nmc1"
-fi
+# North's geometry with random weights and the tiny tokenizer (scripts/random_north_model.sh).
+scripts/random_north_model.sh "$bin" "$work/nmc" || exit 1
 
 wait_healthy() {  # pid -> 0 when /health answers 200
   for _ in $(seq 1 600); do
