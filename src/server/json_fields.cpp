@@ -40,7 +40,7 @@ Json ParseJsonBody(const std::string& body) {
       try {
         Json unused = ParseBounded(body, /*allow_exceptions=*/true);
         (void)unused;
-      } catch (const Json::parse_error& error) {
+      } catch (const Json::exception& error) {  // a syntax error, or a number out of range
         detail = error.what();
       }
       throw ApiError(ErrorKind::kInvalidRequest, "malformed JSON in the request body: " + detail);

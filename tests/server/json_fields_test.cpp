@@ -13,6 +13,14 @@ TEST(JsonFieldsTest, MalformedBodyIs400WithParserDetail) {
   EXPECT_NE(std::string(error.what()).find("malformed JSON"), std::string::npos);
 }
 
+// A number no double holds is malformed input too, not a server error.
+TEST(JsonFieldsTest, NumberOverflowIs400) {
+  ApiError error = ExpectApiError([] { ParseJsonBody("{\"max_tokens\": 1e400}"); });
+  EXPECT_EQ(error.kind(), ErrorKind::kInvalidRequest);
+  EXPECT_NE(std::string(error.what()).find("malformed JSON"), std::string::npos);
+  EXPECT_NE(std::string(error.what()).find("1e400"), std::string::npos);
+}
+
 TEST(JsonFieldsTest, NonObjectBodyIsRejected) {
   ApiError error = ExpectApiError([] { ParseJsonBody("[1, 2]"); });
   EXPECT_NE(std::string(error.what()).find("an array"), std::string::npos);
