@@ -14,6 +14,7 @@ HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& requ
 HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleDetokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleModels(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleModel(const ServerState& state, const HttpRequest& request);  // /v1/models/ID
 HttpResponse HandleHealth(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleMetrics(const ServerState& state, const HttpCounters& counters,
                            const HttpRequest& request);

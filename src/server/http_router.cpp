@@ -26,6 +26,16 @@ HttpResponse Preflight(const HttpRequest& request) {
 
 bool IsOpenAiPath(const std::string& path) { return path.rfind("/v1/", 0) == 0; }
 
+// A route's path matches itself, or, ending in "/*", any longer path under it.
+bool Matches(const std::string& route_path, const std::string& path) {
+  if (route_path == path) return true;
+  if (route_path.size() < 2 || route_path.compare(route_path.size() - 2, 2, "/*") != 0) {
+    return false;
+  }
+  const size_t prefix = route_path.size() - 1;  // keeps the slash
+  return path.size() > prefix && path.compare(0, prefix, route_path, 0, prefix) == 0;
+}
+
 }  // namespace
 
 void HttpRouter::Add(const std::string& method, const std::string& path, Access access,
@@ -43,10 +53,20 @@ bool HttpRouter::IsAuthorized(const HttpRequest& request) const {
          request.Header("x-api-key") == api_key_;
 }
 
+const HttpRouter::Route* HttpRouter::Find(const std::string& method,
+                                          const std::string& path) const {
+  auto exact = routes_.find({method, path});
+  if (exact != routes_.end()) return &exact->second;
+  for (const auto& [key, route] : routes_) {
+    if (key.first == method && Matches(key.second, path)) return &route;
+  }
+  return nullptr;
+}
+
 std::string HttpRouter::MethodsOf(const std::string& path) const {
   std::string methods;
   for (const auto& [key, route] : routes_) {
-    if (key.second != path) continue;
+    if (!Matches(key.second, path)) continue;
     methods += (methods.empty() ? "" : ", ") + key.first;
     if (key.first == "GET") methods += ", HEAD";
   }
@@ -55,10 +75,10 @@ std::string HttpRouter::MethodsOf(const std::string& path) const {
 
 HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
   // HEAD is answered as GET (the connection sends the head only).
-  auto route = routes_.find({request.method == "HEAD" ? "GET" : request.method, request.path});
+  const Route* route = Find(request.method == "HEAD" ? "GET" : request.method, request.path);
   // An unknown /v1/ path needs the key too, as at OpenAI: no probing for routes without it.
-  bool needs_key = route == routes_.end() ? IsOpenAiPath(request.path)
-                                          : route->second.access == Access::kAuthenticated;
+  bool needs_key =
+      route == nullptr ? IsOpenAiPath(request.path) : route->access == Access::kAuthenticated;
   HttpResponse response;
   if (request.method == "OPTIONS") {
     response = Preflight(request);
@@ -66,7 +86,7 @@ HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
     response =
         ErrorResponse(ApiError(ErrorKind::kUnauthorized,
                                "missing or invalid API key: send 'Authorization: Bearer <key>'"));
-  } else if (route == routes_.end()) {
+  } else if (route == nullptr) {
     const std::string allowed = MethodsOf(request.path);
     if (allowed.empty()) {
       response = ErrorResponse(
@@ -78,7 +98,7 @@ HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
       response.headers["Allow"] = allowed;
     }
   } else {
-    response = route->second.handler(request);
+    response = route->handler(request);
   }
   AddCorsHeaders(request, response);
   return response;

@@ -18,7 +18,9 @@ class HttpRouter {
   explicit HttpRouter(std::string api_key) : api_key_(std::move(api_key)) {}
 
   // `handler` must not throw (see routes.cpp). Every /v1/ path needs the key (OpenAI clients
-  // expect 401 there): a /v1/ route declared public is an error (mkserve::Error).
+  // expect 401 there): a /v1/ route declared public is an error (mkserve::Error). A path ending
+  // in "/*" matches every longer path under it (an id in the path: /v1/models/*); an exact
+  // route wins over it.
   void Add(const std::string& method, const std::string& path, Access access, Handler handler);
 
   HttpResponse Respond(const HttpRequest& request) const;
@@ -29,6 +31,7 @@ class HttpRouter {
     Handler handler;
   };
   bool IsAuthorized(const HttpRequest& request) const;
+  const Route* Find(const std::string& method, const std::string& path) const;
   // The methods routed for `path`, "GET, HEAD, POST" style; empty when the path has no route.
   std::string MethodsOf(const std::string& path) const;
 

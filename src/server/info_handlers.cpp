@@ -1,17 +1,62 @@
-// GET /v1/models, /health and /metrics.
+// GET /v1/models, /v1/models/ID, /health and /metrics.
+#include <string>
+#include <string_view>
+
 #include "server/error.h"
 #include "server/handlers.h"
 #include "server/sse.h"
 
 namespace mkserve::server {
 
-HttpResponse HandleModels(const ServerState& state, const HttpRequest&) {
+namespace {
+
+Json ModelObject(const ServerState& state) {
   Json model = {{"id", state.options().model_id},
                 {"object", "model"},
                 {"created", state.options().created_unix_s},
                 {"owned_by", "mkserve"}};
   if (state.is_ready()) model["max_model_len"] = state.RequireModel().engine->max_model_len();
-  return JsonResponse(DumpJson({{"object", "list"}, {"data", Json::array({model})}}));
+  return model;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX escapes decoded (the openai SDKs escape an id's slash as %2F); anything else kept as is.
+std::string PercentDecoded(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && HexDigit(text[i + 1]) >= 0 &&
+        HexDigit(text[i + 2]) >= 0) {
+      out += static_cast<char>(HexDigit(text[i + 1]) * 16 + HexDigit(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+HttpResponse HandleModels(const ServerState& state, const HttpRequest&) {
+  return JsonResponse(DumpJson({{"object", "list"}, {"data", Json::array({ModelObject(state)})}}));
+}
+
+HttpResponse HandleModel(const ServerState& state, const HttpRequest& request) {
+  constexpr std::string_view kPrefix = "/v1/models/";
+  const std::string id = PercentDecoded(request.path.substr(kPrefix.size()));
+  if (id != state.options().model_id) {
+    throw ApiError(ErrorKind::kNotFound,
+                   "the model '" + id + "' does not exist; this server serves '" +
+                       state.options().model_id + "'",
+                   "model");
+  }
+  return JsonResponse(DumpJson(ModelObject(state)));
 }
 
 HttpResponse HandleHealth(const ServerState& state, const HttpRequest&) {

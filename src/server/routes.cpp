@@ -45,6 +45,7 @@ void RegisterRoutes(HttpServer& http, const ServerState& state, const HttpCounte
   http.Route("POST", "/v1/chat/completions", kAuth,   Guard(bind(HandleChatCompletions)));
   http.Route("POST", "/v1/completions",      kAuth,   Guard(bind(HandleCompletions)));
   http.Route("GET",  "/v1/models",           kAuth,   Guard(bind(HandleModels)));
+  http.Route("GET",  "/v1/models/*",         kAuth,   Guard(bind(HandleModel)));
   http.Route("POST", "/tokenize",            kAuth,   Guard(bind(HandleTokenize)));
   http.Route("POST", "/detokenize",          kAuth,   Guard(bind(HandleDetokenize)));
   http.Route("GET",  "/health",              kPublic, Guard(bind(HandleHealth)));

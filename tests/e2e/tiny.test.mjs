@@ -22,6 +22,10 @@ const auth = { Authorization: `Bearer ${KEY}` };
 test('models needs the key; health and metrics are public; metrics is Prometheus text', async () => {
   const models = await openai.models.list();
   assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
+  const retrieved = await openai.models.retrieve('tiny');
+  assert.equal(retrieved.id, 'tiny');
+  assert.equal(retrieved.max_model_len, models.data[0].max_model_len);
+  await expectApiError(openai.models.retrieve('other/model'), { status: 404, param: 'model', message: /'other\/model' does not exist/ });
   await expectApiError(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list(), { status: 401 });
   const anonymous = await fetch(`${server.url}/v1/models`);
   assert.equal(anonymous.status, 401);

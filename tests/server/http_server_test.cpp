@@ -59,6 +59,12 @@ class HttpServerTest : public ::testing::Test {
     });
     server_->Route("GET", "/v1/open", Access::kAuthenticated,
                    [](const HttpRequest&) { return JsonResponse("{}"); });
+    // A path with an id in it, and one exact path under the same prefix.
+    server_->Route("GET", "/items/*", Access::kPublic, [](const HttpRequest& request) {
+      return TextResponse("item " + request.path, "text/plain");
+    });
+    server_->Route("GET", "/items/special", Access::kPublic,
+                   [](const HttpRequest&) { return TextResponse("special", "text/plain"); });
     // Streams until the server asks it to stop, then ends with a last event.
     server_->Route("POST", "/until-stop", Access::kPublic, [](const HttpRequest& request) {
       HttpResponse response = TextResponse("", "text/event-stream");
@@ -224,6 +230,22 @@ TEST_F(HttpServerTest, AKnownPathWithAnotherMethodIs405WithAllow) {
   EXPECT_EQ(body["error"]["code"], "method_not_allowed");
   EXPECT_NE(body["error"]["message"].get<std::string>().find("/echo takes POST, not GET"),
             std::string::npos);
+}
+
+// "/items/*" takes every longer path under /items/, not /items/ itself; an exact route wins;
+// another method on a matched path is a 405 naming the route's methods.
+TEST_F(HttpServerTest, APrefixRouteMatchesLongerPathsOnly) {
+  httplib::Client client = Client();
+  EXPECT_EQ(client.Get("/items/42")->body, "item /items/42");
+  EXPECT_EQ(client.Get("/items/a/b?x=1")->body, "item /items/a/b");
+  EXPECT_EQ(client.Get("/items/special")->body, "special");
+  EXPECT_EQ(client.Get("/items/")->status, 404);
+  EXPECT_EQ(client.Get("/items")->status, 404);
+  EXPECT_EQ(client.Get("/itemsx/1")->status, 404);
+  auto post = client.Post("/items/42", "x", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET, HEAD");
 }
 
 TEST_F(HttpServerTest, OversizedBodyIs413) {
