@@ -2,7 +2,8 @@
 # OpenCode against an already-running mkserve with a real model: the model must read a file
 # through OpenCode's read tool and answer with the secret word in it. Prints each request and
 # reply and a pass/fail line per check; exits 1 when a check fails. OPENCODE_SMOKE_TIMEOUT_S
-# bounds the run (default 600).
+# bounds the run (default 600); OPENCODE_SMOKE_OUTPUT_TOKENS caps each answer (default half the
+# served context, at most 32000).
 #
 #   scripts/opencode_smoke.sh http://127.0.0.1:8000 [API_KEY]
 #

@@ -39,7 +39,8 @@ writeFileSync(filePath, `The secret word is ${secret}.\n`);
 const proxy = await startRecordingProxy(root);
 const config = opencodeConfig({
   baseURL: `${proxy.url}/v1`, modelId, apiKey: apiKey || 'none', contextTokens,
-  outputTokens: Math.min(32000, Math.floor(contextTokens / 2)),
+  // OPENCODE_SMOKE_OUTPUT_TOKENS caps each answer (random weights never stop on their own).
+  outputTokens: Number(process.env.OPENCODE_SMOKE_OUTPUT_TOKENS ?? Math.min(32000, Math.floor(contextTokens / 2))),
 });
 console.log(`model ${modelId} (context ${contextTokens}) at ${root}; project ${projectDir}`);
 let run;
