@@ -46,4 +46,9 @@ for dir in tests/e2e tests/tokenizer/compare tests/chat/compare; do
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
     touch "$stamp"
   fi
+  # The tests run the packages' compiled JavaScript, never their TypeScript sources or type
+  # declarations: those go. The openai SDK's sources import its own src/resources/shared.ts by
+  # a relative path one folder up, which reads like a path out of this repository.
+  find "$dir/node_modules" \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
+  rm -rf "$dir/node_modules/openai/src"
 done
