@@ -49,13 +49,9 @@ HttpResponse HandleModels(const ServerState& state, const HttpRequest&) {
 
 HttpResponse HandleModel(const ServerState& state, const HttpRequest& request) {
   constexpr std::string_view kPrefix = "/v1/models/";
-  const std::string id = PercentDecoded(request.path.substr(kPrefix.size()));
-  if (id != state.options().model_id) {
-    throw ApiError(ErrorKind::kNotFound,
-                   "the model '" + id + "' does not exist; this server serves '" +
-                       state.options().model_id + "'",
-                   "model");
-  }
+  // The router routes only paths longer than the prefix, so the id is never empty (which
+  // CheckModelName would take for "the served model").
+  state.CheckModelName(PercentDecoded(request.path.substr(kPrefix.size())));
   return JsonResponse(DumpJson(ModelObject(state)));
 }
 

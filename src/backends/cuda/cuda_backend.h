@@ -56,10 +56,11 @@ class CudaBackend : public Backend {
 
   // Prepares the decode paths for decode steps of 1..max_batch rows at contexts of up to
   // options.warmup_context_tokens (graph captures), within options.warmup_seconds, then runs a
-  // short and a long prompt with one decode step each, so the first live requests pay for neither
-  // the preparation nor the kernels' loading on first launch. The server calls it after loading
-  // and before any request: the warm-up prompts write the first KV blocks of every group. Steps
-  // work without it. `progress` (may be empty) gets (done, total).
+  // 2-token prompt with one decode step and a prompt of up to 512 tokens (RunWarmUpSequences), so
+  // the first live requests pay for neither the preparation nor the kernels' loading on first
+  // launch. The server calls it after loading and before any request: the warm-up prompts write
+  // the first KV blocks of every group. Steps work without it. `progress` (may be empty) gets
+  // (done, total).
   WarmUpReport WarmUp(const std::function<void(int64_t done, int64_t total)>& progress);
 
   // Selects the decode paths of the next steps (CudaBackendOptions::decode_path; throws
