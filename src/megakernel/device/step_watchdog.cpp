@@ -11,17 +11,27 @@ namespace mkserve::megakernel {
 namespace {
 
 constexpr auto kAbortGrace = std::chrono::seconds(5);
+constexpr auto kSpinFor = std::chrono::milliseconds(100);
 constexpr auto kPollInterval = std::chrono::microseconds(20);
 constexpr int kCountersReported = 8;
 
-// True when `done` completed before `until`.
+// True when `done` completed before `until`. The first kSpinFor (longer than any healthy step)
+// polls without sleeping, as cudaStreamSynchronize spins for the layered path: a sleeping poll
+// wakes 50-80 us late (the kernel's timer slack), 2-3 % of a batch-1 step. A step still running
+// after that is likely wedged, and the wait polls with sleeps until the deadline.
 bool CompletesBy(cudaEvent_t done, std::chrono::steady_clock::time_point until) {
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinFor;
   for (;;) {
     const cudaError_t status = cudaEventQuery(done);
     if (status == cudaSuccess) return true;
     if (status != cudaErrorNotReady) MKSERVE_CUDA_CHECK(status);
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(kPollInterval);
+    const auto now = std::chrono::steady_clock::now();
+    if (now > until) return false;
+    if (now < spin_until) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kPollInterval);
+    }
   }
 }
 
