@@ -1,6 +1,7 @@
 // LoadCudaBackend: a checkpoint directory, or random weights at a given geometry, onto the GPU.
 #include <string>
 
+#include "backends/cuda/core/device_info.h"
 #include "backends/cuda/cuda_backend.h"
 #include "common/error.h"
 #include "model/checkpoint.h"
@@ -11,6 +12,7 @@ namespace mkserve::cuda {
 
 std::unique_ptr<CudaBackend> LoadCudaBackend(const std::filesystem::path& model_dir,
                                              const CudaBackendOptions& options) {
+  DeviceInfo::Query();  // no GPU: say so before reading or generating any weights
   if (options.random_weights) {
     ModelConfig config =
         model_dir.empty() ? NmcPreset() : ModelConfig::Load(model_dir / "config.json");

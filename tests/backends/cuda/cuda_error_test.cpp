@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/core/device_info.h"
 
 namespace mkserve::cuda {
 namespace {
@@ -43,6 +44,21 @@ TEST(CudaErrorTest, MacroThrowsTheClassifiedType) {
     ADD_FAILURE() << "out of memory must not be fatal";
   } catch (const Error&) {
   }
+}
+
+// A machine without a driver or a visible device gets a reason a user can act on, naming the
+// runtime's error and the CPU backend; a visible device gets none.
+TEST(CudaErrorTest, NoGpuReasonsNameTheCauseAndTheWayOut) {
+  const std::string no_driver = GpuUnavailableReason(cudaErrorInsufficientDriver, 0);
+  EXPECT_NE(no_driver.find("no usable NVIDIA GPU"), std::string::npos) << no_driver;
+  EXPECT_NE(no_driver.find("cudaErrorInsufficientDriver"), std::string::npos) << no_driver;
+  EXPECT_NE(no_driver.find("--backend cpu"), std::string::npos) << no_driver;
+  const std::string no_device = GpuUnavailableReason(cudaErrorNoDevice, 0);
+  EXPECT_NE(no_device.find("cudaErrorNoDevice"), std::string::npos) << no_device;
+  const std::string hidden = GpuUnavailableReason(cudaSuccess, 0);
+  EXPECT_NE(hidden.find("no CUDA device is visible"), std::string::npos) << hidden;
+  EXPECT_NE(hidden.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << hidden;
+  EXPECT_EQ(GpuUnavailableReason(cudaSuccess, 1), "");
 }
 
 }  // namespace

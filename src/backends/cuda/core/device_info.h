@@ -3,8 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include <driver_types.h>
 
 namespace mkserve::cuda {
+
+// Why the CUDA backend cannot run, from cudaGetDeviceCount's status and count, in words a user
+// can act on (no driver, no device visible); empty when a device can be used. Without it the
+// first symptom was a failed cudaMalloc reading "driver version is insufficient".
+std::string GpuUnavailableReason(cudaError_t status, int device_count);
 
 struct DeviceInfo {
   int device = 0;
@@ -12,7 +20,8 @@ struct DeviceInfo {
   int64_t shared_memory_per_block_optin = 0;  // the most one block may ask for
   int64_t shared_memory_per_sm = 0;
 
-  // The current device's properties (throws mkserve::Error without a usable device).
+  // The current device's properties (throws mkserve::Error with GpuUnavailableReason without a
+  // usable device).
   static DeviceInfo Query();
 };
 
