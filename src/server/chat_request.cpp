@@ -275,7 +275,7 @@ ChatRequest ParseChatRequest(const Json& body) {
   const Json* messages = fields.Get("messages");
   if (messages == nullptr) ThrowInvalid("messages", "is required");
   request.messages = ParseMessages(*messages, "messages");
-  request.generation = ParseGenerationFields(fields);
+  request.generation = ParseGenerationFields(fields, /*min_max_tokens=*/1);
   request.tools = ParseTools(fields);
   request.tool_choice = ParseToolChoice(fields, request.tools);
   request.parallel_tool_calls = fields.Bool("parallel_tool_calls").value_or(true);
@@ -285,10 +285,6 @@ ChatRequest ParseChatRequest(const Json& body) {
   if (top && !request.logprobs) ThrowInvalid("top_logprobs", "requires 'logprobs': true");
   if (request.logprobs)
     request.generation.sampling.num_logprobs = static_cast<int32_t>(top.value_or(0));
-  if (request.generation.has_max_tokens && request.generation.sampling.max_tokens == 0) {
-    ThrowInvalid(fields.Get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                 "must be at least 1");
-  }
   ParseReasoning(fields, request);
   RejectUnhonouredFields(fields);
   return request;

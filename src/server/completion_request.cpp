@@ -74,7 +74,7 @@ CompletionRequest ParseCompletionRequest(const Json& body) {
   JsonFields fields(body, "");
   CompletionRequest request;
   request.prompts = ParsePrompt(fields);
-  request.generation = ParseGenerationFields(fields);
+  request.generation = ParseGenerationFields(fields, /*min_max_tokens=*/0);
   request.echo = fields.Bool("echo").value_or(false);
   std::optional<int64_t> logprobs = fields.Integer("logprobs", 0, kMaxTopLogprobs);
   SamplingParams& sampling = request.generation.sampling;

@@ -78,11 +78,13 @@ void ParseStreamFields(const JsonFields& fields, GenerationRequest& request) {
   }
 }
 
-void ParseLengthFields(const JsonFields& fields, GenerationRequest& request) {
+void ParseLengthFields(const JsonFields& fields, int64_t min_max_tokens,
+                       GenerationRequest& request) {
   SamplingParams& sampling = request.sampling;
   // max_completion_tokens is the newer name; it wins when both are sent.
-  std::optional<int64_t> max_tokens = fields.Integer("max_completion_tokens", 0, kInt32Max);
-  if (!max_tokens) max_tokens = fields.Integer("max_tokens", 0, kInt32Max);
+  std::optional<int64_t> max_tokens =
+      fields.Integer("max_completion_tokens", min_max_tokens, kInt32Max);
+  if (!max_tokens) max_tokens = fields.Integer("max_tokens", min_max_tokens, kInt32Max);
   request.has_max_tokens = max_tokens.has_value();
   if (max_tokens) sampling.max_tokens = static_cast<int32_t>(*max_tokens);
   sampling.min_tokens =
@@ -120,13 +122,13 @@ void ParseSamplingFields(const JsonFields& fields, SamplingParams& sampling) {
 
 }  // namespace
 
-GenerationRequest ParseGenerationFields(const JsonFields& fields) {
+GenerationRequest ParseGenerationFields(const JsonFields& fields, int64_t min_max_tokens) {
   GenerationRequest request;
   request.model = fields.String("model").value_or("");
   request.user = fields.String("user").value_or("");
   request.n = static_cast<int32_t>(fields.Integer("n", 1, kMaxChoices).value_or(1));
   ParseSamplingFields(fields, request.sampling);
-  ParseLengthFields(fields, request);
+  ParseLengthFields(fields, min_max_tokens, request);
   ParseStreamFields(fields, request);
   return request;
 }

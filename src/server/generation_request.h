@@ -12,6 +12,8 @@ inline constexpr int64_t kMaxTopLogprobs = 20;  // top_logprobs / logprobs
 inline constexpr double kMaxLogitBias = 100.0;  // |logit_bias[token]|
 
 // Reads every shared field of `fields` into a GenerationRequest; throws ApiError naming the field.
-GenerationRequest ParseGenerationFields(const JsonFields& fields);
+// `min_max_tokens`: the least max_tokens the endpoint takes (chat 1; completions 0, which with
+// echo scores a prompt).
+GenerationRequest ParseGenerationFields(const JsonFields& fields, int64_t min_max_tokens);
 
 }  // namespace mkserve::server

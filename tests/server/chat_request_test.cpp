@@ -86,6 +86,21 @@ TEST(ChatRequestTest, OutOfRangeNamesTheParam) {
   }
 }
 
+// Chat takes max_tokens from 1 (completions from 0): the message states the range chat takes,
+// under whichever of the two names was sent.
+TEST(ChatRequestTest, MaxTokensRangeStartsAtOne) {
+  for (const std::string name : {"max_tokens", "max_completion_tokens"}) {
+    for (int value : {0, -1}) {
+      Json body = MinimalChat();
+      body[name] = value;
+      ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
+      EXPECT_EQ(error.param(), name);
+      EXPECT_NE(std::string(error.what()).find("between 1 and"), std::string::npos)
+          << name << "=" << value << ": " << error.what();
+    }
+  }
+}
+
 TEST(ChatRequestTest, WrongTypesNameTheParam) {
   for (auto [name, value] : std::vector<std::pair<std::string, Json>>{{"temperature", "hot"},
                                                                       {"stream", 1},
