@@ -267,7 +267,8 @@ __device__ void StreamBulk(const __nv_bfloat16* weights, int active, int items, 
 
 __global__ void __launch_bounds__(kThreads, 1)
     ProbeKernel(const __grid_constant__ CUtensorMap map, const __grid_constant__ CUtensorMap map64,
-                const __grid_constant__ CUtensorMap map8, const __nv_bfloat16* weights, int method,
+                const __grid_constant__ CUtensorMap map8, const __grid_constant__ CUtensorMap map16,
+                const __grid_constant__ CUtensorMap map32, const __nv_bfloat16* weights, int method,
                 int active, int items, uint64_t* times, float* sink) {
   extern __shared__ uint4 ring_smem[];
   __shared__ uint64_t full[kMaxBulkStages], empty[kMaxBulkStages];
@@ -310,6 +311,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         break;
       case 18:
         StreamTensorMap<4, 2, 8>(map8, active, items, ring, full, empty, acc);
+        break;
+      case 19:
+        StreamTensorMap<4, 2, 16>(map16, active, items, ring, full, empty, acc);
+        break;
+      case 20:
+        StreamTensorMap<4, 2, 32>(map32, active, items, ring, full, empty, acc);
         break;
     }
     if (threadIdx.x >= kWarps * 32) return;
@@ -416,7 +423,8 @@ int Run(int argc, char** argv) {
     if (encoded != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed");
     return map;
   };
-  const CUtensorMap map = encode_map(kRows), map64 = encode_map(64), map8 = encode_map(8);
+  const CUtensorMap map = encode_map(kRows), map64 = encode_map(64), map8 = encode_map(8),
+                    map16 = encode_map(16), map32 = encode_map(32);
   MKSERVE_CUDA_CHECK(
       cudaFuncSetAttribute(ProbeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const char* names[] = {"registers, unroll 8",
@@ -437,15 +445,17 @@ int Run(int argc, char** argv) {
                          "tensor map, 4 x 2 boxes of 128 rows",
                          "tensor map, 6 x 2 boxes of 128 rows",
                          "tensor map, 4 x 2 x 2 boxes of 64 rows",
-                         "tensor map, 4 x 2 x 16 boxes of 8 rows"};
-  static_assert(sizeof(names) / sizeof(names[0]) == 19);
+                         "tensor map, 4 x 2 x 16 boxes of 8 rows",
+                         "tensor map, 4 x 2 x 8 boxes of 16 rows",
+                         "tensor map, 4 x 2 x 4 boxes of 32 rows"};
+  static_assert(sizeof(names) / sizeof(names[0]) == 21);
   std::printf("| method | active SMs | per-SM GB/s | aggregate TB/s |\n|---|---|---|---|\n");
   for (int method = 0; method < static_cast<int>(sizeof(names) / sizeof(names[0])); ++method) {
     for (int active : {sms, sms * 3 / 4, sms / 4}) {
       double best_ns = 1e30, mean_ns = 0;
       for (int rep = 0; rep < 3; ++rep) {
-        ProbeKernel<<<sms, kThreads, smem>>>(map, map64, map8, weights, method, active, items,
-                                             times, sink);
+        ProbeKernel<<<sms, kThreads, smem>>>(map, map64, map8, map16, map32, weights, method,
+                                             active, items, times, sink);
         MKSERVE_CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<uint64_t> t(sms);
         MKSERVE_CUDA_CHECK(
