@@ -222,6 +222,20 @@ void RejectUnhonouredFields(const JsonFields& fields) {
   if (fields.Get("web_search_options") != nullptr) {
     ThrowInvalid("web_search_options", "web search is not available on this server");
   }
+  // vLLM's chat extensions that would change the prompt or the answer's shape.
+  if (fields.Get("chat_template") != nullptr) {
+    ThrowInvalid("chat_template",
+                 "the model's own chat template is always used; 'chat_template_kwargs' sets its "
+                 "options");
+  }
+  if (fields.Get("documents") != nullptr) {
+    ThrowInvalid("documents",
+                 "documents are not rendered into the prompt; send them as message "
+                 "content");
+  }
+  if (fields.Bool("echo").value_or(false)) {
+    ThrowInvalid("echo", "chat does not echo the last message; send false or leave it out");
+  }
   if (fields.Bool("store").value_or(false)) {
     ThrowInvalid("store", "this server does not store completions; send false or leave it out");
   }

@@ -120,6 +120,59 @@ void ParseSamplingFields(const JsonFields& fields, SamplingParams& sampling) {
   sampling.logit_bias = ParseLogitBias(fields);
 }
 
+// vLLM's extensions to the request that change the output and that mkserve does not implement
+// are refused by name, as the OpenAI fields it cannot honour are (chat_request.cpp): a client
+// written for vLLM must not get unconstrained or differently cut text without knowing. Values
+// that ask for what mkserve does anyway (use_beam_search false, include_stop_str_in_output false)
+// are accepted; vLLM extensions that are implemented (top_k, min_p, repetition_penalty,
+// min_tokens, ignore_eos, stop_token_ids, chat_template_kwargs, add_special_tokens) are parsed
+// with the other fields.
+void RejectUnhonouredVllmFields(const JsonFields& fields) {
+  for (const char* guided :
+       {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structural_tag"}) {
+    if (fields.Get(guided) != nullptr) {
+      ThrowInvalid(guided,
+                   "vLLM's guided decoding is not supported; constrain the output with "
+                   "'response_format' (json_object or json_schema) or with 'tools' and "
+                   "'tool_choice'");
+    }
+  }
+  if (fields.Bool("use_beam_search").value_or(false)) {
+    ThrowInvalid("use_beam_search", "beam search is not supported; send false or leave it out");
+  }
+  if (fields.Bool("include_stop_str_in_output").value_or(false)) {
+    ThrowInvalid("include_stop_str_in_output",
+                 "the matched stop string is never included in the output; send false or leave "
+                 "it out");
+  }
+  if (fields.Bool("skip_special_tokens").value_or(false)) {
+    ThrowInvalid("skip_special_tokens",
+                 "special tokens the model writes are returned as their text; send false or "
+                 "leave it out");
+  }
+  if (fields.Bool("return_tokens_as_token_ids").value_or(false)) {
+    ThrowInvalid("return_tokens_as_token_ids",
+                 "logprobs name tokens by their text; send false or leave it out");
+  }
+  for (const char* restriction : {"allowed_token_ids", "bad_words"}) {
+    if (fields.Get(restriction) != nullptr) {
+      ThrowInvalid(restriction, "is not supported; 'logit_bias' can ban or favour token ids");
+    }
+  }
+  if (fields.Get("truncate_prompt_tokens") != nullptr) {
+    ThrowInvalid("truncate_prompt_tokens",
+                 "prompts are never truncated: one over the context is refused whole");
+  }
+  if (fields.Get("prompt_logprobs") != nullptr) {
+    ThrowInvalid("prompt_logprobs",
+                 "is not supported; /v1/completions scores a prompt with 'echo': true and "
+                 "'logprobs'");
+  }
+  if (fields.Get("logits_processors") != nullptr) {
+    ThrowInvalid("logits_processors", "custom logits processors are not supported");
+  }
+}
+
 }  // namespace
 
 GenerationRequest ParseGenerationFields(const JsonFields& fields, int64_t min_max_tokens) {
@@ -127,6 +180,7 @@ GenerationRequest ParseGenerationFields(const JsonFields& fields, int64_t min_ma
   request.model = fields.String("model").value_or("");
   request.user = fields.String("user").value_or("");
   request.n = static_cast<int32_t>(fields.Integer("n", 1, kMaxChoices).value_or(1));
+  RejectUnhonouredVllmFields(fields);
   ParseSamplingFields(fields, request.sampling);
   ParseLengthFields(fields, min_max_tokens, request);
   ParseStreamFields(fields, request);

@@ -101,6 +101,42 @@ TEST(ChatRequestTest, MaxTokensRangeStartsAtOne) {
   }
 }
 
+// vLLM's extensions that would change the output, which mkserve does not implement, are refused
+// by name; the values that ask for what mkserve does anyway are accepted.
+TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
+  for (auto [name, value] :
+       std::vector<std::pair<std::string, Json>>{{"guided_json", {{"type", "object"}}},
+                                                 {"guided_regex", "[a-z]+"},
+                                                 {"guided_choice", {"yes", "no"}},
+                                                 {"guided_grammar", "root ::= \"a\""},
+                                                 {"structural_tag", "{}"},
+                                                 {"use_beam_search", true},
+                                                 {"include_stop_str_in_output", true},
+                                                 {"skip_special_tokens", true},
+                                                 {"return_tokens_as_token_ids", true},
+                                                 {"allowed_token_ids", {1, 2}},
+                                                 {"bad_words", {"x"}},
+                                                 {"truncate_prompt_tokens", 10},
+                                                 {"prompt_logprobs", 1},
+                                                 {"logits_processors", Json::array()},
+                                                 {"chat_template", "{{ messages }}"},
+                                                 {"documents", Json::array()},
+                                                 {"echo", true}}) {
+    Json body = MinimalChat();
+    body[name] = value;
+    ApiError error = ExpectApiError([&] { ParseChatRequest(body); });
+    EXPECT_EQ(error.param(), name) << name << "=" << value;
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidRequest);
+  }
+  Json body = MinimalChat();
+  for (const char* name : {"use_beam_search", "include_stop_str_in_output", "skip_special_tokens",
+                           "return_tokens_as_token_ids", "echo"}) {
+    body[name] = false;
+  }
+  body["guided_json"] = nullptr;  // null is absent
+  EXPECT_NO_THROW(ParseChatRequest(body));
+}
+
 TEST(ChatRequestTest, WrongTypesNameTheParam) {
   for (auto [name, value] : std::vector<std::pair<std::string, Json>>{{"temperature", "hot"},
                                                                       {"stream", 1},

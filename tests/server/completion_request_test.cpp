@@ -108,6 +108,22 @@ TEST(TokenizeRequestTest, MessagesTakeEveryPromptShapingField) {
   EXPECT_EQ(request.chat->enable_thinking, false);
 }
 
+// The same vLLM extensions are refused on /v1/completions (the shared parse), where echo is an
+// OpenAI field and honoured.
+TEST(CompletionRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
+  for (auto [name, value] :
+       std::vector<std::pair<std::string, Json>>{{"guided_regex", "[a-z]+"},
+                                                 {"include_stop_str_in_output", true},
+                                                 {"skip_special_tokens", true},
+                                                 {"prompt_logprobs", 2},
+                                                 {"truncate_prompt_tokens", 5}}) {
+    Json body = {{"prompt", "x"}, {name, value}};
+    ApiError error = ExpectApiError([&] { ParseCompletionRequest(body); });
+    EXPECT_EQ(error.param(), name) << name << "=" << value;
+  }
+  EXPECT_TRUE(ParseCompletionRequest({{"prompt", "x"}, {"echo", true}}).echo);
+}
+
 TEST(CompletionRequestTest, BestOfMustEqualN) {
   Json body = {{"prompt", "p"}, {"n", 2}, {"best_of", 2}};
   EXPECT_EQ(ParseCompletionRequest(body).generation.n, 2);
