@@ -71,6 +71,7 @@ Json BuildTemplateContext(const ChatRequest& request, const tokenizer::Tokenizer
     context["messages"].push_back(MessageJson(message));
   }
   context["tools"] = ToolsJson(request);
+  if (!request.documents.empty()) context["documents"] = request.documents;
   context["add_generation_prompt"] = !prompt.prefill;
   context["bos_token"] = TokenText(tokenizer.bos());
   context["eos_token"] = TokenText(tokenizer.eos());

@@ -197,6 +197,23 @@ void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
   request.enable_thinking = *effort != "none";
 }
 
+// vLLM's `documents`: the Command-4 template renders them as the result of a document tool call
+// before the first user turn, to ground the answer (Cohere's RAG format). Each is an object of
+// string fields (vLLM's shape; the template prints `data` when present, else the whole object)
+// or a string.
+Json ParseDocuments(const JsonFields& fields) {
+  const Json* documents = fields.Array("documents");
+  if (documents == nullptr) return Json::array();
+  for (size_t i = 0; i < documents->size(); ++i) {
+    const Json& document = (*documents)[i];
+    if (!document.is_object() && !document.is_string()) {
+      ThrowInvalid("documents[" + std::to_string(i) + "]",
+                   "must be an object or a string, got " + JsonTypeName(document));
+    }
+  }
+  return *documents;
+}
+
 // OpenAI fields whose values mkserve cannot honour are refused by name rather than ignored, so
 // a client never gets less than it asked for without knowing. Fields that change nothing in the
 // output (metadata, prediction, user, prompt_cache_key, safety_identifier) and unknown fields
@@ -227,11 +244,6 @@ void RejectUnhonouredFields(const JsonFields& fields) {
     ThrowInvalid("chat_template",
                  "the model's own chat template is always used; 'chat_template_kwargs' sets its "
                  "options");
-  }
-  if (fields.Get("documents") != nullptr) {
-    ThrowInvalid("documents",
-                 "documents are not rendered into the prompt; send them as message "
-                 "content");
   }
   if (fields.Bool("echo").value_or(false)) {
     ThrowInvalid("echo", "chat does not echo the last message; send false or leave it out");
@@ -300,6 +312,7 @@ ChatRequest ParseChatRequest(const Json& body) {
   if (request.logprobs)
     request.generation.sampling.num_logprobs = static_cast<int32_t>(top.value_or(0));
   ParseReasoning(fields, request);
+  request.documents = ParseDocuments(fields);
   RejectUnhonouredFields(fields);
   return request;
 }

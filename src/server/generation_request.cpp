@@ -125,8 +125,8 @@ void ParseSamplingFields(const JsonFields& fields, SamplingParams& sampling) {
 // written for vLLM must not get unconstrained or differently cut text without knowing. Values
 // that ask for what mkserve does anyway (use_beam_search false, include_stop_str_in_output false)
 // are accepted; vLLM extensions that are implemented (top_k, min_p, repetition_penalty,
-// min_tokens, ignore_eos, stop_token_ids, chat_template_kwargs, add_special_tokens) are parsed
-// with the other fields.
+// min_tokens, ignore_eos, stop_token_ids, chat_template_kwargs, add_special_tokens, documents) are
+// parsed with the other fields.
 void RejectUnhonouredVllmFields(const JsonFields& fields) {
   for (const char* guided :
        {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structural_tag"}) {

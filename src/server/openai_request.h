@@ -71,6 +71,8 @@ struct ChatRequest {
   bool logprobs = false;
   std::optional<bool> enable_thinking;  // chat_template_kwargs / reasoning_effort; nullopt: default
   Json chat_template_kwargs = Json::object();
+  // vLLM's `documents`: objects (or strings) the template grounds the answer in; empty: none.
+  Json documents = Json::array();
 };
 
 // One prompt of /v1/completions: text, or token ids when the client sent them.

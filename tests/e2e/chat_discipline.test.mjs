@@ -112,6 +112,7 @@ test('/tokenize counts exactly the prompt the chat endpoint builds', async () =>
     { ...base, chat_template_kwargs: { enable_thinking: false, platform_instruction_override: 'Answer in French.' } },
     { ...base, reasoning_effort: 'none' },
     { ...base, messages: [...base.messages, { role: 'assistant', content: 'Autumn' }] },
+    { ...base, documents: [{ title: 'notes', text: 'the secret word is basalt' }] },
   ];
   const counts = new Set();
   for (const request of variants) {
@@ -122,6 +123,19 @@ test('/tokenize counts exactly the prompt the chat endpoint builds', async () =>
     counts.add(tokens.json.count);
   }
   assert.equal(counts.size, variants.length, 'every variant changes the prompt');
+});
+
+test('documents are rendered as a document tool result before the first answer', async () => {
+  const request = { messages: user('thinkaloud'), documents: [{ title: 'notes', text: 'the secret word is basalt' }, 'plain text'] };
+  const tokens = await rawPost(server, '/tokenize', JSON.stringify(request));
+  assert.equal(tokens.status, 200, tokens.text);
+  const prompt = (await rawPost(server, '/detokenize', JSON.stringify({ tokens: tokens.json.tokens }))).json.prompt;
+  assert.ok(prompt.includes('"name": "direct-injected-document"'), prompt);
+  assert.ok(prompt.includes('"0": {"title": "notes", "text": "the secret word is basalt"}'), prompt);
+  assert.ok(prompt.includes('"1": "plain text"'), prompt);
+  const bad = await rawPost(server, '/v1/chat/completions', JSON.stringify({ ...request, documents: [1] }));
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.json.error.param, 'documents[0]');
 });
 
 test('unknown request fields are ignored', async () => {

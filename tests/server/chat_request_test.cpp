@@ -120,7 +120,6 @@ TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
                                                  {"prompt_logprobs", 1},
                                                  {"logits_processors", Json::array()},
                                                  {"chat_template", "{{ messages }}"},
-                                                 {"documents", Json::array()},
                                                  {"echo", true}}) {
     Json body = MinimalChat();
     body[name] = value;
@@ -135,6 +134,18 @@ TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
   }
   body["guided_json"] = nullptr;  // null is absent
   EXPECT_NO_THROW(ParseChatRequest(body));
+}
+
+// vLLM's documents: objects or strings, kept for the template; anything else names its index.
+TEST(ChatRequestTest, DocumentsAreObjectsOrStrings) {
+  Json body = MinimalChat();
+  body["documents"] = {{{"title", "a"}, {"text", "b"}}, "plain"};
+  EXPECT_EQ(ParseChatRequest(body).documents, body["documents"]);
+  EXPECT_TRUE(ParseChatRequest(MinimalChat()).documents.empty());
+  body["documents"] = {{{"text", "b"}}, 3};
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "documents[1]");
+  body["documents"] = "not a list";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "documents");
 }
 
 TEST(ChatRequestTest, WrongTypesNameTheParam) {
