@@ -287,7 +287,7 @@ int RunBench(std::span<const std::string> argv) {
     return 0;
   }
   const BenchOptions o = ParseOptions(args);
-  cuda::DeviceInfo::Query();  // no GPU: a reason to act on, not the first failed cudaMalloc
+  cuda::CurrentDeviceInfo();  // no GPU: a reason to act on, not the first failed cudaMalloc
   const double read_bw = cuda::MeasureReadBandwidth(kReadBufferBytes, kReadRuns).bytes_per_second;
   std::fprintf(stderr, "streaming read bandwidth: %.2f TB/s\n", read_bw / 1e12);
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());

@@ -128,48 +128,45 @@ void ParseSamplingFields(const JsonFields& fields, SamplingParams& sampling) {
 // min_tokens, ignore_eos, stop_token_ids, chat_template_kwargs, add_special_tokens, documents) are
 // parsed with the other fields.
 void RejectUnhonouredVllmFields(const JsonFields& fields) {
-  for (const char* guided :
-       {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structural_tag"}) {
-    if (fields.Get(guided) != nullptr) {
-      ThrowInvalid(guided,
-                   "vLLM's guided decoding is not supported; constrain the output with "
-                   "'response_format' (json_object or json_schema) or with 'tools' and "
-                   "'tool_choice'");
-    }
+  struct Refusal {
+    const char* field;
+    const char* why;
+  };
+  constexpr const char* kGuided =
+      "vLLM's guided decoding is not supported; constrain the output with 'response_format' "
+      "(json_object or json_schema) or with 'tools' and 'tool_choice'";
+  constexpr const char* kUseLogitBias =
+      "is not supported; 'logit_bias' can ban or favour token ids";
+  // Refused whenever present (null counts as absent).
+  constexpr Refusal kPresent[] = {
+      {"guided_json", kGuided},
+      {"guided_regex", kGuided},
+      {"guided_choice", kGuided},
+      {"guided_grammar", kGuided},
+      {"structural_tag", kGuided},
+      {"allowed_token_ids", kUseLogitBias},
+      {"bad_words", kUseLogitBias},
+      {"truncate_prompt_tokens",
+       "prompts are never truncated: one over the context is refused whole"},
+      {"prompt_logprobs",
+       "is not supported; /v1/completions scores a prompt with 'echo': true and 'logprobs'"},
+      {"logits_processors", "custom logits processors are not supported"},
+  };
+  // Switches refused when true; false is what mkserve does.
+  constexpr Refusal kWhenTrue[] = {
+      {"use_beam_search", "beam search is not supported; send false or leave it out"},
+      {"include_stop_str_in_output",
+       "the matched stop string is never included in the output; send false or leave it out"},
+      {"skip_special_tokens",
+       "special tokens the model writes are returned as their text; send false or leave it out"},
+      {"return_tokens_as_token_ids",
+       "logprobs name tokens by their text; send false or leave it out"},
+  };
+  for (const Refusal& r : kPresent) {
+    if (fields.Get(r.field) != nullptr) ThrowInvalid(r.field, r.why);
   }
-  if (fields.Bool("use_beam_search").value_or(false)) {
-    ThrowInvalid("use_beam_search", "beam search is not supported; send false or leave it out");
-  }
-  if (fields.Bool("include_stop_str_in_output").value_or(false)) {
-    ThrowInvalid("include_stop_str_in_output",
-                 "the matched stop string is never included in the output; send false or leave "
-                 "it out");
-  }
-  if (fields.Bool("skip_special_tokens").value_or(false)) {
-    ThrowInvalid("skip_special_tokens",
-                 "special tokens the model writes are returned as their text; send false or "
-                 "leave it out");
-  }
-  if (fields.Bool("return_tokens_as_token_ids").value_or(false)) {
-    ThrowInvalid("return_tokens_as_token_ids",
-                 "logprobs name tokens by their text; send false or leave it out");
-  }
-  for (const char* restriction : {"allowed_token_ids", "bad_words"}) {
-    if (fields.Get(restriction) != nullptr) {
-      ThrowInvalid(restriction, "is not supported; 'logit_bias' can ban or favour token ids");
-    }
-  }
-  if (fields.Get("truncate_prompt_tokens") != nullptr) {
-    ThrowInvalid("truncate_prompt_tokens",
-                 "prompts are never truncated: one over the context is refused whole");
-  }
-  if (fields.Get("prompt_logprobs") != nullptr) {
-    ThrowInvalid("prompt_logprobs",
-                 "is not supported; /v1/completions scores a prompt with 'echo': true and "
-                 "'logprobs'");
-  }
-  if (fields.Get("logits_processors") != nullptr) {
-    ThrowInvalid("logits_processors", "custom logits processors are not supported");
+  for (const Refusal& r : kWhenTrue) {
+    if (fields.Bool(r.field).value_or(false)) ThrowInvalid(r.field, r.why);
   }
 }
 

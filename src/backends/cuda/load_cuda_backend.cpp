@@ -12,7 +12,7 @@ namespace mkserve::cuda {
 
 std::unique_ptr<CudaBackend> LoadCudaBackend(const std::filesystem::path& model_dir,
                                              const CudaBackendOptions& options) {
-  DeviceInfo::Query();  // no GPU: say so before reading or generating any weights
+  CurrentDeviceInfo();  // no GPU: say so before reading or generating any weights
   if (options.random_weights) {
     ModelConfig config =
         model_dir.empty() ? NmcPreset() : ModelConfig::Load(model_dir / "config.json");

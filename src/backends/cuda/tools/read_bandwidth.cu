@@ -33,7 +33,7 @@ ReadBandwidth MeasureReadBandwidth(int64_t buffer_bytes, int timed_runs) {
   DeviceBuffer<uint4> buffer(count);
   DeviceBuffer<uint32_t> sink(1);
   MKSERVE_CUDA_CHECK(cudaMemset(buffer.data(), 1, buffer.bytes()));
-  const int num_sms = DeviceInfo::Query().num_sms;
+  const int num_sms = CurrentDeviceInfo().num_sms;
   cudaEvent_t start, stop;
   MKSERVE_CUDA_CHECK(cudaEventCreate(&start));
   MKSERVE_CUDA_CHECK(cudaEventCreate(&stop));
