@@ -33,7 +33,8 @@ struct LayerParams {
 };
 
 // Output features per task of each GEMM op (the schedule's TileShapes): a task's `tile` covers
-// [tile * width, (tile + 1) * width) of its op's outputs (kQkv: within its q, k or v part).
+// [tile * width, (tile + 1) * width) of its op's outputs (kQkv: within its q, k or v part);
+// and the schedule's switches of how an op runs (TileShapes' flags).
 struct TileWidths {
   int32_t qkv = 0;
   int32_t oproj = 0;
@@ -43,7 +44,8 @@ struct TileWidths {
   int32_t lm_head = 0;
   int32_t expert_up = 0;
   int32_t expert_down = 0;
-  int32_t expert_rows = 0;  // routed rows per expert row block
+  int32_t expert_rows = 0;         // routed rows per expert row block
+  int32_t attention_prefetch = 0;  // 1: attention's old KV slices load before its wait
 };
 
 struct StepParams {

@@ -135,6 +135,7 @@ class MegakernelVsLayered : public ::testing::Test {
       traced = std::make_unique<cuda::RoutingOverride>(config, batch, std::vector<int32_t>{});
     hooks_->set_routing_override(traced.get());
     const StepOutputs layered_free = backend_->Step(inputs);
+    PoisonNewTokenSlots(tables, batch);
     const cuda::StepPlan plan =
         cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
     cuda::DeviceBuffer<float> logits = cuda::testing::NanFloats(batch * config.vocab_size);
@@ -187,6 +188,27 @@ class MegakernelVsLayered : public ::testing::Test {
         static_cast<long long>(config.num_layers), static_cast<long long>(batch), lowest,
         lowest_free, static_cast<long long>(decisions_differing),
         static_cast<long long>(moe_layers * batch), decoder_->last_step_ms());
+  }
+
+  // Every layer's KV slot of each row's new token set to NaN (the layered step before wrote it):
+  // the megakernel's QKV tiles must write it before any attention task reads it, so a read that
+  // runs ahead of its wait (the attention prefetch of old KV slices) makes the logits NaN.
+  void PoisonNewTokenSlots(const std::vector<std::vector<std::vector<int32_t>>>& tables,
+                           int64_t batch) {
+    const ModelConfig& config = backend_->config();
+    const int64_t kv_width = config.kv_width();
+    const cuda::DeviceBuffer<cuda::testing::bf16> nan = cuda::testing::NanBf16(2 * kv_width);
+    for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+      const int32_t group = backend_->kv_pool().group_of_layer(layer);
+      for (int64_t row = 0; row < batch; ++row) {
+        const int64_t position = ContextOf(row, batch);
+        const int64_t block = tables[row][group][position / kBlockTokens];
+        cuda::testing::bf16* slot = backend_->kv_pool().layer_cache(layer) +
+                                    (block * kBlockTokens + position % kBlockTokens) * 2 * kv_width;
+        MKSERVE_CUDA_CHECK(
+            cudaMemcpy(slot, nan.data(), 2 * kv_width * sizeof(*slot), cudaMemcpyDeviceToDevice));
+      }
+    }
   }
 
   std::shared_ptr<cuda::ToolHooks> hooks_ = std::make_shared<cuda::ToolHooks>();
