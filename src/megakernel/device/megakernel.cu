@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
-#include <type_traits>
 
 #include "backends/cuda/core/cuda_check.h"
 #include "common/error.h"
@@ -73,15 +72,10 @@ __device__ void ControllerLoop(const TaskDescriptor* tasks, uint32_t count, Kern
 // shared memory and, when it has a wait, waits for it. Returns the item index or -1 (queue empty
 // or the step was abandoned), for every worker. One load of the record, not one for its wait and
 // another for the workers: each dependent L2 round trip here sits before the item's first weight
-// load (about 1 us apiece while the SMs stream). `before_wait(item)`, when given, runs on every
-// worker between the claim and the wait (loads that do not depend on it).
-struct NothingBeforeWait {};
-
-template <class Item, class BeforeWait = NothingBeforeWait>
+// load (about 1 us apiece while the SMs stream).
+template <class Item>
 __device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count, const Item* items,
-                         uint32_t wait_base, Item& staged, KernelSmem& s,
-                         BeforeWait before_wait = {}) {
-  constexpr bool kBeforeWait = !std::is_same_v<BeforeWait, NothingBeforeWait>;
+                         uint32_t wait_base, Item& staged, KernelSmem& s) {
   if (threadIdx.x == 0) {
     if (p.item_timeline != nullptr) s.claim_start_ns = GlobalTimerNs();
     int32_t claimed = -1;
@@ -94,23 +88,17 @@ __device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count, co
             LoadCg(reinterpret_cast<const uint4*>(items + index) + i);
       }
       staged = item;
+      if (item.wait_unit != kNoCounter &&
+          !SpinUntil(p, wait_base + item.wait_unit, item.wait_target)) {
+        s.stop = 1;
+        claimed = -1;
+      }
+      if (p.item_timeline != nullptr) s.claim_ready_ns = GlobalTimerNs();
     }
     s.claim = claimed;
   }
-  if constexpr (kBeforeWait) {
-    WorkerSync();  // the record is in shared memory; s.claim does not change again in this call
-    if (s.claim < 0) return -1;
-    before_wait(staged);
-  }
-  if (threadIdx.x == 0 && s.claim >= 0) {
-    if (staged.wait_unit != kNoCounter &&
-        !SpinUntil(p, wait_base + staged.wait_unit, staged.wait_target)) {
-      Volatile(s.stop) = 1;
-    }
-    if (p.item_timeline != nullptr) s.claim_ready_ns = GlobalTimerNs();
-  }
   WorkerSync();
-  return Volatile(s.stop) != 0 ? -1 : s.claim;
+  return s.claim;
 }
 
 // Worker thread 0, after the item's signal: its record in the item timeline, when there is one.
@@ -153,26 +141,14 @@ __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d,
   const uint32_t queue = d.arg[kArgQueue];
   const LayerParams& layer = p.layers[d.layer];
   const uint32_t count = threadIdx.x == 0 ? LoadCgU(p.queue_counts + queue) : 0;  // host-written
-  const bool prefetch = p.tiles.attention_prefetch != 0;
-  const auto prefetch_item = [&](const AttentionWorkItem& item) {
-    IssueFirstSlices(p, layer, item.row, item.kv_head,
-                     {static_cast<int>(item.page_begin), static_cast<int>(item.page_end)},
-                     FirstSlices::kBeforeWait, s.op.attention);
-  };
   for (;;) {
-    const int index = prefetch
-                          ? ClaimNext(p, queue, count, p.attention_items, d.arg[kArgItemWaitBase],
-                                      s.attention_item, s, prefetch_item)
-                          : ClaimNext(p, queue, count, p.attention_items, d.arg[kArgItemWaitBase],
-                                      s.attention_item, s);
-    if (index < 0) {
-      cuda::CpAsyncWait<0>();  // an abandoned step may leave a prefetch in flight
-      return;
-    }
+    const int index =
+        ClaimNext(p, queue, count, p.attention_items, d.arg[kArgItemWaitBase], s.attention_item, s);
+    if (index < 0) return;
     const AttentionWorkItem item = s.attention_item;
     const PageRange pages{static_cast<int>(item.page_begin), static_cast<int>(item.page_end)};
     AttendSplit(p, layer, static_cast<int>(d.arg[kArgWindow]), item.row, item.kv_head, item.split,
-                pages, false, prefetch, s.op.attention);
+                pages, false, s.op.attention);
     // Slots this split stands in for (split, split + arrive_weight) hold no keys.
     const int per_kv = p.num_heads / p.num_kv_heads;
     for (int i = threadIdx.x; i < per_kv * static_cast<int>(item.arrive_weight - 1);
@@ -190,9 +166,7 @@ __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d,
   }
 }
 
-// `prefetched`: the worker loop ran PrefetchAttention for this (kAttention) task before its wait.
-__device__ void RunTask(const StepParams& p, const TaskDescriptor& d, bool prefetched,
-                        KernelSmem& s) {
+__device__ void RunTask(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
   switch (d.opcode) {
     case kEmbed:
       return OpEmbed(p, d, s.op.rows);
@@ -201,7 +175,7 @@ __device__ void RunTask(const StepParams& p, const TaskDescriptor& d, bool prefe
     case kQkv:
       return OpQkv(p, d, s.op.gemv, RingRounds{WeightRing(s)});
     case kAttention:
-      return OpAttention(p, d, prefetched, s.op.attention);
+      return OpAttention(p, d, s.op.attention);
     case kAttentionClaim:
       return RunAttentionClaims(p, d, s);
     case kAttentionCombine:
@@ -271,9 +245,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const TaskDescriptor& d = s.ring[i % kRingSlots];
     uint64_t start = 0;
     if (threadIdx.x == 0) start = GlobalTimerNs();
-    // Attention's old KV slices do not depend on this step's QKV: in flight before the wait.
-    const bool prefetched = d.opcode == kAttention && p.tiles.attention_prefetch != 0;
-    if (prefetched) PrefetchAttention(p, d, s.op.attention);
     uint64_t ready_at = 0;
     if (threadIdx.x == 0) {
       const bool ready = SpinUntil(p, d.wait0_counter, d.wait0_target) &&
@@ -282,11 +253,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       ready_at = GlobalTimerNs();
     }
     WorkerSync();
-    if (Volatile(s.stop) != 0) {
-      cuda::CpAsyncWait<0>();  // the prefetch, if any, lands before the CTA leaves
-      return;
-    }
-    RunTask(p, d, prefetched, s);
+    if (Volatile(s.stop) != 0) return;
+    RunTask(p, d, s);
     WorkerSync();
     if (Volatile(s.stop) != 0) return;
     if (threadIdx.x == 0) {

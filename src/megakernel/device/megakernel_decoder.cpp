@@ -252,12 +252,12 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   StepParams p = base_;
   p.batch = static_cast<int32_t>(B);
   const TileShapes& t = schedule.tiles;
-  p.tiles = TileWidths{
-      static_cast<int32_t>(t.qkv_tile),       static_cast<int32_t>(t.oproj_tile),
-      static_cast<int32_t>(t.dense_up_tile),  static_cast<int32_t>(t.dense_down_tile),
-      static_cast<int32_t>(t.router_tile),    static_cast<int32_t>(t.lm_head_tile),
-      static_cast<int32_t>(t.expert_up_tile), static_cast<int32_t>(t.expert_down_tile),
-      static_cast<int32_t>(t.expert_rows),    static_cast<int32_t>(t.attention_prefetch)};
+  p.tiles =
+      TileWidths{static_cast<int32_t>(t.qkv_tile),       static_cast<int32_t>(t.oproj_tile),
+                 static_cast<int32_t>(t.dense_up_tile),  static_cast<int32_t>(t.dense_down_tile),
+                 static_cast<int32_t>(t.router_tile),    static_cast<int32_t>(t.lm_head_tile),
+                 static_cast<int32_t>(t.expert_up_tile), static_cast<int32_t>(t.expert_down_tile),
+                 static_cast<int32_t>(t.expert_rows)};
   p.layers = layer_params_.data();
   p.token_ids = base;
   p.positions = base + B;

@@ -55,46 +55,11 @@ __device__ inline PageRange WindowSplit(const StepParams& p, int window, int row
   return {begin, min(first_page + num_pages, begin + per_split)};
 }
 
-// Which of a warp's two first KV slices (its cp.async stages) to issue: before the task's wait
-// for this step's QKV, only the old ones (every key of the slice precedes the row's new token:
-// earlier steps wrote them, so they do not depend on the wait); after it, the rest; or all.
-// "Old" is monotone in the stage (stage 1 is a later page than stage 0), so the groups are still
-// committed in stage order whichever way they split.
-enum class FirstSlices { kAll, kBeforeWait, kAfterWait };
-
-// Issues (and commits one cp.async group for) each of the warp's first two stages that `which`
-// selects: page pages.begin + warp / 4 (+ kPageLanes) of the split, slice warp % 4.
-__device__ inline void IssueFirstSlices(const StepParams& p, const LayerParams& layer, int row,
-                                        int kv_head, PageRange pages, FirstSlices which,
-                                        AttentionSmem& s) {
-  const int warp = threadIdx.x / 32;
-  const int slice = warp % mma::kSlicesPerPage;
-  const int32_t position = p.positions[row];
-  const int64_t kv_width = static_cast<int64_t>(p.num_kv_heads) * kAttnHeadDim;
-  const int32_t* table = layer.block_tables + static_cast<int64_t>(row) * layer.max_pages;
-  const int first_page = pages.begin + warp / mma::kSlicesPerPage;
-  for (int stage = 0; stage < kAttnStages; ++stage) {
-    const int page = first_page + stage * kPageLanes;
-    const bool in_range = page < pages.end;
-    const bool old =
-        in_range &&
-        static_cast<int64_t>(page) * kBlockTokens + (slice + 1) * mma::kSliceKeys <= position;
-    const bool now = which == FirstSlices::kAll || (which == FirstSlices::kBeforeWait) == old;
-    if (!now) continue;
-    if (in_range) {
-      mma::LoadSlice<kAttnHeadDim>(layer.kv_cache, kv_width, table[page], slice, kv_head,
-                                   s.stages[warp][stage]);
-    }
-    cuda::CpAsyncCommit();  // empty groups too: the page loop's wait counts groups
-  }
-}
-
 // Pages [pages.begin, pages.end) of one row and KV head: the partial state of slot `split`, and,
-// when `direct` (the only split), the normalised output into attn_in as well. `prefetched`: the
-// warps' old first slices were issued before the task's wait (IssueFirstSlices, kBeforeWait).
+// when `direct` (the only split), the normalised output into attn_in as well.
 __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer, int window,
                                    int row, int kv_head, int split, PageRange pages, bool direct,
-                                   bool prefetched, AttentionSmem& s) {
+                                   AttentionSmem& s) {
   constexpr int kStage = mma::kStageElements<kAttnHeadDim>;
   const int warp = threadIdx.x / 32;
   const int slice = warp % mma::kSlicesPerPage;
@@ -105,15 +70,22 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   const float scale = cuda::kLog2e / sqrtf(static_cast<float>(kAttnHeadDim));
   const int32_t* table = layer.block_tables + static_cast<int64_t>(row) * layer.max_pages;
   bf16* stages = s.stages[warp][0];
-  IssueFirstSlices(p, layer, row, kv_head, pages,
-                   prefetched ? FirstSlices::kAfterWait : FirstSlices::kAll, s);
+  const auto load = [&](int page, int stage) {
+    mma::LoadSlice<kAttnHeadDim>(layer.kv_cache, kv_width, table[page], slice, kv_head,
+                                 stages + stage * kStage);
+  };
   mma::SliceState<kAttnHeadDim> st;
   mma::LoadQueryRows<kAttnHeadDim>(
       p.q + (static_cast<int64_t>(row) * p.num_heads + kv_head * per_kv) * kAttnHeadDim, per_kv,
       st);
+  const int first_page = pages.begin + warp / mma::kSlicesPerPage;
+  if (first_page < pages.end) load(first_page, 0);
+  cuda::CpAsyncCommit();
   int stage = 0;
-  for (int page = pages.begin + warp / mma::kSlicesPerPage; page < pages.end; page += kPageLanes) {
-    cuda::CpAsyncWait<1>();  // this page's group has landed (the next one may be in flight)
+  for (int page = first_page; page < pages.end; page += kPageLanes) {
+    if (page + kPageLanes < pages.end) load(page + kPageLanes, stage ^ 1);
+    cuda::CpAsyncCommit();   // empty groups too: the wait counts groups
+    cuda::CpAsyncWait<1>();  // this page's group has landed
     __syncwarp();            // and is visible to every lane
     const bf16* k_rows = stages + stage * kStage;
     const int64_t first = static_cast<int64_t>(page) * kBlockTokens + slice * mma::kSliceKeys;
@@ -125,12 +97,6 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
                                          k_rows + mma::kSliceKeys * mma::kStride<kAttnHeadDim>);
     }
     __syncwarp();  // every lane is done with the stage before it is refilled
-    const int next = page + kAttnStages * kPageLanes;
-    if (next < pages.end) {
-      mma::LoadSlice<kAttnHeadDim>(layer.kv_cache, kv_width, table[next], slice, kv_head,
-                                   stages + stage * kStage);
-    }
-    cuda::CpAsyncCommit();
     stage ^= 1;
   }
   cuda::CpAsyncWait<0>();
@@ -157,27 +123,12 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   WorkerSync();  // shared memory free for the next task
 }
 
-// Before a static attention task's wait: its first row's old first slices (kBeforeWait), so
-// the task's first KV bytes are in flight while this step's QKV tiles are still running.
-__device__ inline void PrefetchAttention(const StepParams& p, const TaskDescriptor& d,
-                                         AttentionSmem& s) {
-  const int window = static_cast<int>(d.arg[kArgWindow]);
-  const int row = d.row_begin;
-  IssueFirstSlices(
-      p, p.layers[d.layer], row, static_cast<int>(d.arg[kArgKvHead]),
-      WindowSplit(p, window, row, static_cast<int>(d.split), static_cast<int>(d.arg[kArgSplits])),
-      FirstSlices::kBeforeWait, s);
-}
-
-// `prefetched`: PrefetchAttention ran before the task's wait.
-__device__ inline void OpAttention(const StepParams& p, const TaskDescriptor& d, bool prefetched,
-                                   AttentionSmem& s) {
+__device__ inline void OpAttention(const StepParams& p, const TaskDescriptor& d, AttentionSmem& s) {
   const int window = static_cast<int>(d.arg[kArgWindow]);
   const int split = static_cast<int>(d.split), splits = static_cast<int>(d.arg[kArgSplits]);
   for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
     AttendSplit(p, p.layers[d.layer], window, row, static_cast<int>(d.arg[kArgKvHead]), split,
-                WindowSplit(p, window, row, split, splits), splits == 1,
-                prefetched && row == d.row_begin, s);
+                WindowSplit(p, window, row, split, splits), splits == 1, s);
   }
 }
 

@@ -33,8 +33,7 @@ struct LayerParams {
 };
 
 // Output features per task of each GEMM op (the schedule's TileShapes): a task's `tile` covers
-// [tile * width, (tile + 1) * width) of its op's outputs (kQkv: within its q, k or v part);
-// and the schedule's switches of how an op runs (TileShapes' flags).
+// [tile * width, (tile + 1) * width) of its op's outputs (kQkv: within its q, k or v part).
 struct TileWidths {
   int32_t qkv = 0;
   int32_t oproj = 0;
@@ -44,8 +43,7 @@ struct TileWidths {
   int32_t lm_head = 0;
   int32_t expert_up = 0;
   int32_t expert_down = 0;
-  int32_t expert_rows = 0;         // routed rows per expert row block
-  int32_t attention_prefetch = 0;  // 1: attention's old KV slices load before its wait
+  int32_t expert_rows = 0;  // routed rows per expert row block
 };
 
 struct StepParams {

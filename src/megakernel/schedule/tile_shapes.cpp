@@ -116,7 +116,6 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"attention_claimers", &TileShapes::attention_claimers},
       {"expert_claimers", &TileShapes::expert_claimers},
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
-      {"attention_prefetch", &TileShapes::attention_prefetch},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -163,8 +162,6 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
           "full_split_slots must be 1.." + std::to_string(kMaxAttentionSplits));
   Require(tiles.min_pages_per_split >= 1, "min_pages_per_split must be at least 1");
   Require(tiles.attention_claimers >= 1, "attention_claimers must be at least 1");
-  Require(tiles.attention_prefetch == 0 || tiles.attention_prefetch == 1,
-          "attention_prefetch must be 0 or 1");
 }
 
 }  // namespace mkserve::megakernel

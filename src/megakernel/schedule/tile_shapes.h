@@ -33,7 +33,6 @@ struct TileShapes {
   int64_t attention_claimers = 1;   // claim tasks per full-attention layer
   int64_t expert_claimers = 1;      // claim tasks per MoE layer, for each of its two queues
   int64_t topk_in_finalize = 0;     // 1: the finalize task runs the layer's top-k (a hop less)
-  int64_t attention_prefetch = 1;   // 1: attention loads its first old KV slices before its wait
 
   bool operator==(const TileShapes&) const = default;
 };

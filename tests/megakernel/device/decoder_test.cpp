@@ -192,7 +192,7 @@ class MegakernelVsLayered : public ::testing::Test {
 
   // Every layer's KV slot of each row's new token set to NaN (the layered step before wrote it):
   // the megakernel's QKV tiles must write it before any attention task reads it, so a read that
-  // runs ahead of its wait (the attention prefetch of old KV slices) makes the logits NaN.
+  // runs ahead of its wait (e.g. KV loads issued before the task's wait) makes the logits NaN.
   void PoisonNewTokenSlots(const std::vector<std::vector<std::vector<int32_t>>>& tables,
                            int64_t batch) {
     const ModelConfig& config = backend_->config();
