@@ -200,15 +200,21 @@ void ParseReasoning(const JsonFields& fields, ChatRequest& request) {
 // vLLM's `documents`: the Command-4 template renders them as the result of a document tool call
 // before the first user turn, to ground the answer (Cohere's RAG format). Each is an object of
 // string fields (vLLM's shape; the template prints `data` when present, else the whole object)
-// or a string.
+// or a string; anything else is refused naming the entry or the field, as docs/api.md says.
 Json ParseDocuments(const JsonFields& fields) {
   const Json* documents = fields.Array("documents");
   if (documents == nullptr) return Json::array();
   for (size_t i = 0; i < documents->size(); ++i) {
     const Json& document = (*documents)[i];
+    const std::string where = "documents[" + std::to_string(i) + "]";
     if (!document.is_object() && !document.is_string()) {
-      ThrowInvalid("documents[" + std::to_string(i) + "]",
-                   "must be an object or a string, got " + JsonTypeName(document));
+      ThrowInvalid(where, "must be an object or a string, got " + JsonTypeName(document));
+    }
+    if (!document.is_object()) continue;
+    for (const auto& [key, value] : document.items()) {
+      if (!value.is_string()) {
+        ThrowInvalid(where + "." + key, "must be a string, got " + JsonTypeName(value));
+      }
     }
   }
   return *documents;

@@ -144,6 +144,8 @@ TEST(ChatRequestTest, DocumentsAreObjectsOrStrings) {
   EXPECT_TRUE(ParseChatRequest(MinimalChat()).documents.empty());
   body["documents"] = {{{"text", "b"}}, 3};
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "documents[1]");
+  body["documents"] = {{{"title", "a"}, {"year", 2024}}};
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "documents[0].year");
   body["documents"] = "not a list";
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "documents");
 }
