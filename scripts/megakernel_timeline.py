@@ -3,7 +3,8 @@
 
 Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us]
 
-Times are microseconds from the end of the previous layer's last join. Prints, per opcode and
+Times are microseconds from when the layer's input was ready (its QKV tasks' first wait ends);
+the layer ends when the next layer's input is ready. Prints, per opcode and
 per item queue: count, first start, first ready, last end, mean wait and mean run; then how
 busy the SMs were over the layer (time inside a task or an item after its wait), how items
 spread over the SMs, the busiest and idlest SMs, and, every bucket_us (default 2.5), how many
@@ -26,13 +27,18 @@ def main():
             row["layer"] = int(row["layer"])
             row["sm"] = int(row["sm"])
             (tasks if row["what"] == "task" else items).append(row)
-    joins = [t for t in tasks if t["opcode"] == "join" and t["layer"] == layer - 1]
-    if not joins:
-        sys.exit(f"no join of layer {layer - 1} in {path}")
-    origin = max(t["end"] for t in joins)
-    end_join = max(t["end"] for t in tasks if t["opcode"] == "join" and t["layer"] == layer)
-    span = end_join - origin
-    print(f"layer {layer}: {span:.1f} us from join to join")
+    # A layer starts when its input is ready: the first wait of its QKV tasks that ends (after
+    # the previous join, or with the fused norm after the previous O-proj and FFN).
+    def input_ready(l):
+        qkv = [t["ready"] for t in tasks if t["opcode"] == "qkv" and t["layer"] == l]
+        if not qkv:
+            sys.exit(f"no QKV task of layer {l} in {path}")
+        return min(qkv)
+
+    origin = input_ready(layer)
+    layer_end = input_ready(layer + 1)
+    span = layer_end - origin
+    print(f"layer {layer}: {span:.1f} us from its input to the next layer's")
 
     groups = collections.OrderedDict()
     for t in sorted(tasks, key=lambda t: t["start"]):
@@ -51,14 +57,14 @@ def main():
               f"{sum(r['ready'] - r['start'] for r in rows) / n:.2f} | "
               f"{sum(r['end'] - r['ready'] for r in rows) / n:.2f} |")
 
-    # Busy time per SM inside [origin, end_join]: tasks that are not claim loops, and items.
+    # Busy time per SM inside [origin, layer_end]: tasks that are not claim loops, and items.
     claim_ops = {"attention_claim", "expert_gate_up_claim", "expert_down_claim"}
     busy = collections.defaultdict(float)
     waiting = collections.defaultdict(float)
     sms = sorted({t["sm"] for t in tasks})
 
     def clip(a, b):
-        return max(0.0, min(b, end_join) - max(a, origin))
+        return max(0.0, min(b, layer_end) - max(a, origin))
 
     for t in tasks:
         if t["opcode"] in claim_ops:

@@ -4,6 +4,8 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.4: kFlagFusedNorm and kFlagResidualOnly (the fused norm); residual, attn_out and ffn_out
+//         hold one row block per layer.
 //   v1.3: ItemTimestamp, the per-item timeline records of claim tasks.
 //   v1.2: static kAttention as the device runs it: no page range in k_begin / k_end; one split
 //         writes attn_in and then the layer has no combine (the builder used to add one, which
@@ -38,9 +40,10 @@ enum Opcode : uint32_t {
   // rows [row_begin, row_end): residual = embedding[token]; x_norm = RMSNorm(residual) with
   // layer 0's input norm. Signals once per task.
   kEmbed = 1,
-  // rows [row_begin, row_end): residual += attn_out + ffn_out, then x_norm = RMSNorm(residual)
-  // with the input norm of layer+1 (flag kFlagFinalNorm: the model's final norm). Clears the
-  // attn_out and ffn_out rows it read, for the next layer's adds (see ScratchBuffer).
+  // rows [row_begin, row_end): residual[l + 1] = residual[l] + attn_out[l] + ffn_out[l], then
+  // x_norm = RMSNorm(residual[l + 1]) with the input norm of layer+1 (flag kFlagFinalNorm: the
+  // model's final norm; kFlagResidualOnly: no norm). Every layer has its own attn_out and ffn_out
+  // rows, zeroed before the step.
   kJoin = 2,
   // One output tile of the fused QKV projection of x_norm. arg[kArgQkvPart] says Q, K or V,
   // arg[kArgKvHead] the KV head the tile belongs to. RoPE in the epilogue when kFlagRope; K and V
@@ -98,6 +101,12 @@ enum TaskFlag : uint32_t {
   kFlagAccumulate = 1u << 2,  // the output is added (atomically) into a zeroed buffer (split-K)
   kFlagFinalNorm = 1u << 3,   // kJoin after the last layer: use the final norm weight
   kFlagWithTopK = 1u << 4,    // kMoeFinalize: run the layer's top-k first, in the same task
+  // kQkv, kRouter of layer l >= 1: compute the layer's input norm from layer l-1's residual,
+  // attn_out and ffn_out instead of reading x_norm (they wait for layer l-1's O-proj and FFN, not
+  // its join). A kRouter task with tile 0 also writes its K range of x_norm for the expert items.
+  kFlagFusedNorm = 1u << 5,
+  // kJoin: write the next residual only, no norm (the next layer's tasks fuse it).
+  kFlagResidualOnly = 1u << 6,
 };
 
 // The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).
@@ -203,12 +212,12 @@ struct alignas(16) ExpertWorkItem {
 static_assert(sizeof(ExpertWorkItem) == 48);
 
 // Buffers the host zeroes before every step (together with all counters and queue cursors),
-// because tasks add into them. They hold one layer at a time: the consumer clears what it read
-// (the join its attn_out and ffn_out rows, top-k its router logits row), so the next layer's adds
-// start from zero again.
+// because tasks add into them. attn_out and ffn_out have a row block per layer; the router logits
+// hold one layer at a time (top-k clears the row it read, so the next layer's adds start from
+// zero again).
 enum ScratchBuffer : uint32_t {
-  kScratchAttnOut = 0,       // [B][hidden] fp32, O-proj split-K adds
-  kScratchFfnOut = 1,        // [B][hidden] fp32, dense down split-K adds
+  kScratchAttnOut = 0,       // [layers][B][hidden] fp32, O-proj split-K adds
+  kScratchFfnOut = 1,        // [layers][B][hidden] fp32, dense down split-K adds
   kScratchRouterLogits = 2,  // [B][experts] fp32, router split-K adds
   kScratchExpertCounts = 3,  // [layers][experts] uint32, top-k bucket slots
   kScratchQueueHeads = 4,    // [queues] uint32, claim cursors

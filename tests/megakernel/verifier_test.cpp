@@ -113,16 +113,55 @@ TEST(VerifierTest, AMissingWaitIsAReadWithoutDependency) {
 
 TEST(VerifierTest, AWriterOfTheNextLayerThatDoesNotWaitForReadersIsCaught) {
   Tiny tiny(2);
-  // Layer 2's router adds into router_logits as soon as layer 2's input exists... if it waits on
-  // layer 0's join instead, it can overwrite what layer 1's top-k still reads (and read stale
-  // input).
+  // Layer 2's router adds into router_logits as soon as layer 2's input exists... if it waits
+  // for layer 1's input instead, it can overwrite what layer 1's top-k still reads (and read
+  // stale input).
   TaskDescriptor& router = tiny.First(kRouter, 2);
   const TaskDescriptor& early = tiny.First(kRouter, 1);
   router.wait0_counter = early.wait0_counter;
   router.wait0_target = early.wait0_target;
+  router.wait1_counter = early.wait1_counter;
+  router.wait1_target = early.wait1_target;
   const VerifyReport report = tiny.Verify();
   EXPECT_TRUE(report.Has(Kind::kWriteAfterRead)) << report.Summary();
   EXPECT_TRUE(report.Has(Kind::kReadWithoutDependency)) << report.Summary();
+}
+
+TEST(VerifierTest, FusedNormTasksWaitForBothBranchesAndThePreviousJoin) {
+  Tiny tiny(1);  // batch 1 fuses the norm of every MoE layer after the first
+  const TaskDescriptor& qkv = tiny.First(kQkv, 2);
+  ASSERT_NE(qkv.flags & kFlagFusedNorm, 0u);
+  EXPECT_NE(tiny.First(kJoin, 1).flags & kFlagResidualOnly, 0u);
+  // Layer 1's join arrives on layer 2's O-proj counter, the one layer 3's tasks wait for.
+  EXPECT_EQ(tiny.First(kJoin, 1).signal_counter, tiny.First(kOProj, 2).signal_counter);
+  EXPECT_TRUE(tiny.Verify().ok()) << tiny.Verify().Summary();
+}
+
+TEST(VerifierTest, AFusedNormThatSkipsTheFfnWaitIsCaught) {
+  Tiny tiny(1);
+  TaskDescriptor& qkv = tiny.First(kQkv, 2);
+  qkv.wait1_counter = kNoCounter;  // layer 1's ffn_out may still be in flight
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kReadWithoutDependency)) << report.Summary();
+}
+
+TEST(VerifierTest, AResidualJoinThatDoesNotArriveIsCaught) {
+  Tiny tiny(1);
+  // Without the join's arrival the next layer's O-proj counter never reaches its target (and the
+  // layer after it would read a residual that nothing it waits for wrote).
+  tiny.First(kJoin, 1).signal_counter = kNoCounter;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kUnreachableTarget)) << report.Summary();
+}
+
+TEST(VerifierTest, AResidualJoinOnTheWrongLayersCounterIsCaught) {
+  Tiny tiny(1);
+  // Layer 1's join arrives on layer 3's O-proj counter instead of layer 2's: layer 3's tasks
+  // would read layer 1's residual before the join wrote it.
+  TaskDescriptor& join = tiny.First(kJoin, 1);
+  std::swap(join.signal_counter, tiny.First(kJoin, 2).signal_counter);
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kCounterReused)) << report.Summary();
 }
 
 TEST(VerifierTest, ATileWrittenTwiceLeavesAnotherUnwritten) {

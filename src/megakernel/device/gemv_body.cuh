@@ -6,6 +6,8 @@
 //   const bf16* ActivationRow(t)   activation row t, at the K range's start
 //   const bf16* WeightRow(g, r)    row r (0 or 1) of pair g, at the K range's start
 //   void Store(g, t, vals[2])      epilogue of pair g for token t (one lane calls it)
+//   bool staged (optional member)  true: the task already wrote its activation rows into xs (the
+//                                  fused norm: tiles of at most 8 tokens, K in one chunk)
 // A warp multiplies 8 pairs (16 weight rows, the mma's M) by up to 8 tokens at a time (its N)
 // with mma.sync m16n8k16, the weights loaded straight from global memory into the A fragments.
 // The dot products do not care in which order K is summed, so each lane loads 8 consecutive
@@ -20,6 +22,7 @@
 
 #include "backends/cuda/core/mma_sm80.cuh"
 #include "backends/cuda/decode/gemv_tile.cuh"
+#include "megakernel/device/ops_rows.cuh"
 #include "megakernel/device/sync.cuh"
 
 namespace mkserve::megakernel {
@@ -38,7 +41,10 @@ struct WarpGemvScratch {
 
 struct GemvSmem {
   bf16 xs[kStageElements];  // activation rows of one K chunk, row stride StagedRowStride
-  WarpGemvScratch warps[kWorkerWarps];
+  union {
+    WarpGemvScratch warps[kWorkerWarps];
+    RowScratch norm;  // the fused norm's sums, done before the body uses `warps`
+  };
 };
 
 // How a tile of up to 8 tokens keeps weight rounds in flight: one in registers, or
@@ -89,6 +95,21 @@ __device__ inline void CopyWeightVector(void* shared, const void* global, bool v
 // 16-byte load of the warp, not eight.
 __device__ inline int StagedRowStride(int chunk) {
   return chunk + ((chunk / kChunk) % 2 == 0 ? kChunk : 2 * kChunk);
+}
+
+// The row stride of a tile whose K range [0, k) is staged as one chunk (up to 8 tokens, k up to
+// kMaxStageK): what RunGemvMma computes, for the ops that stage their own rows.
+__device__ inline int OneChunkRowStride(int k) {
+  return StagedRowStride((k + kChunk - 1) / kChunk * kChunk);
+}
+
+template <class Tile>
+__device__ inline bool PreStaged(const Tile& tile) {
+  if constexpr (requires { tile.staged; }) {
+    return tile.staged;
+  } else {
+    return false;
+  }
 }
 
 // Activation rows [0, count), elements [k0, k0 + len) into xs with row stride `stride`, via L2.
@@ -217,6 +238,7 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_i
   const int chunk = min(fit, (k + kChunk - 1) / kChunk * kChunk);
   const int stride = StagedRowStride(chunk);
   const bool one_chunk = chunk >= k;
+  const bool pre_staged = PreStaged(tile);  // then one chunk: the op checked
   for (int round = 0; round < rounds; ++round) {
     const int g0 = ((parts > 1 ? warp % warp_groups : warp) + round * kWorkerWarps) * kPairsPerWarp;
     float acc[kNTiles * kSets][4] = {};
@@ -225,8 +247,8 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_i
       const int blocks = (len + kChunk - 1) / kChunk;
       const int c0 = blocks * my_part / parts, c1 = blocks * (my_part + 1) / parts;
       const bool streams = active && g0 < tile.Groups();
-      if (!(one_chunk && round > 0)) {          // one chunk: staged once for every round
-        if (round > 0 || k0 > 0) WorkerSync();  // the previous chunk is done with xs
+      if (!pre_staged && !(one_chunk && round > 0)) {  // one chunk: staged once for all rounds
+        if (round > 0 || k0 > 0) WorkerSync();         // the previous chunk is done with xs
         StageChunk(tile, s.xs, k0, len, tokens, stride);
         WorkerSync();
       }

@@ -74,7 +74,10 @@ std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTime
     uint64_t first_start = std::numeric_limits<uint64_t>::max(), last_end = 0;
   };
   std::vector<Stats> all(kOpcodeCount), in_layer(kOpcodeCount);
-  uint64_t step_start = std::numeric_limits<uint64_t>::max(), step_end = 0, layer_origin = 0;
+  // The layer starts when its input is ready: its QKV tasks' first wait that ends (after the
+  // previous join, or with the fused norm after the previous O-proj and FFN).
+  uint64_t step_start = std::numeric_limits<uint64_t>::max(), step_end = 0;
+  uint64_t layer_origin = std::numeric_limits<uint64_t>::max();
   const int64_t width = schedule.max_tasks_per_sm();
   for (size_t sm = 0; sm < schedule.sm_tasks.size(); ++sm) {
     for (size_t i = 0; i < schedule.sm_tasks[sm].size(); ++i) {
@@ -88,8 +91,8 @@ std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTime
       a.wait_us += (t.ready_ns - t.start_ns) / 1e3;
       step_start = std::min(step_start, t.start_ns);
       step_end = std::max(step_end, t.end_ns);
-      if (task.opcode == kJoin && static_cast<int64_t>(task.layer) == layer - 1) {
-        layer_origin = std::max(layer_origin, t.end_ns);
+      if (task.opcode == kQkv && static_cast<int64_t>(task.layer) == layer) {
+        layer_origin = std::min(layer_origin, t.ready_ns);
       }
       if (static_cast<int64_t>(task.layer) == layer) {
         Stats& l = in_layer[task.opcode];
@@ -100,7 +103,8 @@ std::string TimelineBreakdown(const Schedule& schedule, std::span<const TaskTime
   }
   std::string out;
   char line[200];
-  std::snprintf(line, sizeof(line), "step span %.1f us; layer %lld from the previous join:\n",
+  std::snprintf(line, sizeof(line),
+                "step span %.1f us; layer %lld from when its input was ready:\n",
                 (step_end - step_start) / 1e3, static_cast<long long>(layer));
   out += line;
   out +=

@@ -87,15 +87,16 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.max_splits = kMaxAttentionSplits;
   const int64_t q_width = config.q_width(), experts = std::max<int64_t>(config.num_experts, 1);
   const int64_t expert_width = std::max<int64_t>(config.expert_intermediate_size, 1);
-  p.residual = Alloc(float_buffers_, B * H);
+  const int64_t L = config.num_layers;
+  p.residual = Alloc(float_buffers_, (L + 1) * B * H);
   p.x_norm = Alloc(bf16_buffers_, B * H);
   p.x_norm_f32 = Alloc(float_buffers_, B * H);
   p.q = Alloc(bf16_buffers_, B * q_width);
   p.attn_partial = Alloc(float_buffers_, B * q_width * kMaxAttentionSplits);
   p.attn_stats = Alloc(float_buffers_, B * config.num_heads * kMaxAttentionSplits * 2);
   p.attn_in = Alloc(bf16_buffers_, B * q_width);
-  p.attn_out = Alloc(float_buffers_, B * H);
-  p.ffn_out = Alloc(float_buffers_, B * H);
+  p.attn_out = Alloc(float_buffers_, L * B * H);
+  p.ffn_out = Alloc(float_buffers_, L * B * H);
   p.ffn_hidden = Alloc(bf16_buffers_, B * std::max<int64_t>(config.dense_intermediate_size, 1));
   p.router_logits = Alloc(float_buffers_, B * experts);
   p.topk_ids = Alloc(int_buffers_, B * k);
@@ -286,18 +287,21 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
     }
     p.item_timeline = item_timeline_.data();
   }
-  const ZeroRegion zero[] = {
+  // The schedule says which scratch its tasks add into (Schedule::zero_before_step); the rest is
+  // the decoder's own: the timelines, the counters and the abort flag.
+  std::vector<ZeroRegion> zero = {
       {p.timeline, records * static_cast<int64_t>(sizeof(TaskTimestamp) / sizeof(uint32_t))},
       {p.item_timeline,
        item_records * static_cast<int64_t>(sizeof(ItemTimestamp) / sizeof(uint32_t))},
       {up.counters.data(), up.counters.count()},
-      {up.queue_heads.data(), up.queue_heads.count()},
-      {p.expert_counts, static_cast<int64_t>(config_.num_layers) * p.num_experts},
-      {p.attn_out, B * p.hidden},
-      {p.ffn_out, B * p.hidden},
-      {p.router_logits, B * p.num_experts},
       {p.aborted, 1},
   };
+  void* const buffers[kScratchBufferCount] = {p.attn_out, p.ffn_out, p.router_logits,
+                                              p.expert_counts, up.queue_heads.data()};
+  for (const ScratchToZero& scratch : schedule.zero_before_step) {
+    zero.push_back(
+        {buffers[scratch.buffer], static_cast<int64_t>(scratch.bytes / sizeof(uint32_t))});
+  }
   TaskLists lists{up.tasks.data(), up.counts.data(), num_sms_,
                   static_cast<int32_t>(up.max_tasks_per_sm)};
   // The planted fault: SM 0's first descriptor (packed first) waits for counter 0 to reach a

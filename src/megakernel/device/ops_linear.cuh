@@ -65,6 +65,7 @@ struct PlainTile {
   bool accumulate;
   const StepParams* qkv_step = nullptr;    // QKV tiles: the step and
   const LayerParams* qkv_layer = nullptr;  // the layer the pairs are stored for
+  bool staged = false;                     // the fused norm wrote the rows into xs (PreStaged)
   static constexpr int kRows = 2;
   __device__ int K() const { return k1 - k0; }
   __device__ int Groups() const { return (n1 - n0 + kRows - 1) / kRows; }
@@ -127,6 +128,13 @@ __device__ inline int Rows(const TaskDescriptor& d) {
 __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
                              RingRounds ring) {
   const int n0 = QkvBegin(p, d);
+  const bool fused = (d.flags & kFlagFusedNorm) != 0;
+  if (fused) {  // the builder fuses only tiles of up to 8 rows: K in one staged chunk
+    const int stride = OneChunkRowStride(p.hidden);
+    FusedNormRows(p, d.layer, d.row_begin, Rows(d), s.norm, [&](int t, int col, float4 y) {
+      *reinterpret_cast<uint2*>(s.xs + t * stride + col) = PackBf16x4(y);
+    });
+  }
   const PlainTile tile{p.x_norm,
                        p.hidden,
                        p.layers[d.layer].qkv,
@@ -142,7 +150,8 @@ __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvS
                        1.0f,
                        false,
                        &p,
-                       &p.layers[d.layer]};
+                       &p.layers[d.layer],
+                       fused};
   RunGemv(tile, s, ring);
 }
 
@@ -153,7 +162,7 @@ __device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, Gem
                        q_width,
                        p.layers[d.layer].o_proj,
                        q_width,
-                       p.attn_out,
+                       p.attn_out + LayerRow(p, d.layer, 0),
                        p.hidden,
                        n0,
                        n0 + p.tiles.oproj,
@@ -184,7 +193,7 @@ __device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d,
                        layer.intermediate,
                        layer.dense_down,
                        layer.intermediate,
-                       p.ffn_out,
+                       p.ffn_out + LayerRow(p, d.layer, 0),
                        p.hidden,
                        n0,
                        n0 + p.tiles.dense_down,

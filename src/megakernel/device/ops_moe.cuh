@@ -19,6 +19,8 @@ inline constexpr int kRouterTokens = 8;  // activation rows per pass of a router
 // rows' fp32 activations are staged in shared memory once per task (as many rows as fit), not
 // re-read from L2 for every expert: at batch 64 that re-reading made a router task 99 us, the
 // start of every MoE layer's critical path.
+// With kFlagFusedNorm the task computes the rows' norm itself (FusedNormRows), and the tasks of
+// tile 0 also write their K range of x_norm in bf16, the expert gate/up items' input.
 __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
   constexpr int kStageFloats = sizeof(s.xs) / sizeof(float);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -32,11 +34,22 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
   for (int row0 = d.row_begin; row0 < static_cast<int>(d.row_end); row0 += rows_per_stage) {
     const int rows = min(rows_per_stage, static_cast<int>(d.row_end) - row0);
     if (row0 > static_cast<int>(d.row_begin)) WorkerSync();  // the previous rows are done
-    for (int i = threadIdx.x; i < rows * vecs; i += kWorkerThreads) {
-      const float* x = p.x_norm_f32 + static_cast<int64_t>(row0 + i / vecs) * p.hidden + k0;
-      reinterpret_cast<float4*>(xs)[i] = LoadCgF4(x + (i % vecs) * 4);
+    if ((d.flags & kFlagFusedNorm) != 0) {
+      const bool writes_x_norm = d.tile == 0;
+      FusedNormRows(p, d.layer, row0, rows, s.norm, [&](int t, int col, float4 y) {
+        if (col < k0 || col >= k0 + len) return;
+        *reinterpret_cast<float4*>(xs + t * len + col - k0) = y;
+        if (!writes_x_norm) return;
+        *reinterpret_cast<uint2*>(p.x_norm + static_cast<int64_t>(row0 + t) * p.hidden + col) =
+            PackBf16x4(y);
+      });
+    } else {
+      for (int i = threadIdx.x; i < rows * vecs; i += kWorkerThreads) {
+        const float* x = p.x_norm_f32 + static_cast<int64_t>(row0 + i / vecs) * p.hidden + k0;
+        reinterpret_cast<float4*>(xs)[i] = LoadCgF4(x + (i % vecs) * 4);
+      }
+      WorkerSync();
     }
-    WorkerSync();
     for (int e = e0 + warp; e < e0 + p.tiles.router; e += kWorkerWarps) {
       const bf16* w = layer.router + static_cast<int64_t>(e) * p.hidden + k0;
       for (int first = 0; first < rows; first += kRouterTokens) {

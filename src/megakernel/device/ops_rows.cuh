@@ -1,9 +1,11 @@
 // Per-row ops: kEmbed (residual = embedding row, then layer 0's input norm), kJoin (residual +=
-// attn_out + ffn_out, then the next norm) and kMoeCombine (ffn_out = the row's weighted expert
-// outputs). RMSNorm in fp32 as the layered AddNorm computes it. The join zeroes the attn_out and
-// ffn_out rows it consumed, so the next layer's split-K adds start from zero again.
+// attn_out + ffn_out, then the next norm), kMoeCombine (ffn_out = the row's weighted expert
+// outputs), and the fused norm a layer's first tasks compute for themselves. RMSNorm in fp32 as
+// the layered AddNorm computes it. residual, attn_out and ffn_out hold one row block per layer
+// (LayerRow): a layer's sums stay readable while the next layer runs, which the fused norm needs.
 #pragma once
 
+#include "backends/cuda/core/mma_sm80.cuh"
 #include "megakernel/device/sync.cuh"
 
 namespace mkserve::megakernel {
@@ -15,6 +17,17 @@ struct RowScratch {
   int32_t position[kMaxTopK];  // kMoeCombine: the row's bucket positions and weights
   float weight[kMaxTopK];
 };
+
+// Four normalised values as the bf16 x_norm holds them.
+__device__ inline uint2 PackBf16x4(float4 y) {
+  return make_uint2(cuda::PackBf16x2(y.x, y.y), cuda::PackBf16x2(y.z, y.w));
+}
+
+// Row `row` of layer `layer`'s block of a per-layer buffer (residual: [layers + 1][batch][hidden],
+// the input of each layer and the final one; attn_out, ffn_out: [layers][batch][hidden]).
+__device__ inline int64_t LayerRow(const StepParams& p, int layer, int row) {
+  return (static_cast<int64_t>(layer) * p.batch + row) * p.hidden;
+}
 
 __device__ inline float WorkerSum(float v, RowScratch& s) {
   v = cuda::WarpSum(v);
@@ -45,10 +58,11 @@ __device__ inline void LoadGamma(const StepParams& p, const bf16* gamma, uint2 (
   }
 }
 
-// x_norm[row] = RMSNorm(v) * gamma, bf16 and fp32 (the router's input); v is the row's residual,
-// g this thread's chunks of gamma (LoadGamma).
-__device__ inline void NormRow(const StepParams& p, int row, const uint2 (&g)[kRowChunks],
-                               const float4 (&v)[kRowChunks], RowScratch& s) {
+// RMSNorm(v) * gamma of one row: emit(col, y) takes the values of elements [col, col + 4); v is
+// this thread's chunks of the row, g its chunks of gamma (LoadGamma).
+template <class Emit>
+__device__ inline void NormalizeRow(const StepParams& p, const uint2 (&g)[kRowChunks],
+                                    const float4 (&v)[kRowChunks], RowScratch& s, Emit emit) {
   float squares = 0.0f;
 #pragma unroll
   for (int j = 0; j < kRowChunks; ++j) {
@@ -57,22 +71,24 @@ __device__ inline void NormRow(const StepParams& p, int row, const uint2 (&g)[kR
     }
   }
   const float inv = rsqrtf(WorkerSum(squares, s) / static_cast<float>(p.hidden) + p.norm_eps);
-  const int64_t base = static_cast<int64_t>(row) * p.hidden;
 #pragma unroll
   for (int j = 0; j < kRowChunks; ++j) {
     if (!ChunkLive(p, j)) continue;
-    const int64_t i = ChunkAt(j);
     const float2 g01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g[j].x));
     const float2 g23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g[j].y));
-    const float4 y = make_float4(v[j].x * inv * g01.x, v[j].y * inv * g01.y, v[j].z * inv * g23.x,
-                                 v[j].w * inv * g23.y);
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(y.x, y.y), hi = __floats2bfloat162_rn(y.z, y.w);
-    uint2 packed;
-    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-    *reinterpret_cast<uint2*>(p.x_norm + base + i) = packed;
-    *reinterpret_cast<float4*>(p.x_norm_f32 + base + i) = y;
+    emit(static_cast<int>(ChunkAt(j)), make_float4(v[j].x * inv * g01.x, v[j].y * inv * g01.y,
+                                                   v[j].z * inv * g23.x, v[j].w * inv * g23.y));
   }
+}
+
+// x_norm[row] = RMSNorm(v) * gamma, bf16 and fp32 (the router's input).
+__device__ inline void NormRow(const StepParams& p, int row, const uint2 (&g)[kRowChunks],
+                               const float4 (&v)[kRowChunks], RowScratch& s) {
+  const int64_t base = static_cast<int64_t>(row) * p.hidden;
+  NormalizeRow(p, g, v, s, [&](int col, float4 y) {
+    *reinterpret_cast<uint2*>(p.x_norm + base + col) = PackBf16x4(y);
+    *reinterpret_cast<float4*>(p.x_norm_f32 + base + col) = y;
+  });
 }
 
 __device__ inline void OpEmbed(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
@@ -80,7 +96,7 @@ __device__ inline void OpEmbed(const StepParams& p, const TaskDescriptor& d, Row
   LoadGamma(p, p.layers[0].input_norm, g);
   for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
     const bf16* e = p.embed + static_cast<int64_t>(p.token_ids[row]) * p.hidden;
-    float* x = p.residual + static_cast<int64_t>(row) * p.hidden;
+    float* x = p.residual + LayerRow(p, 0, row);
     float4 v[kRowChunks] = {};
 #pragma unroll
     for (int j = 0; j < kRowChunks; ++j) {
@@ -95,33 +111,63 @@ __device__ inline void OpEmbed(const StepParams& p, const TaskDescriptor& d, Row
   }
 }
 
-__device__ inline void OpJoin(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
-  uint2 g[kRowChunks];
-  LoadGamma(p, (d.flags & kFlagFinalNorm) != 0 ? p.final_norm : p.layers[d.layer + 1].input_norm,
-            g);
-  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
-    const int64_t base = static_cast<int64_t>(row) * p.hidden;
-    float4 v[kRowChunks] = {};
+// The sum the join and the fused norm both start from: residual[l] + attn_out[l] + ffn_out[l] of
+// `row`, this thread's chunks, in the order the join has always added them.
+__device__ inline void LoadLayerSum(const StepParams& p, int layer, int row,
+                                    float4 (&v)[kRowChunks]) {
 #pragma unroll
-    for (int j = 0; j < kRowChunks; ++j) {
-      if (!ChunkLive(p, j)) continue;
-      // The residual row was last written by whichever SM ran the previous join of this row.
-      const int64_t i = base + ChunkAt(j);
-      const float4 r = LoadCgF4(p.residual + i), a = LoadCgF4(p.attn_out + i);
-      const float4 f = LoadCgF4(p.ffn_out + i);
-      v[j] = make_float4(r.x + a.x + f.x, r.y + a.y + f.y, r.z + a.z + f.z, r.w + a.w + f.w);
-    }
-#pragma unroll
-    for (int j = 0; j < kRowChunks; ++j) {
-      if (!ChunkLive(p, j)) continue;
-      const int64_t i = base + ChunkAt(j);
-      *reinterpret_cast<float4*>(p.residual + i) = v[j];
-      *reinterpret_cast<float4*>(p.attn_out + i) = zero;
-      *reinterpret_cast<float4*>(p.ffn_out + i) = zero;
-    }
-    NormRow(p, row, g, v, s);
+  for (int j = 0; j < kRowChunks; ++j) {
+    if (!ChunkLive(p, j)) continue;
+    // Written by other SMs during this step: through L2.
+    const float4 r = LoadCgF4(p.residual + LayerRow(p, layer, row) + ChunkAt(j));
+    const float4 a = LoadCgF4(p.attn_out + LayerRow(p, layer, row) + ChunkAt(j));
+    const float4 f = LoadCgF4(p.ffn_out + LayerRow(p, layer, row) + ChunkAt(j));
+    v[j] = make_float4(r.x + a.x + f.x, r.y + a.y + f.y, r.z + a.z + f.z, r.w + a.w + f.w);
   }
+}
+
+// residual[l + 1] = residual[l] + attn_out[l] + ffn_out[l], then x_norm with the next layer's
+// input norm (kFlagFinalNorm: the model's final norm), unless kFlagResidualOnly: the next layer's
+// tasks compute their norm themselves (FusedNormRows).
+__device__ inline void OpJoin(const StepParams& p, const TaskDescriptor& d, RowScratch& s) {
+  const bool norm = (d.flags & kFlagResidualOnly) == 0;
+  uint2 g[kRowChunks];
+  if (norm) {
+    LoadGamma(p, (d.flags & kFlagFinalNorm) != 0 ? p.final_norm : p.layers[d.layer + 1].input_norm,
+              g);
+  }
+  const int layer = static_cast<int>(d.layer);
+  for (int row = d.row_begin; row < static_cast<int>(d.row_end); ++row) {
+    float4 v[kRowChunks] = {};
+    LoadLayerSum(p, layer, row, v);
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j) {
+      if (ChunkLive(p, j)) {
+        *reinterpret_cast<float4*>(p.residual + LayerRow(p, layer + 1, row) + ChunkAt(j)) = v[j];
+      }
+    }
+    if (norm) NormRow(p, row, g, v, s);
+  }
+}
+
+// The fused norm: the input of layer `layer` (>= 1) for rows [row0, row0 + rows), computed by the
+// task that consumes it from the previous layer's sums, the way its join computes it, without
+// waiting for that join (a task and a hop less on every layer's critical path). emit(t, col, y)
+// takes the normalised fp32 values of row row0 + t, elements [col, col + 4). Ends with the
+// workers synchronised, so what emit wrote to shared memory is visible.
+template <class Emit>
+__device__ inline void FusedNormRows(const StepParams& p, int layer, int row0, int rows,
+                                     RowScratch& s, Emit emit) {
+  uint2 g[kRowChunks];
+  for (int t = 0; t < rows; ++t) {
+    float4 v[kRowChunks] = {};
+    LoadLayerSum(p, layer - 1, row0 + t, v);
+    // Gamma after the first row's loads: its address is itself a load (the layer's parameters),
+    // and the row's loads should not wait behind that round trip.
+    if (t == 0) LoadGamma(p, p.layers[layer].input_norm, g);
+    NormalizeRow(p, g, v, s, [&](int col, float4 y) { emit(t, col, y); });
+  }
+  WorkerSync();
 }
 
 // The row's k bucket positions and weights go through shared memory: one thread looks each up,
@@ -151,8 +197,7 @@ __device__ inline void OpMoeCombine(const StepParams& p, const TaskDescriptor& d
 #pragma unroll
     for (int c = 0; c < kRowChunks; ++c) {
       if (ChunkLive(p, c)) {
-        *reinterpret_cast<float4*>(p.ffn_out + static_cast<int64_t>(row) * p.hidden + ChunkAt(c)) =
-            sum[c];
+        *reinterpret_cast<float4*>(p.ffn_out + LayerRow(p, d.layer, row) + ChunkAt(c)) = sum[c];
       }
     }
   }

@@ -75,23 +75,23 @@ struct StepParams {
   const int32_t* positions = nullptr;  // [batch]: the new token's position = context length
 
   // Scratch, all [batch][...] unless said otherwise.
-  float* residual = nullptr;             // [hidden]
-  bf16* x_norm = nullptr;                // [hidden]
-  float* x_norm_f32 = nullptr;           // [hidden], the router's input
-  bf16* q = nullptr;                     // [num_heads * head_dim], RoPE applied
-  float* attn_partial = nullptr;         // [num_heads][max_splits][head_dim]
-  float* attn_stats = nullptr;           // [num_heads][max_splits][2]: max (log2), sum
-  int32_t max_splits = 0;                // split slots per (row, head)
-  bf16* attn_in = nullptr;               // [num_heads * head_dim], O-proj input
-  float* attn_out = nullptr;             // [hidden], zeroed per step (O-proj adds)
-  float* ffn_out = nullptr;              // [hidden], zeroed per step
-  bf16* ffn_hidden = nullptr;            // [dense I]
-  float* router_logits = nullptr;        // [experts], zeroed per step
-  int32_t* topk_ids = nullptr;           // [top_k]
-  float* topk_weights = nullptr;         // [top_k]
-  int32_t* topk_slot = nullptr;          // [top_k]: slot inside the expert's bucket
-  uint32_t* expert_counts = nullptr;     // [layers][experts], zeroed per step
-  int32_t* bucket_offsets = nullptr;     // [experts + 1], written by kMoeFinalize
+  float* residual = nullptr;          // [layers + 1] blocks of [batch][hidden]: each layer's input
+  bf16* x_norm = nullptr;             // [hidden]
+  float* x_norm_f32 = nullptr;        // [hidden], the router's input
+  bf16* q = nullptr;                  // [num_heads * head_dim], RoPE applied
+  float* attn_partial = nullptr;      // [num_heads][max_splits][head_dim]
+  float* attn_stats = nullptr;        // [num_heads][max_splits][2]: max (log2), sum
+  int32_t max_splits = 0;             // split slots per (row, head)
+  bf16* attn_in = nullptr;            // [num_heads * head_dim], O-proj input
+  float* attn_out = nullptr;          // [layers] blocks of [batch][hidden], zeroed per step
+  float* ffn_out = nullptr;           // [layers] blocks, zeroed per step (dense down adds)
+  bf16* ffn_hidden = nullptr;         // [dense I]
+  float* router_logits = nullptr;     // [experts], zeroed per step
+  int32_t* topk_ids = nullptr;        // [top_k]
+  float* topk_weights = nullptr;      // [top_k]
+  int32_t* topk_slot = nullptr;       // [top_k]: slot inside the expert's bucket
+  uint32_t* expert_counts = nullptr;  // [layers][experts], zeroed per step
+  int32_t* bucket_offsets = nullptr;  // [experts + 1], written by kMoeFinalize
   int32_t* bucket_assignment = nullptr;  // [batch * top_k]: bucket position -> row * top_k + j
   int32_t* routed_position = nullptr;    // [batch * top_k]: row * top_k + j -> bucket position
   bf16* moe_hidden = nullptr;            // [batch * top_k][expert I], bucket order

@@ -23,6 +23,9 @@ struct CounterInfo {
   // no waiters.
   uint32_t expected_arrivals = 0;
   bool fed_by_claims = false;
+  // The previous layer's join arrives here too when this layer fuses its norm (an O-proj
+  // counter): the waiters on it then also see the residual the join wrote.
+  bool joined_by_previous_layer = false;
 };
 
 enum class QueueKind { kAttention, kExpertGateUp, kExpertDown };

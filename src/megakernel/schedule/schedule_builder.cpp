@@ -35,6 +35,7 @@ class CounterTable {
     }
     return base;
   }
+  void JoinedByPreviousLayer(uint32_t id) { counters_.at(id).joined_by_previous_layer = true; }
   std::vector<CounterInfo> Take() { return std::move(counters_); }
 
  private:
@@ -65,6 +66,25 @@ void SetWait(TaskDescriptor& task, int which, uint32_t counter, uint32_t target)
   (which == 0 ? task.wait0_counter : task.wait1_counter) = counter;
   (which == 0 ? task.wait0_target : task.wait1_target) = target;
 }
+
+// What a layer's first tasks (QKV, router, dense gate/up) wait for: the previous layer's join,
+// or with the fused norm its O-proj and FFN, whose sums they normalise themselves.
+struct LayerInput {
+  uint32_t counter0 = kNoCounter, target0 = 0;
+  uint32_t counter1 = kNoCounter, target1 = 0;
+  bool fused_norm = false;
+  // With the fused norm: this layer's O-proj counter, allocated by the previous layer, whose join
+  // (residual only) arrives on it, so the next layer's wait on it covers the residual too.
+  uint32_t oproj_done = kNoCounter;
+};
+
+// A layer's counters its successor's input waits for.
+struct LayerEnd {
+  uint32_t join_done = kNoCounter;  // kNoCounter when the next layer fuses its norm
+  uint32_t oproj_done = kNoCounter, oproj_target = 0;
+  uint32_t ffn_done = kNoCounter, ffn_target = 0;
+  uint32_t next_oproj_done = kNoCounter;  // the next layer's O-proj counter, when it fuses
+};
 
 // Builds the waves of one step; the counters a wave waits on are allocated before its tasks.
 class Builder {
@@ -98,15 +118,19 @@ class Builder {
     }
     Emit(schedule, Wave::kEmbed, embed);
 
-    uint32_t input_counter = embed_done;
-    uint32_t input_target = static_cast<uint32_t>(row_groups_);
+    LayerInput input{embed_done, static_cast<uint32_t>(row_groups_)};
     for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
       WaveTasks waves;
-      const uint32_t join_done = BuildLayer(layer, input_counter, input_target, waves);
+      const LayerEnd end = BuildLayer(layer, input, waves);
       for (Wave wave : policy.layer_waves) Emit(schedule, wave, waves[static_cast<int>(wave)]);
-      input_counter = join_done;
-      input_target = static_cast<uint32_t>(row_groups_);
+      if (end.join_done != kNoCounter) {
+        input = {end.join_done, static_cast<uint32_t>(row_groups_)};
+      } else {
+        input = {end.oproj_done, end.oproj_target,   end.ffn_done, end.ffn_target,
+                 true,           end.next_oproj_done};
+      }
     }
+    const uint32_t input_counter = input.counter0, input_target = input.target0;
 
     const int64_t final_layer = config_.num_layers;
     const int64_t lm_tiles = config_.vocab_size / tiles_.lm_head_tile;
@@ -139,9 +163,17 @@ class Builder {
     schedule.counters = counters_.Take();
     schedule.queues = std::move(queues_);
     const uint64_t rows = static_cast<uint64_t>(batch_);
+    // attn_out and ffn_out have a block of rows per layer. The O-proj adds into every layer's;
+    // ffn_out only needs zeros up to the last dense layer (dense down adds, the MoE combine
+    // stores). At batch 64 zeroing every layer's ffn_out too cost 25 MB of writes a step.
+    int64_t dense_prefix = 0;
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+      if (config_.layers[l].ffn == FfnKind::kDense) dense_prefix = l + 1;
+    }
+    const uint64_t block = rows * config_.hidden_size * sizeof(float);
     schedule.zero_before_step = {
-        {kScratchAttnOut, rows * config_.hidden_size * sizeof(float)},
-        {kScratchFfnOut, rows * config_.hidden_size * sizeof(float)},
+        {kScratchAttnOut, block * static_cast<uint64_t>(config_.num_layers)},
+        {kScratchFfnOut, block * static_cast<uint64_t>(dense_prefix)},
         {kScratchRouterLogits, rows * config_.num_experts * sizeof(float)},
         {kScratchExpertCounts,
          static_cast<uint64_t>(config_.num_layers * config_.num_experts) * sizeof(uint32_t)},
@@ -151,10 +183,23 @@ class Builder {
   }
 
  private:
-  // Fills `waves` with layer `layer`'s tasks, whose input is ready when input_counter reaches
-  // input_target. Returns the counter of the layer's join.
-  uint32_t BuildLayer(int64_t layer, uint32_t input_counter, uint32_t input_target,
-                      WaveTasks& waves) {
+  // Whether layer `layer`'s QKV and router tasks compute its input norm themselves: a MoE layer
+  // after the first, when the tile shapes ask for it (small batches: every such task reads the
+  // previous layer's three fp32 rows of each batch row).
+  bool FusesNorm(int64_t layer) const {
+    return tiles_.fused_norm != 0 && layer >= 1 && layer < config_.num_layers &&
+           config_.layers[layer].ffn == FfnKind::kMoe;
+  }
+
+  // The waits and flags of a task that reads the layer's input.
+  static void SetInputWaits(TaskDescriptor& task, const LayerInput& input) {
+    SetWait(task, 0, input.counter0, input.target0);
+    SetWait(task, 1, input.counter1, input.target1);
+    if (input.fused_norm) task.flags |= kFlagFusedNorm;
+  }
+
+  // Fills `waves` with layer `layer`'s tasks, whose input is ready when `input` says.
+  LayerEnd BuildLayer(int64_t layer, const LayerInput& input, WaveTasks& waves) {
     const LayerSpec& spec = config_.layers[layer];
     const int32_t l = static_cast<int32_t>(layer);
     const int64_t kv_heads = config_.num_kv_heads;
@@ -175,9 +220,9 @@ class Builder {
         SetTile(task, tile, part_offset[part] + tile * tiles_.qkv_tile, tiles_.qkv_tile);
         task.k_end = static_cast<uint32_t>(hidden);
         SetRows(task, 0, batch_);
-        SetWait(task, 0, input_counter, input_target);
         task.signal_counter = qkv_done + static_cast<uint32_t>(kv_head);
         task.flags = spec.uses_rope ? uint32_t{kFlagRope} : 0u;
+        SetInputWaits(task, input);
         task.arg[kArgQkvPart] = part;
         task.arg[kArgKvHead] = static_cast<uint32_t>(kv_head);
         wave(Wave::kQkv).push_back({task, 2.0 * tiles_.qkv_tile * hidden});
@@ -250,8 +295,10 @@ class Builder {
 
     // O-proj: split s = KV head s (the query heads it reads), waits only for that head.
     const int64_t oproj_tiles = hidden / tiles_.oproj_tile;
+    const uint32_t oproj_target =
+        static_cast<uint32_t>(oproj_tiles * kv_heads + (input.fused_norm ? row_groups_ : 0));
     const uint32_t oproj_done =
-        counters_.Add(Wave::kOProj, l, 1, static_cast<uint32_t>(oproj_tiles * kv_heads));
+        input.fused_norm ? input.oproj_done : counters_.Add(Wave::kOProj, l, 1, oproj_target);
     const int64_t group_width = heads_per_group_ * head_dim;
     for (int64_t tile = 0; tile < oproj_tiles; ++tile) {
       for (int64_t head = 0; head < kv_heads; ++head) {
@@ -268,31 +315,41 @@ class Builder {
       }
     }
 
-    const uint32_t ffn_done = spec.ffn == FfnKind::kDense
-                                  ? BuildDense(layer, input_counter, input_target, waves)
-                                  : BuildMoe(layer, input_counter, input_target, waves);
+    const uint32_t ffn_done = spec.ffn == FfnKind::kDense ? BuildDense(layer, input, waves)
+                                                          : BuildMoe(layer, input, waves);
     const uint32_t ffn_target =
         spec.ffn == FfnKind::kDense
             ? static_cast<uint32_t>(hidden / tiles_.dense_down_tile * tiles_.dense_down_splits)
             : static_cast<uint32_t>(batch_);
 
-    // Join: residual += attn_out + ffn_out, then the next layer's (or the final) norm.
-    const uint32_t join_done = counters_.Add(Wave::kJoin, l, 1, static_cast<uint32_t>(row_groups_));
+    // Join: residual += attn_out + ffn_out, then the next layer's (or the final) norm. When the
+    // next layer fuses its norm, the join writes the residual only, off the critical path, and
+    // arrives on the next layer's O-proj counter (the next join and the layer after read it).
+    LayerEnd end{kNoCounter, oproj_done, oproj_target, ffn_done, ffn_target};
+    const bool next_fused = FusesNorm(layer + 1);
+    if (next_fused) {
+      end.next_oproj_done = counters_.Add(
+          Wave::kOProj, l + 1, 1, static_cast<uint32_t>(oproj_tiles * kv_heads + row_groups_));
+      counters_.JoinedByPreviousLayer(end.next_oproj_done);
+    } else {
+      end.join_done = counters_.Add(Wave::kJoin, l, 1, static_cast<uint32_t>(row_groups_));
+    }
     for (int64_t g = 0; g < row_groups_; ++g) {
       TaskDescriptor task = NewTask(kJoin, layer);
       SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
-      SetWait(task, 0, oproj_done, static_cast<uint32_t>(oproj_tiles * kv_heads));
+      SetWait(task, 0, oproj_done, oproj_target);
       SetWait(task, 1, ffn_done, ffn_target);
-      task.signal_counter = join_done;
-      task.flags = layer + 1 == config_.num_layers ? uint32_t{kFlagFinalNorm} : 0u;
+      task.signal_counter = next_fused ? end.next_oproj_done : end.join_done;
+      task.flags = layer + 1 == config_.num_layers ? uint32_t{kFlagFinalNorm}
+                   : next_fused                    ? uint32_t{kFlagResidualOnly}
+                                                   : 0u;
       wave(Wave::kJoin).push_back({task, 4.0 * 4.0 * hidden * tiles_.row_tile});
     }
-    return join_done;
+    return end;
   }
 
   // Layer-0 style dense SwiGLU; returns the counter ffn_out is complete on.
-  uint32_t BuildDense(int64_t layer, uint32_t input_counter, uint32_t input_target,
-                      WaveTasks& waves) {
+  uint32_t BuildDense(int64_t layer, const LayerInput& input, WaveTasks& waves) {
     const int32_t l = static_cast<int32_t>(layer);
     const int64_t width = config_.layers[layer].ffn_intermediate_size;
     const int64_t hidden = config_.hidden_size;
@@ -306,7 +363,7 @@ class Builder {
       SetTile(task, tile, tile * tiles_.dense_up_tile, tiles_.dense_up_tile);
       task.k_end = static_cast<uint32_t>(hidden);
       SetRows(task, 0, batch_);
-      SetWait(task, 0, input_counter, input_target);
+      SetInputWaits(task, input);  // dense layers never fuse their norm (FusesNorm)
       task.signal_counter = hidden_done + static_cast<uint32_t>(tile / tiles_per_split);
       waves[static_cast<int>(Wave::kDenseGateUp)].push_back(
           {task, 2.0 * 2.0 * tiles_.dense_up_tile * hidden});
@@ -336,8 +393,7 @@ class Builder {
 
   // Router -> top-k -> finalize -> claimed expert gate/up and down -> per-row combine; returns the
   // counter ffn_out is complete on (one arrival per row).
-  uint32_t BuildMoe(int64_t layer, uint32_t input_counter, uint32_t input_target,
-                    WaveTasks& waves) {
+  uint32_t BuildMoe(int64_t layer, const LayerInput& input, WaveTasks& waves) {
     const int32_t l = static_cast<int32_t>(layer);
     const int64_t hidden = config_.hidden_size;
     auto wave = [&](Wave w) -> std::vector<PendingTask>& { return waves[static_cast<int>(w)]; };
@@ -355,9 +411,9 @@ class Builder {
         task.k_begin = static_cast<uint32_t>(split * split_width);
         task.k_end = static_cast<uint32_t>((split + 1) * split_width);
         SetRows(task, 0, batch_);
-        SetWait(task, 0, input_counter, input_target);
         task.signal_counter = router_done;
         task.flags = kFlagAccumulate;
+        SetInputWaits(task, input);
         wave(Wave::kRouter).push_back({task, 2.0 * tiles_.router_tile * split_width});
       }
     }

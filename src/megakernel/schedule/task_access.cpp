@@ -32,10 +32,38 @@ int64_t Slots(const ModelConfig& config, const Schedule& schedule, int64_t layer
              : schedule.tiles.full_split_slots;
 }
 
+// What a join reads, and a fused norm of layer l + 1: layer l's residual and both branch sums.
+void LayerSumReads(int64_t l, int64_t r0, int64_t r1, int64_t hidden, std::vector<Access>& out) {
+  out.push_back(Read(Tensor::kResidual, l, r0, r1, 0, hidden));
+  out.push_back(Read(Tensor::kAttnOut, l, r0, r1, 0, hidden));
+  out.push_back(Read(Tensor::kFfnOut, l, r0, r1, 0, hidden));
+}
+
+// A task that reads its layer's input: x_norm over its K range, or with kFlagFusedNorm the
+// previous layer's sums of its rows, whole (the norm needs every element).
+void InputReads(const TaskDescriptor& task, int64_t hidden, std::vector<Access>& out) {
+  if ((task.flags & kFlagFusedNorm) != 0) {
+    LayerSumReads(static_cast<int64_t>(task.layer) - 1, task.row_begin, task.row_end, hidden, out);
+  } else {
+    out.push_back(
+        Read(Tensor::kXNorm, task.layer, task.row_begin, task.row_end, task.k_begin, task.k_end));
+  }
+}
+
 }  // namespace
 
 bool TensorReusesBuffer(Tensor tensor) {
-  return tensor != Tensor::kKvNew && tensor != Tensor::kLogits && tensor != Tensor::kSampled;
+  switch (tensor) {
+    case Tensor::kResidual:
+    case Tensor::kAttnOut:
+    case Tensor::kFfnOut:
+    case Tensor::kKvNew:
+    case Tensor::kLogits:
+    case Tensor::kSampled:
+      return false;
+    default:
+      return true;
+  }
 }
 
 const char* TensorName(Tensor tensor) {
@@ -137,14 +165,14 @@ void TaskAccesses(const ModelConfig& config, const Schedule& schedule, const Tas
       out.push_back(Write(Tensor::kXNorm, 0, r0, r1, 0, hidden));
       break;
     case kJoin:
-      out.push_back(Read(Tensor::kResidual, l, r0, r1, 0, hidden));
-      out.push_back(Read(Tensor::kAttnOut, l, r0, r1, 0, hidden));
-      out.push_back(Read(Tensor::kFfnOut, l, r0, r1, 0, hidden));
+      LayerSumReads(l, r0, r1, hidden, out);
       out.push_back(Write(Tensor::kResidual, l + 1, r0, r1, 0, hidden));
-      out.push_back(Write(Tensor::kXNorm, l + 1, r0, r1, 0, hidden));
+      if ((task.flags & kFlagResidualOnly) == 0) {
+        out.push_back(Write(Tensor::kXNorm, l + 1, r0, r1, 0, hidden));
+      }
       break;
     case kQkv: {
-      out.push_back(Read(Tensor::kXNorm, l, r0, r1, task.k_begin, task.k_end));
+      InputReads(task, hidden, out);
       const int64_t q = config.q_width();
       if (out1 <= q) {
         out.push_back(Write(Tensor::kQ, l, r0, r1, out0, out1));
@@ -185,7 +213,10 @@ void TaskAccesses(const ModelConfig& config, const Schedule& schedule, const Tas
       out.push_back(Write(Tensor::kFfnOut, l, r0, r1, out0, out1, task.k_begin, task.k_end));
       break;
     case kRouter:
-      out.push_back(Read(Tensor::kXNorm, l, r0, r1, task.k_begin, task.k_end));
+      InputReads(task, hidden, out);
+      if ((task.flags & kFlagFusedNorm) != 0 && task.tile == 0) {  // x_norm for the experts
+        out.push_back(Write(Tensor::kXNorm, l, r0, r1, task.k_begin, task.k_end));
+      }
       out.push_back(Write(Tensor::kRouterLogits, l, r0, r1, out0, out1, task.k_begin, task.k_end));
       break;
     case kTopK:

@@ -14,8 +14,9 @@
 namespace mkserve::megakernel {
 
 // Logical tensors of one step. Version = the layer (Residual / XNorm: the input of that layer,
-// num_layers = after the last layer). All but kKvNew, kLogits and kSampled live in one buffer
-// that every layer reuses.
+// num_layers = after the last layer). kResidual, kAttnOut and kFfnOut have a buffer per layer
+// (TensorReusesBuffer); so do kKvNew (the cache), kLogits and kSampled. The rest live in one
+// buffer that every layer reuses.
 enum class Tensor : uint8_t {
   kResidual,      // [B][hidden]
   kXNorm,         // [B][hidden]

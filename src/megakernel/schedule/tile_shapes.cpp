@@ -75,6 +75,9 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // ms, 4 6.614 / 6.582 -> 6.549 / 6.495, batch 1 the same; batch 8 9.746 / 9.659 -> 9.819 /
   // 9.713, where 8 top-k tasks on 8 SMs beat one warp a row in one task).
   tiles.topk_in_finalize = batch <= 4 ? 1 : 0;
+  // The fused norm: each QKV and router task normalises its rows one after another, so only at
+  // the smallest batches, where the join's hop is the largest share of a layer.
+  tiles.fused_norm = batch <= 2 ? 1 : 0;
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
   // Down items of 256 features from two rows on: half the claims and signals for the same
   // bytes, which the weight ring streams as fast (H200, 8K: batch 8 10.54 -> 10.27 ms, 16 16.04
@@ -116,6 +119,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"attention_claimers", &TileShapes::attention_claimers},
       {"expert_claimers", &TileShapes::expert_claimers},
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
+      {"fused_norm", &TileShapes::fused_norm},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -155,6 +159,10 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     Require(tiles.topk_in_finalize == 0 || tiles.topk_in_finalize == 1,
             "topk_in_finalize must be 0 or 1");
   }
+  Require(tiles.fused_norm == 0 || tiles.fused_norm == 1, "fused_norm must be 0 or 1");
+  // A fused QKV task stages its rows whole, as one K chunk of at most 8 tokens.
+  Require(tiles.fused_norm == 0 || batch <= 8,
+          "fused_norm needs a batch of at most 8, got " + std::to_string(batch));
   RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
   Require(tiles.sliding_splits >= 1 && tiles.sliding_splits <= kMaxAttentionSplits,
           "sliding_splits must be 1.." + std::to_string(kMaxAttentionSplits));

@@ -33,6 +33,7 @@ struct TileShapes {
   int64_t attention_claimers = 1;   // claim tasks per full-attention layer
   int64_t expert_claimers = 1;      // claim tasks per MoE layer, for each of its two queues
   int64_t topk_in_finalize = 0;     // 1: the finalize task runs the layer's top-k (a hop less)
+  int64_t fused_norm = 0;  // 1: MoE layers' QKV and router tasks normalise their input (no join)
 
   bool operator==(const TileShapes&) const = default;
 };

@@ -426,8 +426,12 @@ class Verifier {
         arrivals_[signal.counter] += signal.weight;
         arrivers_[fill[signal.counter]++] = static_cast<int32_t>(id);
         const CounterInfo& info = schedule_.counters[signal.counter];
-        if (WaveOf(node.task->opcode) != info.producer ||
-            static_cast<int32_t>(node.task->layer) != info.layer) {
+        const Wave wave = WaveOf(node.task->opcode);
+        const int32_t layer = static_cast<int32_t>(node.task->layer);
+        const bool producer = wave == info.producer && layer == info.layer;
+        const bool previous_join =
+            info.joined_by_previous_layer && wave == Wave::kJoin && layer + 1 == info.layer;
+        if (!producer && !previous_join) {
           Fail(VerifyFailureKind::kCounterReused, Describe(static_cast<int32_t>(id)) + " signals " +
                                                       DescribeCounter(signal.counter) +
                                                       ", which belongs to another wave or layer");

@@ -102,7 +102,8 @@ struct TinyModel {
     layer.experts_gate_up = Bf16(experts_gate_up);
     layer.experts_down = Bf16(experts_down);
     layer.intermediate = kExpertWidth;
-    layer_buffer = ToDevice(std::vector<LayerParams>{layer});
+    // Layer 1 has the same weights: ops of a second layer read its norm (the fused norm).
+    layer_buffer = ToDevice(std::vector<LayerParams>{layer, layer});
     p.batch = batch;
     p.hidden = kHidden;
     p.num_heads = kHeads;
@@ -117,7 +118,7 @@ struct TinyModel {
     p.embed = p.lm_head = Bf16(embed);
     p.final_norm = layer.input_norm;
     const int64_t B = batch, H = kHidden;
-    p.residual = Floats(B * H);
+    p.residual = Floats(2 * B * H);  // the inputs of layer 0 and of what follows it
     p.x_norm = Bf16(std::vector<float>(B * H, NAN));
     p.x_norm_f32 = Floats(B * H);
     p.attn_out = Floats(B * H, 0.0f);

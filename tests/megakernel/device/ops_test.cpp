@@ -110,12 +110,80 @@ TEST(MegakernelOps, EmbedThenJoinAcrossSmsMatchCpu) {
     const std::vector<float> y = RmsNorm(x, m.norm_gamma, m.p.norm_eps);
     norm_want.insert(norm_want.end(), y.begin(), y.end());
   }
-  ExpectClose(ToHost(m.floats[0]), residual_want, 1e-5f, 1e-5f, "residual");
+  // Layer 0's input (the embedding) stays in the first block, the join's sum goes to the second.
+  const std::vector<float> residual = ToHost(m.floats[0]);
+  std::vector<float> embedded;
+  for (int r = 0; r < M::kBatch; ++r) {
+    const auto row = m.embed.begin() + int64_t{tokens[r]} * M::kHidden;
+    embedded.insert(embedded.end(), row, row + M::kHidden);
+  }
+  const auto half = residual.begin() + int64_t{M::kBatch} * M::kHidden;
+  ExpectClose(std::vector<float>(residual.begin(), half), embedded, 0, 0, "residual of layer 0");
+  ExpectClose(std::vector<float>(half, residual.end()), residual_want, 1e-5f, 1e-5f, "residual");
   ExpectClose(ToHost(m.floats[1]), norm_want, 1e-4f, 1e-4f, "x_norm_f32");
   ExpectClose(ToHostFloat(m.bf16s[m.bf16s.size() - 2]), norm_want, 1e-2f, 1e-2f, "x_norm");
-  const std::vector<float> zeros(attn.size(), 0.0f);
-  ExpectClose(ToHost(m.floats[m.floats.size() - 2]), zeros, 0, 0, "attn_out cleared");
-  ExpectClose(ToHost(m.floats.back()), zeros, 0, 0, "ffn_out cleared");
+}
+
+// The fused norm: router tasks of layer 1 normalise layer 0's residual + attn_out + ffn_out
+// themselves (tile 0 also writes x_norm), beside a residual-only join of layer 0.
+TEST(MegakernelOps, FusedNormRouterAndResidualJoinMatchCpu) {
+  cuda::testing::RequireGpu();
+  M m;
+  const int B = M::kBatch, H = M::kHidden, E = M::kExperts;
+  const std::vector<float> r = cuda::testing::RandomFloats(int64_t{B} * H, 41);
+  const std::vector<float> a = cuda::testing::RandomFloats(int64_t{B} * H, 42);
+  const std::vector<float> f = cuda::testing::RandomFloats(int64_t{B} * H, 43);
+  std::vector<float> residual = r;
+  residual.resize(2 * r.size(), NAN);
+  DeviceBuffer<float> residual_d = ToDevice(residual), attn_d = ToDevice(a), ffn_d = ToDevice(f);
+  DeviceBuffer<float> logits_d = ToDevice(std::vector<float>(int64_t{B} * E, 0.0f));
+  DeviceBuffer<bf16> x_norm_d = ToDeviceBf16(std::vector<float>(int64_t{B} * H, NAN));
+  m.p.residual = residual_d.data();
+  m.p.attn_out = attn_d.data();
+  m.p.ffn_out = ffn_d.data();
+  m.p.router_logits = logits_d.data();
+  m.p.x_norm = x_norm_d.data();
+  m.p.tiles.router = 8;
+  std::vector<TaskDescriptor> order;
+  TaskDescriptor join = Task(kJoin, 0);
+  join.row_end = B;
+  join.flags = kFlagResidualOnly;
+  order.push_back(join);
+  for (int tile = 0; tile < E / 8; ++tile) {
+    for (int split = 0; split < 2; ++split) {
+      TaskDescriptor t = Task(kRouter, 1);
+      t.tile = tile;
+      t.k_begin = split * H / 2;
+      t.k_end = (split + 1) * H / 2;
+      t.row_end = B;
+      t.flags = kFlagAccumulate | kFlagFusedNorm;
+      order.push_back(t);
+    }
+  }
+  RunLists(m.p, RoundRobin(order));
+  std::vector<float> sum_want, norm_want, logits_want;
+  for (int row = 0; row < B; ++row) {
+    std::vector<float> x(H);
+    for (int i = 0; i < H; ++i) {
+      const int64_t at = int64_t{row} * H + i;
+      x[i] = r[at] + a[at] + f[at];
+    }
+    sum_want.insert(sum_want.end(), x.begin(), x.end());
+    const std::vector<float> y = RmsNorm(x, m.norm_gamma, m.p.norm_eps);
+    norm_want.insert(norm_want.end(), y.begin(), y.end());
+    for (int e = 0; e < E; ++e) {
+      double dot = 0;
+      for (int k = 0; k < H; ++k) dot += m.router[int64_t{e} * H + k] * y[k];
+      logits_want.push_back(static_cast<float>(dot));
+    }
+  }
+  const std::vector<float> written = ToHost(residual_d);
+  ExpectClose(std::vector<float>(written.begin(), written.begin() + r.size()), r, 0, 0,
+              "residual of layer 0");
+  ExpectClose(std::vector<float>(written.begin() + r.size(), written.end()), sum_want, 1e-5f, 1e-5f,
+              "residual of layer 1");
+  ExpectClose(ToHostFloat(x_norm_d), norm_want, 1e-2f, 1e-2f, "x_norm");
+  ExpectClose(ToHost(logits_d), logits_want, 1e-3f, 1e-3f, "router logits");
 }
 
 // A paged cache of one layer, three rows, a sliding window the rows' contexts cross.
