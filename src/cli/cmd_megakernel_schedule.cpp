@@ -52,11 +52,12 @@ ModelConfig LoadConfig(Args& args) {
   return PresetByName(preset.empty() ? "nmc" : preset, layers);
 }
 
-std::string TileSummary(const mk::TileShapes& t) {
+std::string TileSummary(const mk::TileShapes& t, int64_t batch) {
   return "qkv " + std::to_string(t.qkv_tile) + ", o " + std::to_string(t.oproj_tile) + ", up " +
          std::to_string(t.expert_up_tile) + ", down " + std::to_string(t.expert_down_tile) +
          ", lm " + std::to_string(t.lm_head_tile) + ", splits " + std::to_string(t.sliding_splits) +
-         "/" + std::to_string(t.full_split_slots);
+         "/" + std::to_string(t.full_split_slots) +
+         (mk::FusesNormAt(t, batch) ? ", fused norm" : "");
 }
 
 // The schedule `cache` selects for `batch` rows at `context` tokens, checked with every standard
@@ -135,11 +136,12 @@ int RunMegakernelSchedule(std::span<const std::string> argv) {
       fewest = std::min(fewest, tasks.size());
       most = std::max(most, tasks.size());
     }
-    std::printf(
-        "| %lld | %lld | %lld | %zu-%zu | %zu | %zu | %s | %s | %.0f |\n",
-        static_cast<long long>(batch), static_cast<long long>(schedule->bucket.max_context_tokens),
-        static_cast<long long>(schedule->num_tasks()), fewest, most, schedule->counters.size(),
-        schedule->queues.size(), TileSummary(schedule->tiles).c_str(), verdict.text.c_str(), ms);
+    std::printf("| %lld | %lld | %lld | %zu-%zu | %zu | %zu | %s | %s | %.0f |\n",
+                static_cast<long long>(batch),
+                static_cast<long long>(schedule->bucket.max_context_tokens),
+                static_cast<long long>(schedule->num_tasks()), fewest, most,
+                schedule->counters.size(), schedule->queues.size(),
+                TileSummary(schedule->tiles, schedule->batch).c_str(), verdict.text.c_str(), ms);
   }
   return all_ok ? 0 : 1;
 }

@@ -262,6 +262,48 @@ TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
       Error);
 }
 
+// The fused norm up to fused_norm_max_batch rows (2 by default): a MoE layer after the first has
+// its QKV and router tasks flagged and waiting for the previous O-proj and FFN, the previous join
+// writes the residual only; one value serves every batch size of a policy.
+TEST(ScheduleBuilderTest, TheNormIsFusedUpToItsBatch) {
+  const ModelConfig config = NmcPreset(6);
+  const ContextBucket bucket = BucketForContext(config, 8192);
+  auto fused_layers = [&](const Schedule& schedule) {
+    std::set<uint32_t> layers;
+    for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+      if (task->opcode == kQkv && (task->flags & kFlagFusedNorm) != 0) {
+        layers.insert(task->layer);
+        EXPECT_NE(task->wait1_counter, kNoCounter);  // the O-proj and the FFN
+      }
+      if (task->opcode == kJoin && task->layer + 1 < config.num_layers) {
+        const bool next_fused = config.layers[task->layer + 1].ffn == FfnKind::kMoe &&
+                                FusesNormAt(schedule.tiles, schedule.batch);
+        EXPECT_EQ((task->flags & kFlagResidualOnly) != 0, next_fused);
+      }
+    }
+    return layers;
+  };
+  const std::set<uint32_t> moe_after_first = {1, 2, 3, 4, 5};
+  for (int64_t batch : {1, 2, 3, 8, 16}) {
+    for (int64_t max_batch : {int64_t{-1}, int64_t{0}, int64_t{8}}) {  // -1: the default
+      TileShapes tiles = ChooseTileShapes(config, batch, bucket, 132);
+      if (max_batch >= 0) tiles.fused_norm_max_batch = max_batch;
+      const Schedule schedule =
+          BuildSchedule(config, batch, bucket, 132, tiles, SchedulePolicy::Default());
+      const bool fused = batch <= (max_batch >= 0 ? max_batch : 2);
+      EXPECT_EQ(fused_layers(schedule), fused ? moe_after_first : std::set<uint32_t>{})
+          << "batch " << batch << ", fused_norm_max_batch " << max_batch;
+      for (const RunTimeWork& work : StandardWork(config, batch, schedule.bucket)) {
+        const VerifyReport report = VerifySchedule(config, schedule, work);
+        EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
+      }
+    }
+  }
+  TileShapes bad = ChooseTileShapes(config, 1, bucket, 132);
+  bad.fused_norm_max_batch = kMaxFusedNormBatch + 1;  // a fused QKV task stages at most 8 rows
+  EXPECT_THROW(BuildSchedule(config, 1, bucket, 132, bad, SchedulePolicy::Default()), Error);
+}
+
 // A policy file (`--megakernel-policy`): read, parsed and checked, every failure naming the file.
 TEST(SchedulePolicyTest, FromFileNamesTheFileOnEveryFailure) {
   const std::string dir = ::testing::TempDir();

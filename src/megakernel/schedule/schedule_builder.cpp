@@ -187,7 +187,7 @@ class Builder {
   // after the first, when the tile shapes ask for it (small batches: every such task reads the
   // previous layer's three fp32 rows of each batch row).
   bool FusesNorm(int64_t layer) const {
-    return tiles_.fused_norm != 0 && layer >= 1 && layer < config_.num_layers &&
+    return FusesNormAt(tiles_, batch_) && layer >= 1 && layer < config_.num_layers &&
            config_.layers[layer].ffn == FfnKind::kMoe;
   }
 

@@ -77,7 +77,7 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   tiles.topk_in_finalize = batch <= 4 ? 1 : 0;
   // The fused norm: each QKV and router task normalises its rows one after another, so only at
   // the smallest batches, where the join's hop is the largest share of a layer.
-  tiles.fused_norm = batch <= 2 ? 1 : 0;
+  tiles.fused_norm_max_batch = 2;
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
   // Down items of 256 features from two rows on: half the claims and signals for the same
   // bytes, which the weight ring streams as fast (H200, 8K: batch 8 10.54 -> 10.27 ms, 16 16.04
@@ -119,7 +119,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"attention_claimers", &TileShapes::attention_claimers},
       {"expert_claimers", &TileShapes::expert_claimers},
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
-      {"fused_norm", &TileShapes::fused_norm},
+      {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -159,10 +159,8 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     Require(tiles.topk_in_finalize == 0 || tiles.topk_in_finalize == 1,
             "topk_in_finalize must be 0 or 1");
   }
-  Require(tiles.fused_norm == 0 || tiles.fused_norm == 1, "fused_norm must be 0 or 1");
-  // A fused QKV task stages its rows whole, as one K chunk of at most 8 tokens.
-  Require(tiles.fused_norm == 0 || batch <= 8,
-          "fused_norm needs a batch of at most 8, got " + std::to_string(batch));
+  Require(tiles.fused_norm_max_batch >= 0 && tiles.fused_norm_max_batch <= kMaxFusedNormBatch,
+          "fused_norm_max_batch must be 0.." + std::to_string(kMaxFusedNormBatch));
   RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
   Require(tiles.sliding_splits >= 1 && tiles.sliding_splits <= kMaxAttentionSplits,
           "sliding_splits must be 1.." + std::to_string(kMaxAttentionSplits));

@@ -13,6 +13,7 @@ namespace mkserve::megakernel {
 
 inline constexpr int64_t kMaxBatch = 64;  // GEMM tiles put the batch on the MMA's N (<= 64 here)
 inline constexpr int64_t kMaxAttentionSplits = 32;  // KV splits per (row, KV head): partials slots
+inline constexpr int64_t kMaxFusedNormBatch = 8;    // a fused QKV task stages its rows as one chunk
 
 struct TileShapes {
   int64_t row_tile = 1;             // rows per task of per-row ops (embed, join, top-k, sample)
@@ -33,10 +34,17 @@ struct TileShapes {
   int64_t attention_claimers = 1;   // claim tasks per full-attention layer
   int64_t expert_claimers = 1;      // claim tasks per MoE layer, for each of its two queues
   int64_t topk_in_finalize = 0;     // 1: the finalize task runs the layer's top-k (a hop less)
-  int64_t fused_norm = 0;  // 1: MoE layers' QKV and router tasks normalise their input (no join)
+  // Batches up to this size fuse the norm: MoE layers' QKV and router tasks normalise their
+  // input themselves (no join on the path). 0: never; at most kMaxFusedNormBatch.
+  int64_t fused_norm_max_batch = 0;
 
   bool operator==(const TileShapes&) const = default;
 };
+
+// Whether a schedule of `batch` rows fuses the norm (of every MoE layer after the first).
+inline bool FusesNormAt(const TileShapes& tiles, int64_t batch) {
+  return batch <= tiles.fused_norm_max_batch;
+}
 
 // The default shapes for `batch` rows on `num_sms` SMs serving `bucket`.
 TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,
