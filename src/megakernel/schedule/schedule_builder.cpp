@@ -163,17 +163,12 @@ class Builder {
     schedule.counters = counters_.Take();
     schedule.queues = std::move(queues_);
     const uint64_t rows = static_cast<uint64_t>(batch_);
-    // attn_out and ffn_out have a block of rows per layer. The O-proj adds into every layer's;
-    // ffn_out only needs zeros up to the last dense layer (dense down adds, the MoE combine
-    // stores). At batch 64 zeroing every layer's ffn_out too cost 25 MB of writes a step.
-    int64_t dense_prefix = 0;
-    for (int64_t l = 0; l < config_.num_layers; ++l) {
-      if (config_.layers[l].ffn == FfnKind::kDense) dense_prefix = l + 1;
-    }
-    const uint64_t block = rows * config_.hidden_size * sizeof(float);
+    // attn_out and ffn_out: a block of rows per layer.
+    const uint64_t layer_blocks =
+        rows * config_.hidden_size * sizeof(float) * static_cast<uint64_t>(config_.num_layers);
     schedule.zero_before_step = {
-        {kScratchAttnOut, block * static_cast<uint64_t>(config_.num_layers)},
-        {kScratchFfnOut, block * static_cast<uint64_t>(dense_prefix)},
+        {kScratchAttnOut, layer_blocks},
+        {kScratchFfnOut, layer_blocks},
         {kScratchRouterLogits, rows * config_.num_experts * sizeof(float)},
         {kScratchExpertCounts,
          static_cast<uint64_t>(config_.num_layers * config_.num_experts) * sizeof(uint32_t)},
