@@ -16,13 +16,15 @@ namespace {
 
 inline constexpr int kRingSlots = 4;  // descriptors the controller warp may run ahead
 
-// Shared memory of one CTA. The op scratch is a union: one task runs at a time. Keep what comes
-// before it as it is: a 160-byte member added here made every batch about 3 % slower (H200, 8K:
-// batch 1 3.25 -> 3.36 ms, batch 8 9.54 -> 9.71), so the fused norm's sums live in GemvSmem.
+// Shared memory of one CTA. The op scratch is a union: one task runs at a time. It must start on
+// a 128-byte boundary (the static_assert below): the weight ring's 16-byte lane vectors and the
+// staged rows are laid out for it. A 16-byte member added before it made every batch about 20 %
+// slower (H200, 8K: batch 1 3.16 -> 3.82 ms, batch 8 9.50 -> 11.54, batch 64 29.3 -> 33.4), a
+// 160-byte one 3 %; new members go in ControllerMailbox, after everything else.
 struct KernelSmem {
   TaskDescriptor ring[kRingSlots];
   uint32_t loaded;             // descriptors the controller has placed (written by the controller)
-  uint32_t consumed;           // tasks the workers have finished (written by worker thread 0)
+  uint32_t done;               // tasks the workers have finished (written by worker thread 0)
   uint32_t stop;               // a wait gave up (watchdog abort): everyone leaves
   int32_t claim;               // the item a claim loop took, -1 when the queue is empty
   ExpertWorkItem expert_item;  // its record (written by worker thread 0)
@@ -40,33 +42,125 @@ struct KernelSmem {
 // ops' scratch in the union (attention stages, finalize tables), and no other op runs while an
 // expert item streams.
 constexpr size_t kWeightRingOffset = offsetof(KernelSmem, op) + sizeof(GemvSmem);
-static_assert(kWeightRingOffset % 16 == 0);
+static_assert(offsetof(KernelSmem, op) % 128 == 0 && kWeightRingOffset % 128 == 0);
 
 __device__ inline uint4* WeightRing(KernelSmem& s) {
   return reinterpret_cast<uint4*>(reinterpret_cast<char*>(&s) + kWeightRingOffset);
+}
+
+// A claimed item's arrivals, posted by worker thread 0 for the controller to make: `weight` on
+// counter base + unit, or, with row_count > 0 (expert down), on base + the batch row of each of
+// the routed rows [bucket_begin, bucket_begin + row_count).
+struct ItemSignal {
+  uint32_t base, unit, weight, bucket_begin, row_count;
+};
+
+inline constexpr int kItemSignalSlots = 4;
+
+// What the worker warps and the controller hand each other besides the descriptors. It lies after
+// everything else in shared memory: members added before the op union move every op's scratch
+// (see KernelSmem).
+struct ControllerMailbox {
+  uint32_t
+      ready[kRingSlots];  // per ring slot: 1 + the task whose waits were met ahead (controller)
+  uint32_t items_posted;  // item signals posted (worker thread 0)
+  uint32_t items_made;    // item signals made (controller)
+  ItemSignal items[kItemSignalSlots];
+};
+
+constexpr size_t kMailboxOffset =
+    (std::max(sizeof(KernelSmem),
+              kWeightRingOffset +
+                  sizeof(uint4) * kWorkerWarps * static_cast<size_t>(kWeightRingWarpVecs)) +
+     15) /
+    16 * 16;
+
+__device__ inline ControllerMailbox& Mailbox(KernelSmem& s) {
+  return *reinterpret_cast<ControllerMailbox*>(reinterpret_cast<char*>(&s) + kMailboxOffset);
+}
+
+// Worker thread 0: hands an item's arrivals to the controller (waiting while the mailbox is full).
+__device__ inline void PostItemSignal(KernelSmem& s, const ItemSignal& signal) {
+  ControllerMailbox& m = Mailbox(s);
+  const uint32_t n = m.items_posted;  // only this thread writes it
+  while (n - LoadAcquireCta(m.items_made) >= kItemSignalSlots) __nanosleep(20);
+  m.items[n % kItemSignalSlots] = signal;
+  StoreReleaseCta(m.items_posted, n + 1);
 }
 
 __device__ inline volatile uint32_t& Volatile(uint32_t& v) {
   return *const_cast<volatile uint32_t*>(&v);
 }
 
-// The controller warp: copies this SM's descriptors into the ring while the workers run.
-__device__ void ControllerLoop(const TaskDescriptor* tasks, uint32_t count, KernelSmem& s) {
+// The controller warp, beside the workers for the whole step: keeps the descriptor ring filled,
+// signals each finished task's counter (its fence and add leave the workers' path: they start
+// the next task at once) and checks the next task's waits ahead, so that a wait met long ago
+// costs the workers no L2 round trip. Signals go out in task order, each after its task's
+// stores (worker barrier, then the release store of `done`, then the fence here), so the
+// schedule's dependencies are those of workers that signal themselves.
+__device__ void ControllerLoop(const StepParams& p, const TaskDescriptor* tasks, uint32_t count,
+                               KernelSmem& s) {
   const int lane = threadIdx.x % 32;
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t go = 1;
+  ControllerMailbox& m = Mailbox(s);
+  uint32_t loaded = 0, signalled = 0, items_made = 0, checked = 0;
+  while (signalled < count) {
+    uint32_t done = 0, posted = 0, stop = 0;
     if (lane == 0) {
-      while (i - Volatile(s.consumed) >= kRingSlots && Volatile(s.stop) == 0) __nanosleep(20);
-      go = Volatile(s.stop) == 0;
+      done = LoadAcquireCta(s.done);
+      posted = LoadAcquireCta(m.items_posted);
+      stop = Volatile(s.stop);
     }
-    if (__shfl_sync(0xffffffffu, go, 0) == 0) return;  // one decision for the whole warp
-    if (lane < kTaskWords / 4) {
-      reinterpret_cast<uint4*>(&s.ring[i % kRingSlots])[lane] =
-          reinterpret_cast<const uint4*>(&tasks[i])[lane];
+    done = __shfl_sync(0xffffffffu, done, 0);
+    posted = __shfl_sync(0xffffffffu, posted, 0);
+    if (__shfl_sync(0xffffffffu, stop, 0) != 0) return;  // the workers have left
+    const bool progress = signalled < done || items_made < posted ||
+                          (loaded < count && loaded - signalled < kRingSlots);
+    if (lane == 0 && (signalled < done || items_made < posted)) {
+      FenceAcqRel();  // one fence releases every task and item finished since the last look
+      for (; items_made < posted; ++items_made) {
+        const ItemSignal& signal = m.items[items_made % kItemSignalSlots];
+        if (signal.row_count == 0) {
+          atomicAdd(p.counters + signal.base + signal.unit, signal.weight);
+        } else {
+          for (uint32_t i = 0; i < signal.row_count; ++i) {
+            const int32_t a = LoadCgI(p.bucket_assignment + signal.bucket_begin + i);
+            atomicAdd(p.counters + signal.base + a / p.top_k, signal.weight);
+          }
+        }
+        StoreReleaseCta(m.items_made, items_made + 1);  // the slot may be posted again
+      }
+      for (; signalled < done; ++signalled) {
+        const TaskDescriptor& d = s.ring[signalled % kRingSlots];
+        if (!IsClaimOpcode(d.opcode) && d.signal_counter != kNoCounter) {
+          atomicAdd(p.counters + d.signal_counter, 1u);
+        }
+      }
     }
-    __threadfence_block();
-    __syncwarp();
-    if (lane == 0) Volatile(s.loaded) = i + 1;
+    signalled = __shfl_sync(0xffffffffu, signalled, 0);
+    items_made = __shfl_sync(0xffffffffu, items_made, 0);
+    for (; loaded < count && loaded - signalled < kRingSlots; ++loaded) {
+      if (lane < kTaskWords / 4) {
+        reinterpret_cast<uint4*>(&s.ring[loaded % kRingSlots])[lane] =
+            reinterpret_cast<const uint4*>(&tasks[loaded])[lane];
+      }
+      __syncwarp();
+      if (lane == 0) StoreReleaseCta(s.loaded, loaded + 1);
+    }
+    // The task after the one the workers run: are its waits met already? One look per task,
+    // after the signals: a load here holds up the next signal for an L2 round trip.
+    const uint32_t next = done + 1;
+    if (next < loaded && checked <= next) {
+      checked = next + 1;
+      if (lane == 0) {
+        const TaskDescriptor& d = s.ring[next % kRingSlots];
+        if (CounterReached(p, d.wait0_counter, d.wait0_target) &&
+            CounterReached(p, d.wait1_counter, d.wait1_target)) {
+          FenceAcqRel();  // acquire for the workers, who read what those waits guard
+          StoreReleaseCta(m.ready[next % kRingSlots], next + 1);
+        }
+      }
+    }
+    if (!progress) __nanosleep(20);
   }
 }
 
@@ -124,16 +218,8 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
     RunExpertItem(p, d.layer, item, down, s.op.gemv, RingRounds{WeightRing(s)});
     WorkerSync();
     if (threadIdx.x == 0) {
-      const uint32_t base = d.arg[kArgItemSignalBase];
-      if (!down) {
-        Arrive(p, base + item.signal_unit, item.arrive_weight);
-      } else {
-        FenceAcqRel();
-        for (uint32_t i = 0; i < item.row_count; ++i) {
-          const int32_t a = LoadCgI(p.bucket_assignment + item.bucket_begin + i);
-          atomicAdd(p.counters + base + a / p.top_k, item.arrive_weight);
-        }
-      }
+      PostItemSignal(s, {d.arg[kArgItemSignalBase], item.signal_unit, item.arrive_weight,
+                         item.bucket_begin, down ? item.row_count : 0u});
       RecordItem(p, queue, index, s);
     }
   }
@@ -162,7 +248,7 @@ __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d,
     }
     WorkerSync();
     if (threadIdx.x == 0) {
-      Arrive(p, d.arg[kArgItemSignalBase] + item.signal_unit, item.arrive_weight);
+      PostItemSignal(s, {d.arg[kArgItemSignalBase], item.signal_unit, item.arrive_weight, 0, 0});
       RecordItem(p, queue, index, s);
     }
   }
@@ -235,17 +321,20 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       lists.tasks + static_cast<int64_t>(blockIdx.x) * lists.max_tasks_per_sm;
   if (threadIdx.x == 0) {
     s.loaded = 0;
-    s.consumed = 0;
+    s.done = 0;
     s.stop = 0;
+    for (int slot = 0; slot < kRingSlots; ++slot) Mailbox(s).ready[slot] = 0;
+    Mailbox(s).items_posted = 0;
+    Mailbox(s).items_made = 0;
   }
   __syncthreads();  // the only CTA-wide barrier: before the roles split
   if (threadIdx.x >= kWorkerThreads) {
-    ControllerLoop(tasks, count, s);
+    ControllerLoop(p, tasks, count, s);
     return;
   }
   for (uint32_t i = 0; i < count; ++i) {
     if (threadIdx.x == 0) {
-      while (Volatile(s.loaded) <= i) __nanosleep(20);
+      while (LoadAcquireCta(s.loaded) <= i) __nanosleep(20);
     }
     WorkerSync();
     const TaskDescriptor& d = s.ring[i % kRingSlots];
@@ -253,8 +342,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     if (threadIdx.x == 0) start = GlobalTimerNs();
     uint64_t ready_at = 0;
     if (threadIdx.x == 0) {
-      const bool ready = SpinUntil(p, d.wait0_counter, d.wait0_target) &&
-                         SpinUntil(p, d.wait1_counter, d.wait1_target);
+      const bool ready = LoadAcquireCta(Mailbox(s).ready[i % kRingSlots]) == i + 1 ||
+                         (SpinUntil(p, d.wait0_counter, d.wait0_target) &&
+                          SpinUntil(p, d.wait1_counter, d.wait1_target));
       if (!ready) Volatile(s.stop) = 1;
       ready_at = GlobalTimerNs();
     }
@@ -264,12 +354,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     WorkerSync();
     if (Volatile(s.stop) != 0) return;
     if (threadIdx.x == 0) {
-      if (!IsClaimOpcode(d.opcode)) Arrive(p, d.signal_counter);
-      if (p.timeline != nullptr) {
+      if (p.timeline != nullptr) {  // the end is the workers': the controller signals after it
         p.timeline[static_cast<int64_t>(blockIdx.x) * lists.max_tasks_per_sm + i] = {
             start, ready_at, GlobalTimerNs()};
       }
-      Volatile(s.consumed) = i + 1;  // the ring slot may be refilled
+      StoreReleaseCta(s.done, i + 1);  // the controller signals the task and reuses its slot
     }
   }
 }
@@ -291,11 +380,7 @@ __global__ void ZeroRegionsKernel(ZeroArgs args) {
 
 }  // namespace
 
-size_t MegakernelSmemBytes() {
-  return std::max(
-      sizeof(KernelSmem),
-      kWeightRingOffset + sizeof(uint4) * kWorkerWarps * static_cast<size_t>(kWeightRingWarpVecs));
-}
+size_t MegakernelSmemBytes() { return kMailboxOffset + sizeof(ControllerMailbox); }
 
 int MegakernelGridSize() {
   static const int grid = [] {

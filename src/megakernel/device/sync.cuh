@@ -1,7 +1,9 @@
 // Cross-SM dependencies of the persistent kernel: monotonic uint32 counters in global memory.
-// Arrive: every worker's stores are done (worker barrier), one thread fences and adds. Wait: one
-// thread spins on a volatile load with a short sleep, fences, and the worker barrier releases the
-// rest. Reads of data another SM wrote go through L2 (LoadCg), never a stale L1 line.
+// Arrive: every worker's stores are done (worker barrier), worker thread 0 hands the arrival to
+// the controller warp through shared memory (release / acquire), which fences (cumulative: it
+// covers the workers' stores) and adds. Wait: one thread spins on a volatile load with a short
+// sleep, fences, and the worker barrier releases the rest. Reads of data another SM wrote go
+// through L2 (LoadCg), never a stale L1 line.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -35,6 +37,29 @@ __device__ inline uint64_t GlobalTimerNs() {
 // so no proxy fence either.
 __device__ inline void FenceAcqRel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
+// A flag in shared memory handed between the worker warps and the controller warp: the release
+// store orders everything its thread (and, through a barrier before it, every worker) did before.
+__device__ inline void StoreReleaseCta(uint32_t& flag, uint32_t value) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(&flag))),
+               "r"(value)
+               : "memory");
+}
+
+__device__ inline uint32_t LoadAcquireCta(const uint32_t& flag) {
+  uint32_t value;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];"
+               : "=r"(value)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&flag)))
+               : "memory");
+  return value;
+}
+
+// Whether counters[id] >= target now (kNoCounter: yes), one load: the controller's look ahead.
+__device__ inline bool CounterReached(const StepParams& p, uint32_t id, uint32_t target) {
+  return id == kNoCounter || *static_cast<const volatile uint32_t*>(p.counters + id) >= target;
+}
+
 // Spins until counters[id] >= target (kNoCounter: at once). Returns false when the host raised
 // the abort flag meanwhile (the step is being abandoned by the watchdog). One thread calls it.
 __device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t target) {
@@ -50,13 +75,6 @@ __device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t targ
   }
   FenceAcqRel();
   return true;
-}
-
-// One thread, after a WorkerSync that follows every store of the task.
-__device__ inline void Arrive(const StepParams& p, uint32_t id, uint32_t amount = 1) {
-  if (id == kNoCounter) return;
-  FenceAcqRel();
-  atomicAdd(p.counters + id, amount);
 }
 
 // Loads that bypass L1: the data was written by another SM during this launch.
