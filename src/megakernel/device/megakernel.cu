@@ -61,8 +61,8 @@ inline constexpr int kItemSignalSlots = 4;
 // everything else in shared memory: members added before the op union move every op's scratch
 // (see KernelSmem).
 struct ControllerMailbox {
-  uint32_t
-      ready[kRingSlots];  // per ring slot: 1 + the task whose waits were met ahead (controller)
+  // Per ring slot: 1 + the task whose waits the controller found met ahead.
+  uint32_t ready[kRingSlots];
   uint32_t items_posted;  // item signals posted (worker thread 0)
   uint32_t items_made;    // item signals made (controller)
   ItemSignal items[kItemSignalSlots];
