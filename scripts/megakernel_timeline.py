@@ -5,7 +5,8 @@ Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us]
 
 Times are microseconds from when the layer's input was ready (its QKV tasks' first wait ends);
 the layer ends when the next layer's input is ready. Prints, per opcode and
-per item queue: count, first start, first ready, last end, mean wait and mean run; then how
+per item queue: count, first start, first ready, last end, mean wait and mean run; the hops
+between SMs on the layer's chains (a producer's last end to its consumer's first ready); then how
 busy the SMs were over the layer (time inside a task or an item after its wait), how items
 spread over the SMs, the busiest and idlest SMs, and, every bucket_us (default 2.5), how many
 SMs were running and what.
@@ -56,6 +57,23 @@ def main():
               f"{max(r['end'] for r in rows) - origin:.1f} | "
               f"{sum(r['ready'] - r['start'] for r in rows) / n:.2f} | "
               f"{sum(r['end'] - r['ready'] for r in rows) / n:.2f} |")
+
+    # Hand-offs between SMs on the layer's chains: the producers' last end to the consumer's
+    # first ready (what a signal costs: the fence, the add, the consumer's poll).
+    def edge(what, name, key, pick):
+        values = [r[key] for (w, n), rows in groups.items() if (w, n) == (what, name) for r in rows]
+        return pick(values) - origin if values else None
+
+    hops = [("router -> finalize", edge("task", "router", "end", max),
+             edge("task", "moe_finalize", "ready", min)),
+            ("finalize -> first gate/up item", edge("task", "moe_finalize", "end", max),
+             edge("item", "expert_gate_up", "ready", min)),
+            ("O-proj and MoE combine -> next layer's input",
+             max(edge("task", "oproj", "end", max) or 0.0,
+                 edge("task", "moe_combine", "end", max) or 0.0), span)]
+    shown = [(name, b - a) for name, a, b in hops if a is not None and b is not None]
+    if shown:
+        print("\nhops: " + ", ".join(f"{name} {gap:.1f} us" for name, gap in shown))
 
     # Busy time per SM inside [origin, layer_end]: tasks that are not claim loops, and items.
     claim_ops = {"attention_claim", "expert_gate_up_claim", "expert_down_claim"}
