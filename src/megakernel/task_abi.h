@@ -227,7 +227,7 @@ enum ScratchBuffer : uint32_t {
 // Timeline (optional): the kernel writes one record per executed task at
 // records[sm * max_tasks_per_sm + task_index], times from %globaltimer in nanoseconds: the task's
 // start (before its wait), when its wait ended (its inputs were ready; a claim task's own wait,
-// before it claims items) and its end (after its signal).
+// before it claims items) and its end (the workers are done; the controller warp signals after).
 struct TaskTimestamp {
   uint64_t start_ns;
   uint64_t ready_ns;
@@ -236,8 +236,9 @@ struct TaskTimestamp {
 static_assert(sizeof(TaskTimestamp) == 24);
 
 // With the timeline on, claim tasks also write one record per item they ran, at
-// items[queue * stride + item index]: before the claim, when the item's wait ended, after its
-// signal, and the SM that ran it (claimed = 1; 0 for an item no one ran).
+// items[queue * stride + item index]: before the claim, when the item's wait ended, when its
+// arrival was posted to the controller warp, and the SM that ran it (claimed = 1; 0 for an item
+// no one ran).
 struct ItemTimestamp {
   uint64_t start_ns;
   uint64_t ready_ns;
