@@ -17,10 +17,10 @@ namespace {
 inline constexpr int kRingSlots = 4;  // descriptors the controller warp may run ahead
 
 // Shared memory of one CTA. The op scratch is a union: one task runs at a time. It must start on
-// a 128-byte boundary (the static_assert below): the weight ring's 16-byte lane vectors and the
-// staged rows are laid out for it. A 16-byte member added before it made every batch about 20 %
-// slower (H200, 8K: batch 1 3.16 -> 3.82 ms, batch 8 9.50 -> 11.54, batch 64 29.3 -> 33.4), a
-// 160-byte one 3 %; new members go in ControllerMailbox, after everything else.
+// a 128-byte boundary (the static_assert below): a 16-byte member added before it made every
+// batch about 20 % slower (H200, 8K: batch 1 3.16 -> 3.82 ms, batch 8 9.50 -> 11.54, batch 64
+// 29.3 -> 33.4), while 128-384 bytes more measured the same as none. New members go in
+// ControllerMailbox, after everything else.
 struct KernelSmem {
   TaskDescriptor ring[kRingSlots];
   uint32_t loaded;             // descriptors the controller has placed (written by the controller)

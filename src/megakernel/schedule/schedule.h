@@ -52,7 +52,7 @@ struct Schedule {
   std::vector<std::vector<TaskDescriptor>> sm_tasks;  // [num_sms] lists, each in global order
   std::vector<CounterInfo> counters;
   std::vector<QueueInfo> queues;
-  std::vector<ScratchToZero> zero_before_step;  // besides all counters and every queue's cursor
+  std::vector<ScratchToZero> zero_before_step;  // besides all counters
 
   int64_t num_tasks() const;
   int64_t max_tasks_per_sm() const;
