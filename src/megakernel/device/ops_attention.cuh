@@ -30,7 +30,7 @@ struct AttentionSmem {
   union {
     bf16 stages[kWorkerWarps][kAttnStages][mma::kStageElements<kAttnHeadDim>];
     struct {  // after the page loop: every warp's (o, m, l) rows, warp w at rows w * kRows
-      float o[kWorkerWarps * mma::kRows][kAttnHeadDim];
+      float o[kWorkerWarps * mma::kRows][mma::kMergeStride<kAttnHeadDim>];
       float ml[kWorkerWarps * mma::kRows][2];
     } merge;
   };
@@ -101,7 +101,8 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   }
   cuda::CpAsyncWait<0>();
   WorkerSync();  // every warp is done with its stages: they become the merge area
-  mma::StoreWarpState<kAttnHeadDim>(st, warp * mma::kRows, &s.merge.o[0][0], &s.merge.ml[0][0]);
+  mma::StoreWarpState<kAttnHeadDim>(st, warp * mma::kRows, per_kv, &s.merge.o[0][0],
+                                    &s.merge.ml[0][0]);
   WorkerSync();
   for (int i = threadIdx.x; i < per_kv * kAttnHeadDim; i += kWorkerThreads) {
     const int h = i / kAttnHeadDim, d = i % kAttnHeadDim;

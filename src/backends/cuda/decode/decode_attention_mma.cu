@@ -82,7 +82,7 @@ __device__ void MergeWarps(const AttentionArgs& a, int64_t t, int group, const f
 template <int kHeadDim>
 constexpr size_t kSmemBytes = std::max(kWarps* kStages* kStageElements<kHeadDim> *
                                            sizeof(__nv_bfloat16),
-                                       kWarps* kRows*(kHeadDim + 2) * sizeof(float));
+                                       kWarps* kRows*(kMergeStride<kHeadDim> + 2) * sizeof(float));
 
 // Grid (token, kv head, split), kWarps warps; warp w takes keys 16w..16w+15 of every page.
 template <int kHeadDim>
@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
   CpAsyncWait<0>();  // only empty groups can remain; the stages become the merge area
   __syncthreads();
   auto* o = reinterpret_cast<float*>(smem);
-  float* ml = o + kWarps * kRows * kHeadDim;
-  StoreWarpState<kHeadDim>(st, warp * kRows, o, ml);
+  float* ml = o + kWarps * kRows * kMergeStride<kHeadDim>;
+  StoreWarpState<kHeadDim>(st, warp * kRows, group, o, ml);
   __syncthreads();
   MergeWarps<kHeadDim>(a, t, group, o, ml);
 }

@@ -159,11 +159,17 @@ __device__ inline void AccumulateSlice(SliceState<kHeadDim>& st, float (&s)[2][4
   }
 }
 
-// The warp's rows (m, l, o) into shared memory as row `first_row` + fragment row:
-// o [row][head_dim], ml [row][2].
+// Row stride (floats) of the merge area: with a 128-float stride the 8 rows one store of
+// StoreWarpState writes fall into the same banks (8 wavefronts a store); 8 floats more put them
+// in 4 distinct bank groups (2 wavefronts, the least for 256 bytes).
 template <int kHeadDim>
-__device__ inline void StoreWarpState(const SliceState<kHeadDim>& st, int first_row, float* o,
-                                      float* ml) {
+constexpr int kMergeStride = kHeadDim + 8;
+
+// The warp's live rows (m, l, o) into shared memory as row `first_row` + fragment row, rows past
+// `group` (the zero padding of the m16 tile) left out: o [row][kMergeStride], ml [row][2].
+template <int kHeadDim>
+__device__ inline void StoreWarpState(const SliceState<kHeadDim>& st, int first_row, int group,
+                                      float* o, float* ml) {
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4, c = lane % 4;
 #pragma unroll
@@ -171,6 +177,7 @@ __device__ inline void StoreWarpState(const SliceState<kHeadDim>& st, int first_
     float l = st.l[h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (g + 8 * h >= group) continue;
     const int row = first_row + g + 8 * h;
     if (c == 0) {
       ml[row * 2] = st.m[h];
@@ -178,15 +185,15 @@ __device__ inline void StoreWarpState(const SliceState<kHeadDim>& st, int first_
     }
 #pragma unroll
     for (int d = 0; d < kHeadDim / 8; ++d) {
-      *reinterpret_cast<float2*>(o + row * kHeadDim + d * 8 + 2 * c) =
+      *reinterpret_cast<float2*>(o + row * kMergeStride<kHeadDim> + d * 8 + 2 * c) =
           make_float2(st.o[d][2 * h], st.o[d][2 * h + 1]);
     }
   }
 }
 
-// Query head `row`, dim `d` merged over `warps` warp states stored by StoreWarpState (warp w's
-// rows at w * kRows): max and sum in the log2 domain and the unnormalised output (all zero and
-// max -inf when no warp saw a key).
+// Query head `row` (< the group StoreWarpState stored), dim `d` merged over `warps` warp states
+// (warp w's rows at w * kRows): max and sum in the log2 domain and the unnormalised output (all
+// zero and max -inf when no warp saw a key).
 struct MergedState {
   float max, sum, acc;
 };
@@ -199,7 +206,7 @@ __device__ inline MergedState MergeWarpStates(const float* o, const float* ml, i
   for (int w = 0; w < warps; ++w) {
     const float weight = exp2f(ml[(w * kRows + row) * 2] - m.max);
     m.sum += weight * ml[(w * kRows + row) * 2 + 1];
-    m.acc += weight * o[(w * kRows + row) * kHeadDim + d];
+    m.acc += weight * o[(w * kRows + row) * kMergeStride<kHeadDim> + d];
   }
   return m;
 }
