@@ -4,6 +4,7 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.5: kFlagPickItems (expert items by pick: no finalize, no item records).
 //   v1.4: kFlagFusedNorm and kFlagResidualOnly (the fused norm); residual, attn_out and ffn_out
 //         hold one row block per layer.
 //   v1.3: ItemTimestamp, the per-item timeline records of claim tasks.
@@ -107,6 +108,13 @@ enum TaskFlag : uint32_t {
   kFlagFusedNorm = 1u << 5,
   // kJoin: write the next residual only, no norm (the next layer's tasks fuse it).
   kFlagResidualOnly = 1u << 6,
+  // Expert items by pick, a layer without kMoeFinalize. kTopK: each pick (row r, k) is its own
+  // bucket, position a = r * top_k + k; the assignment and routed-position tables are written as
+  // the identity and no bucket counts are taken. Claim tasks: the queue holds no records; item i
+  // is pick a = i / arg[kArgTiles], output tile i % arg[kArgTiles], of expert topk_ids[a], for
+  // rows x top_k x arg[kArgTiles] items; a gate/up item signals unit a, a down item waits for unit
+  // a to reach arg[kArgTiles2] (the gate/up tiles) and signals its row.
+  kFlagPickItems = 1u << 7,
 };
 
 // The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).
@@ -152,8 +160,10 @@ enum TaskArg : uint32_t {
   kArgItemWaitBase = 6,
   kArgItemSignalBase = 7,
   kArgTileRows = 8,  // claim ops, kMoeFinalize: rows per expert row block
-  kArgTiles = 9,     // kMoeFinalize: gate/up tiles per row block (the down items' wait target)
-  kArgTiles2 = 10,   // kMoeFinalize: down tiles per row block
+  kArgTiles = 9,     // kMoeFinalize: gate/up tiles per row block (the down items' wait target);
+                     // claims with kFlagPickItems: their queue's tiles per pick
+  kArgTiles2 = 10,   // kMoeFinalize: down tiles per row block; down claims with
+                     // kFlagPickItems: gate/up tiles per pick
   // Static GEMM ops (kQkv, kOProj, kDenseGateUp, kDenseDown, kRouter, kLmHead): the tile's output
   // features [out_begin, out_end) in the op's own output space: kQkv the fused q|k|v rows,
   // kDenseGateUp intermediate index i (gate row i and up row i), kOProj / kDenseDown hidden,

@@ -46,8 +46,8 @@ TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
   EXPECT_EQ((per_op[{1, kAttentionCombine}]), 4);
   EXPECT_EQ((per_op[{1, kOProj}]), 32 * 4);
   EXPECT_EQ((per_op[{1, kRouter}]), 8 * 4);
-  EXPECT_EQ((per_op[{1, kTopK}]), 0);  // up to 4 rows the finalize runs the top-k
-  EXPECT_EQ((per_op[{1, kMoeFinalize}]), 1);
+  EXPECT_EQ((per_op[{1, kTopK}]), 1);  // one row: expert items by pick, no finalize
+  EXPECT_EQ((per_op[{1, kMoeFinalize}]), 0);
   EXPECT_EQ((per_op[{1, kExpertGateUpClaim}]), 132);
   EXPECT_EQ((per_op[{1, kMoeCombine}]), 1);
   EXPECT_EQ((per_op[{1, kJoin}]), 1);
@@ -228,6 +228,50 @@ TEST(ScheduleBuilderTest, AWaveCanBeKeptToAShareOfTheSms) {
   }
 }
 
+// pick_items: no finalize; the top-k tasks carry kFlagPickItems and the claims wait for them
+// (target: the row groups) and name their tiles per pick; the verifier accepts every instance.
+TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
+  const ModelConfig config = NmcPreset(6);
+  for (int64_t batch : {1, 2, 8}) {
+    const ContextBucket bucket = BucketForContext(config, 8192);
+    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 132);
+    tiles.pick_items = 1;
+    tiles.topk_in_finalize = 1;  // ignored by pick
+    const Schedule schedule =
+        BuildSchedule(config, batch, bucket, 132, tiles, SchedulePolicy::Default());
+    const uint32_t row_groups =
+        static_cast<uint32_t>((batch + tiles.row_tile - 1) / tiles.row_tile);
+    int top_ks = 0, claims = 0;
+    for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+      EXPECT_NE(task->opcode, kMoeFinalize);
+      if (task->opcode == kTopK) {
+        ++top_ks;
+        EXPECT_EQ(task->flags, kFlagPickItems);
+      }
+      if (task->opcode == kExpertGateUpClaim || task->opcode == kExpertDownClaim) {
+        ++claims;
+        EXPECT_EQ(task->flags, kFlagPickItems);
+        EXPECT_EQ(task->wait0_target, row_groups);
+        const bool down = task->opcode == kExpertDownClaim;
+        EXPECT_EQ(task->arg[kArgTiles],
+                  down ? 2048u / tiles.expert_down_tile : 768u / tiles.expert_up_tile);
+        if (down) EXPECT_EQ(task->arg[kArgTiles2], 768u / tiles.expert_up_tile);
+      }
+    }
+    EXPECT_EQ(top_ks, config.num_moe_layers() * static_cast<int>(row_groups));
+    EXPECT_EQ(claims, config.num_moe_layers() * 2 * static_cast<int>(tiles.expert_claimers));
+    for (const RunTimeWork& work : StandardWork(config, batch, schedule.bucket)) {
+      const VerifyReport report = VerifySchedule(config, schedule, work);
+      EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
+    }
+  }
+  TileShapes bad = ChooseTileShapes(config, 1, BucketForContext(config, 8192), 132);
+  bad.pick_items = 2;
+  EXPECT_THROW(
+      BuildSchedule(config, 1, BucketForContext(config, 8192), 132, bad, SchedulePolicy::Default()),
+      Error);
+}
+
 // topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and
 // carries kFlagWithTopK; the verifier accepts the schedules, data checks included (the finalize
 // reads the router logits and writes the routing it then reads).
@@ -237,6 +281,7 @@ TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
     const ContextBucket bucket = BucketForContext(config, 8192);
     TileShapes tiles = ChooseTileShapes(config, batch, bucket, 132);
     tiles.topk_in_finalize = 1;
+    tiles.pick_items = 0;  // by pick (batch 1's default) there is no finalize
     const Schedule schedule =
         BuildSchedule(config, batch, bucket, 132, tiles, SchedulePolicy::Default());
     int finalizes = 0;

@@ -208,8 +208,46 @@ TEST(VerifierTest, APolicyThatOrdersTheJoinFirstIsAnOrderViolation) {
   EXPECT_TRUE(report.Has(Kind::kOrderViolation)) << report.Summary();
 }
 
+// By pick the down claims build their waits from arg[kArgTiles2]: a wrong count there, or a
+// top-k that does not write the pick tables, must not pass.
+TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
+  const ModelConfig config = TinyPreset();
+  const ContextBucket bucket = BucketForContext(config, 1024);
+  for (int64_t batch : {1, 3}) {
+    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 3);
+    tiles.pick_items = 1;
+    const Schedule good = BuildSchedule(config, batch, bucket, 3, tiles, SchedulePolicy::Default());
+    const std::vector<RunTimeWork> work = StandardWork(config, batch, bucket);
+    for (const RunTimeWork& w : work) {
+      const VerifyReport report = VerifySchedule(config, good, w);
+      EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
+    }
+    auto planted = [&](uint32_t opcode, auto change) {
+      Schedule bad = good;
+      for (auto& list : bad.sm_tasks) {
+        for (TaskDescriptor& task : list) {
+          if (task.opcode == opcode) {
+            change(task);
+            return VerifySchedule(config, bad, work[0]);
+          }
+        }
+      }
+      throw std::runtime_error("no such task");
+    };
+    EXPECT_TRUE(planted(kExpertDownClaim, [](TaskDescriptor& t) {
+                  t.arg[kArgTiles2] += 1;
+                }).Has(Kind::kBadDescriptor));
+    EXPECT_TRUE(planted(kExpertGateUpClaim, [](TaskDescriptor& t) {
+                  t.arg[kArgTiles] -= 1;
+                }).Has(Kind::kBadDescriptor));
+    EXPECT_TRUE(planted(kTopK, [](TaskDescriptor& t) {
+                  t.flags &= ~kFlagPickItems;
+                }).Has(Kind::kBadDescriptor));
+  }
+}
+
 TEST(VerifierTest, AnUnknownCounterStopsTheCheckWithAClearFailure) {
-  Tiny tiny(1);
+  Tiny tiny(2);  // a finalize (one row has none: its items are by pick)
   tiny.First(kMoeFinalize, 1).wait0_counter = 1u << 20;
   const VerifyReport report = tiny.Verify();
   EXPECT_TRUE(report.Has(Kind::kUnknownCounter)) << report.Summary();

@@ -97,6 +97,52 @@ TEST(ExpertItemsTest, ItemsFollowRoutingAndFitTheCapacityBound) {
   }
 }
 
+// By pick, item i of a queue is pick i / tiles, tile i % tiles, one row at bucket position = the
+// pick, in the order the device's PickRecord builds them; bad routing is still refused.
+TEST(ExpertItemsTest, ItemsByPickAreOnePickEachInPickOrder) {
+  const ModelConfig config = NmcPreset(4);
+  for (int64_t batch : {1, 2, 5}) {
+    TileShapes tiles = ChooseTileShapes(config, batch, BucketForContext(config, 4096), 132);
+    tiles.pick_items = 1;
+    std::vector<int32_t> routing;
+    for (int64_t r = 0; r < batch; ++r) {
+      for (int32_t k = 0; k < 8; ++k)
+        routing.push_back((k * 7 + 3 * static_cast<int32_t>(r)) % 128);
+    }
+    const ExpertQueues queues = ExpertItemsForRouting(config, batch, routing, tiles);
+    const uint32_t up_tiles = ExpertGateUpTiles(config, tiles);
+    const uint32_t down_tiles = ExpertDownTiles(config, tiles);
+    ASSERT_EQ(queues.gate_up.size(), batch * 8 * up_tiles);
+    ASSERT_EQ(queues.down.size(), batch * 8 * down_tiles);
+    for (size_t i = 0; i < queues.gate_up.size(); ++i) {
+      const ExpertWorkItem& item = queues.gate_up[i];
+      const uint32_t a = static_cast<uint32_t>(i / up_tiles);
+      EXPECT_EQ(item.expert, static_cast<uint32_t>(routing[a]));
+      EXPECT_EQ(item.tile, i % up_tiles);
+      EXPECT_EQ(item.bucket_begin, a);
+      EXPECT_EQ(item.row_count, 1u);
+      EXPECT_EQ(item.signal_unit, a);
+      EXPECT_EQ(item.wait_unit, kNoCounter);
+    }
+    for (size_t i = 0; i < queues.down.size(); ++i) {
+      const ExpertWorkItem& item = queues.down[i];
+      const uint32_t a = static_cast<uint32_t>(i / down_tiles);
+      EXPECT_EQ(item.tile, i % down_tiles);
+      EXPECT_EQ(item.wait_unit, a);
+      EXPECT_EQ(item.wait_target, up_tiles);
+      EXPECT_EQ(item.signal_count, 1u);
+    }
+    for (int64_t a = 0; a < batch * 8; ++a) {
+      EXPECT_EQ(queues.routed_row[a], a / 8);
+      EXPECT_EQ(queues.routed_slot[a], a % 8);
+      EXPECT_EQ(queues.bucket_of[a], a);
+    }
+    std::vector<int32_t> repeated = routing;
+    repeated[1] = repeated[0];
+    EXPECT_THROW(ExpertItemsForRouting(config, batch, repeated, tiles), Error);
+  }
+}
+
 TEST(ExpertItemsTest, BadRoutingIsRejected) {
   const ModelConfig config = NmcPreset(4);
   const TileShapes tiles = ChooseTileShapes(config, 1, BucketForContext(config, 4096), 132);

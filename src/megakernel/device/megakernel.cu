@@ -164,25 +164,63 @@ __device__ void ControllerLoop(const StepParams& p, const TaskDescriptor* tasks,
   }
 }
 
-// Worker thread 0 takes the next item of queue `queue` (`count` items), copies its record into
-// shared memory and, when it has a wait, waits for it. Returns the item index or -1 (queue empty
-// or the step was abandoned), for every worker. One load of the record, not one for its wait and
-// another for the workers: each dependent L2 round trip here sits before the item's first weight
-// load (about 1 us apiece while the SMs stream).
+// An item's record as a queue holds it: one load of every field.
 template <class Item>
-__device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count, const Item* items,
-                         uint32_t wait_base, Item& staged, KernelSmem& s) {
+__device__ inline Item LoadRecord(const Item* items, uint32_t index) {
+  Item item;
+  for (int i = 0; i < static_cast<int>(sizeof(Item) / 16); ++i) {
+    reinterpret_cast<uint4*>(&item)[i] = LoadCg(reinterpret_cast<const uint4*>(items + index) + i);
+  }
+  return item;
+}
+
+// Where a claim's items come from: the records of its queue, or, for expert items by pick
+// (kFlagPickItems, `records` null), their index: the fields follow from it and the expert is the
+// one load (the top-k's id of the pick).
+template <class Item>
+struct ItemSource {
+  const Item* records;
+  __device__ Item operator()(const StepParams&, uint32_t index) const {
+    return LoadRecord(records, index);
+  }
+};
+template <>
+struct ItemSource<ExpertWorkItem> {
+  const ExpertWorkItem* records;
+  uint32_t tiles, up_tiles;  // by pick: this queue's tiles per pick, the gate/up tiles per pick
+  bool down;
+  __device__ ExpertWorkItem operator()(const StepParams& p, uint32_t index) const {
+    if (records != nullptr) return LoadRecord(records, index);
+    const uint32_t a = index / tiles;
+    ExpertWorkItem item{};
+    item.expert = static_cast<uint32_t>(LoadCgI(p.topk_ids + a));
+    item.tile = index % tiles;
+    item.bucket_begin = a;
+    item.row_count = 1;
+    item.arrive_weight = 1;
+    item.signal_count = 1;
+    item.wait_unit = down ? a : kNoCounter;
+    item.wait_target = down ? up_tiles : 0;
+    item.signal_unit = down ? kNoCounter : a;
+    return item;
+  }
+};
+
+// Worker thread 0 takes the next item of queue `queue` (`count` items), copies its record (from
+// `source`) into shared memory and, when it has a wait, waits for it. Returns the item index or
+// -1 (queue empty or the step was abandoned), for every worker. One load of the record, not one
+// for its wait and another for the workers: each dependent L2 round trip here sits before the
+// item's first weight load (about 1 us apiece while the SMs stream).
+template <class Item>
+__device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count,
+                         ItemSource<Item> source, uint32_t wait_base, Item& staged, KernelSmem& s) {
   if (threadIdx.x == 0) {
     if (p.item_timeline != nullptr) s.claim_start_ns = GlobalTimerNs();
     int32_t claimed = -1;
     const uint32_t index = atomicAdd(p.queue_heads + queue, 1u);
     if (index < count) {
       claimed = static_cast<int32_t>(index);
-      Item item;
-      for (int i = 0; i < static_cast<int>(sizeof(Item) / 16); ++i) {
-        reinterpret_cast<uint4*>(&item)[i] =
-            LoadCg(reinterpret_cast<const uint4*>(items + index) + i);
-      }
+      const Item item = source(p, index);
       staged = item;
       if (item.wait_unit != kNoCounter &&
           !SpinUntil(p, wait_base + item.wait_unit, item.wait_target)) {
@@ -208,11 +246,19 @@ __device__ inline void RecordItem(const StepParams& p, uint32_t queue, int index
 __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bool down,
                                 KernelSmem& s) {
   const uint32_t queue = d.arg[kArgQueue];
-  const ExpertWorkItem* items = p.expert_items + p.queue_offsets[queue];
-  // The finalize wrote the count before the claim task's wait was met; it does not change.
-  const uint32_t count = threadIdx.x == 0 ? LoadCgU(p.queue_counts + queue) : 0;
+  const bool by_pick = (d.flags & kFlagPickItems) != 0;
+  const ItemSource<ExpertWorkItem> source{
+      by_pick ? nullptr : p.expert_items + p.queue_offsets[queue], d.arg[kArgTiles],
+      d.arg[kArgTiles2], down};
+  // The finalize wrote the count before the claim task's wait was met; it does not change. By
+  // pick it is every pick's tiles.
+  uint32_t count = 0;
+  if (threadIdx.x == 0) {
+    count = by_pick ? (d.row_end - d.row_begin) * p.top_k * d.arg[kArgTiles]
+                    : LoadCgU(p.queue_counts + queue);
+  }
   for (;;) {
-    const int index = ClaimNext(p, queue, count, items, d.arg[kArgItemWaitBase], s.expert_item, s);
+    const int index = ClaimNext(p, queue, count, source, d.arg[kArgItemWaitBase], s.expert_item, s);
     if (index < 0) return;
     const ExpertWorkItem item = s.expert_item;
     RunExpertItem(p, d.layer, item, down, s.op.gemv, RingRounds{WeightRing(s)});
@@ -230,8 +276,8 @@ __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d,
   const LayerParams& layer = p.layers[d.layer];
   const uint32_t count = threadIdx.x == 0 ? LoadCgU(p.queue_counts + queue) : 0;  // host-written
   for (;;) {
-    const int index =
-        ClaimNext(p, queue, count, p.attention_items, d.arg[kArgItemWaitBase], s.attention_item, s);
+    const int index = ClaimNext(p, queue, count, ItemSource<AttentionWorkItem>{p.attention_items},
+                                d.arg[kArgItemWaitBase], s.attention_item, s);
     if (index < 0) return;
     const AttentionWorkItem item = s.attention_item;
     const PageRange pages{static_cast<int>(item.page_begin), static_cast<int>(item.page_end)};
@@ -289,10 +335,12 @@ __device__ __forceinline__ void RunTask(const StepParams& p, const TaskDescripto
         WorkerSync();
       }
       if (d.opcode == kTopK || routed_here) {
-        OpTopK(p, d,
-               routed_here
-                   ? TopKSlots{reinterpret_cast<uint32_t*>(f.counts), f.pick_ids, f.pick_slots}
-                   : TopKSlots{p.expert_counts + static_cast<int64_t>(d.layer) * p.num_experts});
+        const bool by_pick = (d.flags & kFlagPickItems) != 0;
+        OpTopK(
+            p, d,
+            routed_here ? TopKSlots{reinterpret_cast<uint32_t*>(f.counts), f.pick_ids, f.pick_slots}
+            : by_pick   ? TopKSlots{nullptr, nullptr, nullptr, true}
+                      : TopKSlots{p.expert_counts + static_cast<int64_t>(d.layer) * p.num_experts});
       }
       if (d.opcode == kTopK) return;
       if (routed_here) WorkerSync();  // the counts and picks in shared memory are complete

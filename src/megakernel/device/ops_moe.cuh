@@ -90,10 +90,12 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
 // (kFlagWithTopK), counts in its shared memory that also keeps the picks, so the finalize reads
 // nothing back through L2 (H200, 8K: batch 2 and 4 about 1 % faster than through global memory;
 // batch 1 the same, where the top-k and the finalize took 5-6 us each as separate tasks).
+// By pick (kFlagPickItems) no slot is taken: pick a is bucket position a.
 struct TopKSlots {
-  uint32_t* counts;                 // [experts]
+  uint32_t* counts;                 // [experts], null by pick
   int32_t* shared_ids = nullptr;    // [rows * top_k] the picks' experts, or null
   int32_t* shared_slots = nullptr;  // [rows * top_k] their bucket slots
+  bool by_pick = false;
 };
 
 // One warp per row: the top k by logit (ties to the lower id; a NaN logit counts as -inf), weights
@@ -152,12 +154,17 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopK
       const int a = row * p.top_k + lane;
       p.topk_ids[a] = my_id;
       p.topk_weights[a] = divide ? my_weight / weights_sum : my_weight;
-      const int32_t slot = static_cast<int32_t>(atomicAdd(out.counts + my_id, 1u));
-      if (out.shared_ids != nullptr) {  // the finalize in this task reads them from here
-        out.shared_ids[a] = my_id;
-        out.shared_slots[a] = slot;
+      if (out.by_pick) {  // the bucket tables are the identity; the claims read the ids
+        p.bucket_assignment[a] = a;
+        p.routed_position[a] = a;
       } else {
-        p.topk_slot[a] = slot;
+        const int32_t slot = static_cast<int32_t>(atomicAdd(out.counts + my_id, 1u));
+        if (out.shared_ids != nullptr) {  // the finalize in this task reads them from here
+          out.shared_ids[a] = my_id;
+          out.shared_slots[a] = slot;
+        } else {
+          p.topk_slot[a] = slot;
+        }
       }
       if (p.routing != nullptr) {
         p.routing[(static_cast<int64_t>(d.layer) * p.batch + row) * p.top_k + lane] = my_id;

@@ -413,8 +413,10 @@ class Builder {
       }
     }
 
-    // The finalize waits for the top-k tasks, or with topk_in_finalize runs the top-k itself.
-    const bool topk_in_finalize = tiles_.topk_in_finalize != 0;
+    // The finalize waits for the top-k tasks, or with topk_in_finalize runs the top-k itself; by
+    // pick, the claims wait for the top-k tasks and there is no finalize.
+    const bool by_pick = tiles_.pick_items != 0;
+    const bool topk_in_finalize = !by_pick && tiles_.topk_in_finalize != 0;
     uint32_t routed = router_done;
     uint32_t routed_target = static_cast<uint32_t>(router_tiles * router_splits);
     if (!topk_in_finalize) {
@@ -425,33 +427,43 @@ class Builder {
         SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
         SetWait(task, 0, router_done, static_cast<uint32_t>(router_tiles * router_splits));
         task.signal_counter = routed;
+        if (by_pick) task.flags = kFlagPickItems;
         wave(Wave::kTopK).push_back({task, 4.0 * config_.num_experts * tiles_.row_tile});
       }
     }
 
     const uint32_t up_tiles = ExpertGateUpTiles(config_, tiles_);
     const uint32_t down_tiles = ExpertDownTiles(config_, tiles_);
-    const uint32_t max_blocks = MaxExpertBlocks(config_, batch_, tiles_);
+    const int64_t picks = batch_ * config_.num_experts_per_token;
+    const uint32_t max_blocks =
+        by_pick ? static_cast<uint32_t>(picks) : MaxExpertBlocks(config_, batch_, tiles_);
     const uint32_t gate_up_queue = AddQueue(QueueKind::kExpertGateUp, l, max_blocks * up_tiles);
     const uint32_t down_queue = AddQueue(QueueKind::kExpertDown, l, max_blocks * down_tiles);
 
-    const uint32_t finalize_done = counters_.Add(Wave::kMoeFinalize, l, 1, 1);
-    TaskDescriptor finalize = NewTask(kMoeFinalize, layer);
-    SetRows(finalize, 0, batch_);
-    SetWait(finalize, 0, routed, routed_target);
-    finalize.signal_counter = finalize_done;
-    if (topk_in_finalize) finalize.flags = kFlagWithTopK;
-    finalize.arg[kArgQueue] = gate_up_queue;
-    finalize.arg[kArgQueue2] = down_queue;
-    finalize.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
-    finalize.arg[kArgTiles] = up_tiles;
-    finalize.arg[kArgTiles2] = down_tiles;
-    wave(Wave::kMoeFinalize)
-        .push_back({finalize, 4.0 * config_.num_experts * (topk_in_finalize ? batch_ + 1 : 1)});
+    // What the claims wait for: the finalize's items, or by pick the top-k's ids.
+    uint32_t items_ready = routed, items_target = routed_target;
+    if (!by_pick) {
+      items_ready = counters_.Add(Wave::kMoeFinalize, l, 1, 1);
+      items_target = 1;
+      TaskDescriptor finalize = NewTask(kMoeFinalize, layer);
+      SetRows(finalize, 0, batch_);
+      SetWait(finalize, 0, routed, routed_target);
+      finalize.signal_counter = items_ready;
+      if (topk_in_finalize) finalize.flags = kFlagWithTopK;
+      finalize.arg[kArgQueue] = gate_up_queue;
+      finalize.arg[kArgQueue2] = down_queue;
+      finalize.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
+      finalize.arg[kArgTiles] = up_tiles;
+      finalize.arg[kArgTiles2] = down_tiles;
+      wave(Wave::kMoeFinalize)
+          .push_back({finalize, 4.0 * config_.num_experts * (topk_in_finalize ? batch_ + 1 : 1)});
+    }
 
-    const uint32_t blocks = ExpertRowBlocks(batch_, tiles_);
-    const uint32_t up_done = counters_.Add(
-        Wave::kExpertGateUp, l, static_cast<int64_t>(config_.num_experts) * blocks, up_tiles, true);
+    // Gate/up arrivals per (expert, row block), or by pick per pick.
+    const int64_t up_units =
+        by_pick ? picks
+                : static_cast<int64_t>(config_.num_experts) * ExpertRowBlocks(batch_, tiles_);
+    const uint32_t up_done = counters_.Add(Wave::kExpertGateUp, l, up_units, up_tiles, true);
     const uint32_t rows_done =
         counters_.Add(Wave::kExpertDown, l, batch_,
                       static_cast<uint32_t>(config_.num_experts_per_token) * down_tiles, true);
@@ -463,21 +475,30 @@ class Builder {
     for (int64_t c = 0; c < tiles_.expert_claimers; ++c) {
       TaskDescriptor task = NewTask(kExpertGateUpClaim, layer);
       SetRows(task, 0, batch_);
-      SetWait(task, 0, finalize_done, 1);
+      SetWait(task, 0, items_ready, items_target);
       task.arg[kArgQueue] = gate_up_queue;
       task.arg[kArgItemWaitBase] = kNoCounter;
       task.arg[kArgItemSignalBase] = up_done;
       task.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
+      if (by_pick) {
+        task.flags = kFlagPickItems;
+        task.arg[kArgTiles] = up_tiles;
+      }
       wave(Wave::kExpertGateUp).push_back({task, claim_share * 2.0 / 3.0});
     }
     for (int64_t c = 0; c < tiles_.expert_claimers; ++c) {
       TaskDescriptor task = NewTask(kExpertDownClaim, layer);
       SetRows(task, 0, batch_);
-      SetWait(task, 0, finalize_done, 1);
+      SetWait(task, 0, items_ready, items_target);
       task.arg[kArgQueue] = down_queue;
       task.arg[kArgItemWaitBase] = up_done;
       task.arg[kArgItemSignalBase] = rows_done;
       task.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
+      if (by_pick) {
+        task.flags = kFlagPickItems;
+        task.arg[kArgTiles] = down_tiles;
+        task.arg[kArgTiles2] = up_tiles;
+      }
       wave(Wave::kExpertDown).push_back({task, claim_share / 3.0});
     }
 

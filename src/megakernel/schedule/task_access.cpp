@@ -260,7 +260,12 @@ void ExpertItemAccesses(const ModelConfig& config, const Schedule& schedule, int
                         const ExpertWorkItem& item, bool down, const ExpertQueues& queues,
                         std::vector<Access>& out) {
   const int64_t b0 = item.bucket_begin, b1 = b0 + item.row_count;
-  out.push_back(Read(Tensor::kExpertQueues, layer, 0, 1, 0, 1));
+  if (schedule.tiles.pick_items != 0) {  // the expert id and the row, from the pick's top-k
+    const int64_t row = queues.routed_row.at(b0);
+    out.push_back(Read(Tensor::kRouting, layer, row, row + 1, 0, 1));
+  } else {
+    out.push_back(Read(Tensor::kExpertQueues, layer, 0, 1, 0, 1));
+  }
   if (!down) {
     const int64_t tile = schedule.tiles.expert_up_tile;
     for (int64_t position = b0; position < b1; ++position) {

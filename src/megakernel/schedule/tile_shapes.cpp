@@ -75,6 +75,10 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // ms, 4 6.614 / 6.582 -> 6.549 / 6.495, batch 1 the same; batch 8 9.746 / 9.659 -> 9.819 /
   // 9.713, where 8 top-k tasks on 8 SMs beat one warp a row in one task).
   tiles.topk_in_finalize = batch <= 4 ? 1 : 0;
+  // One row: expert items by pick. A row's picks are distinct experts, so nothing streams twice,
+  // and the claims start after the top-k instead of the finalize. From two rows, rows that share
+  // an expert would stream it once per pick (real routing shares more than random weights do).
+  tiles.pick_items = batch == 1 ? 1 : 0;
   // The fused norm: each QKV and router task normalises its rows one after another, so only at
   // the smallest batches, where the join's hop is the largest share of a layer.
   tiles.fused_norm_max_batch = 2;
@@ -119,6 +123,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"attention_claimers", &TileShapes::attention_claimers},
       {"expert_claimers", &TileShapes::expert_claimers},
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
+      {"pick_items", &TileShapes::pick_items},
       {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
   };
   for (const auto& [name, value] : overrides) {
@@ -158,6 +163,7 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     Require(tiles.expert_claimers >= 1, "expert_claimers must be at least 1");
     Require(tiles.topk_in_finalize == 0 || tiles.topk_in_finalize == 1,
             "topk_in_finalize must be 0 or 1");
+    Require(tiles.pick_items == 0 || tiles.pick_items == 1, "pick_items must be 0 or 1");
   }
   Require(tiles.fused_norm_max_batch >= 0 && tiles.fused_norm_max_batch <= kMaxFusedNormBatch,
           "fused_norm_max_batch must be 0.." + std::to_string(kMaxFusedNormBatch));

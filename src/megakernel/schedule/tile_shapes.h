@@ -34,6 +34,9 @@ struct TileShapes {
   int64_t attention_claimers = 1;   // claim tasks per full-attention layer
   int64_t expert_claimers = 1;      // claim tasks per MoE layer, for each of its two queues
   int64_t topk_in_finalize = 0;     // 1: the finalize task runs the layer's top-k (a hop less)
+  // 1: expert items by pick (kFlagPickItems): each routed (row, k) is its own item block, the
+  // top-k's ids name the experts, no finalize task. An expert two rows pick streams twice.
+  int64_t pick_items = 0;
   // Batches up to this size fuse the norm: MoE layers' QKV and router tasks normalise their
   // input themselves (no join on the path). 0: never; at most kMaxFusedNormBatch.
   int64_t fused_norm_max_batch = 0;

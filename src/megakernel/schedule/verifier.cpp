@@ -291,6 +291,42 @@ class Verifier {
         return "claims expert work in a dense layer";
       }
     }
+    return ValidatePickItems(task);
+  }
+
+  // By pick (tiles.pick_items) the claims build their items from descriptor fields, so those must
+  // say what ExpertItemsForRouting assumes; the top-k writes the identity bucket tables only with
+  // the flag, and no finalize may run.
+  std::string ValidatePickItems(const TaskDescriptor& task) const {
+    const bool by_pick = schedule_.tiles.pick_items != 0;
+    const bool flagged = (task.flags & kFlagPickItems) != 0;
+    const uint32_t up_tiles = ExpertGateUpTiles(config_, schedule_.tiles);
+    const uint32_t down_tiles = ExpertDownTiles(config_, schedule_.tiles);
+    switch (task.opcode) {
+      case kTopK:
+      case kExpertGateUpClaim:
+      case kExpertDownClaim:
+        if (flagged != by_pick) {
+          return by_pick ? "lacks kFlagPickItems in a schedule by pick"
+                         : "has kFlagPickItems in a schedule with a finalize";
+        }
+        break;
+      case kMoeFinalize:
+        if (by_pick) return "a finalize in a schedule by pick";
+        return "";
+      default:
+        return "";
+    }
+    if (!by_pick || task.opcode == kTopK) return "";
+    const bool down = task.opcode == kExpertDownClaim;
+    if (task.arg[kArgTiles] != (down ? down_tiles : up_tiles)) {
+      return "claims by pick with " + std::to_string(task.arg[kArgTiles]) +
+             " tiles per pick, the queue has " + std::to_string(down ? down_tiles : up_tiles);
+    }
+    if (down && task.arg[kArgTiles2] != up_tiles) {
+      return "down claims by pick wait for " + std::to_string(task.arg[kArgTiles2]) +
+             " gate/up tiles, a pick has " + std::to_string(up_tiles);
+    }
     return "";
   }
 
@@ -767,10 +803,11 @@ class Verifier {
       if (config_.layers[l].ffn == FfnKind::kDense) {
         add(Tensor::kDenseHidden, l);
       } else {
-        for (Tensor t : {Tensor::kRouterLogits, Tensor::kRouting, Tensor::kExpertQueues,
-                         Tensor::kMoeHidden, Tensor::kMoeOut}) {
+        for (Tensor t :
+             {Tensor::kRouterLogits, Tensor::kRouting, Tensor::kMoeHidden, Tensor::kMoeOut}) {
           add(t, l);
         }
+        if (schedule_.tiles.pick_items == 0) add(Tensor::kExpertQueues, l);  // the finalize's
       }
     }
     add(Tensor::kResidual, config_.num_layers);

@@ -88,6 +88,47 @@ uint32_t ExpertDownTiles(const ModelConfig& config, const TileShapes& tiles) {
   return static_cast<uint32_t>(config.hidden_size / tiles.expert_down_tile);
 }
 
+namespace {
+
+// Items by pick (TileShapes::pick_items): pick a = row * top_k + k is bucket position a, its own
+// unit; item i of a queue is pick i / tiles-per-pick, tile i % tiles-per-pick.
+ExpertQueues ExpertItemsByPick(const ModelConfig& config, int64_t batch,
+                               std::span<const int32_t> routing, const TileShapes& tiles) {
+  const int64_t picks = batch * config.num_experts_per_token;
+  const uint32_t up_tiles = ExpertGateUpTiles(config, tiles);
+  const uint32_t down_tiles = ExpertDownTiles(config, tiles);
+  ExpertQueues queues;
+  for (int64_t a = 0; a < picks; ++a) {
+    queues.routed_row.push_back(static_cast<int32_t>(a / config.num_experts_per_token));
+    queues.routed_slot.push_back(static_cast<int32_t>(a % config.num_experts_per_token));
+    queues.bucket_of.push_back(static_cast<int32_t>(a));
+    ExpertWorkItem item{};
+    item.expert = static_cast<uint32_t>(routing[a]);
+    item.bucket_begin = static_cast<uint32_t>(a);
+    item.row_count = 1;
+    item.arrive_weight = 1;
+    for (uint32_t tile = 0; tile < up_tiles; ++tile) {
+      item.tile = tile;
+      item.wait_unit = kNoCounter;
+      item.wait_target = 0;
+      item.signal_unit = static_cast<uint32_t>(a);
+      item.signal_count = 1;
+      queues.gate_up.push_back(item);
+    }
+    for (uint32_t tile = 0; tile < down_tiles; ++tile) {
+      item.tile = tile;
+      item.wait_unit = static_cast<uint32_t>(a);
+      item.wait_target = up_tiles;
+      item.signal_unit = kNoCounter;
+      item.signal_count = 1;
+      queues.down.push_back(item);
+    }
+  }
+  return queues;
+}
+
+}  // namespace
+
 ExpertQueues ExpertItemsForRouting(const ModelConfig& config, int64_t batch,
                                    std::span<const int32_t> routing, const TileShapes& tiles) {
   const int64_t top_k = config.num_experts_per_token;
@@ -113,6 +154,7 @@ ExpertQueues ExpertItemsForRouting(const ModelConfig& config, int64_t batch,
       ++count[expert];
     }
   }
+  if (tiles.pick_items != 0) return ExpertItemsByPick(config, batch, routing, tiles);
   std::vector<int64_t> begin(experts + 1, 0);
   for (int64_t e = 0; e < experts; ++e) begin[e + 1] = begin[e] + count[e];
 

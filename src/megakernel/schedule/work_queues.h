@@ -1,6 +1,7 @@
 // The work only known at run time, as queue items: full-attention splits (from the rows' live
 // lengths, built on the host every step) and expert tiles (from routing; kMoeFinalize builds them
-// on the device, and ExpertItemsForRouting is its host statement, used by the verifier and tests).
+// on the device, or the claims by pick, and ExpertItemsForRouting is their host statement, used by
+// the verifier and tests).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,8 @@ struct ExpertQueues {
 
 // routing[row * top_k + k] = the k-th expert of the row (distinct within a row, < num_experts).
 // Buckets are expert-major; within an expert, rows in batch order (the device fills a bucket in
-// atomic order, which changes row positions but not the items).
+// atomic order, which changes row positions but not the items). With tiles.pick_items, the items
+// the claims build by pick instead (kFlagPickItems): position row * top_k + k, one row each.
 ExpertQueues ExpertItemsForRouting(const ModelConfig& config, int64_t batch,
                                    std::span<const int32_t> routing, const TileShapes& tiles);
 

@@ -251,7 +251,7 @@ TEST_F(MegakernelVsLayered, FiveLayers) {
 // topk_in_finalize): one cross-SM hop less per layer, the same results.
 TEST_F(MegakernelVsLayered, FiveLayersWithTopKInFinalize) {
   SchedulePolicy policy = SchedulePolicy::Default();
-  policy.tiles = {{"topk_in_finalize", 1}};
+  policy.tiles = {{"topk_in_finalize", 1}, {"pick_items", 0}};  // one row would go by pick
   Load(5, /*timeline=*/false, policy);
   for (int64_t batch : {1, 8, 32, 64}) {
     CompareStep(batch);
@@ -264,6 +264,27 @@ TEST_F(MegakernelVsLayered, FiveLayersWithTopKInFinalize) {
       }
     }
     EXPECT_EQ(finalizes, backend_->config().num_moe_layers());
+  }
+}
+
+// Expert items by pick (tile shape pick_items): no finalize, the claims read the top-k's ids;
+// at batch 8 and up rows share experts, whose weights then stream once per pick. Same results.
+TEST_F(MegakernelVsLayered, FiveLayersWithExpertItemsByPick) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"pick_items", 1}};
+  Load(5, /*timeline=*/true, policy);
+  for (int64_t batch : {1, 2, 8, 64}) {
+    CompareStep(batch);
+    ExpectFullTimeline(*decoder_);
+    int finalizes = 0, picks = 0;
+    for (const auto& list : decoder_->last_schedule()->sm_tasks) {
+      for (const TaskDescriptor& task : list) {
+        finalizes += task.opcode == kMoeFinalize ? 1 : 0;
+        picks += task.opcode == kTopK && (task.flags & kFlagPickItems) != 0 ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(finalizes, 0);
+    EXPECT_GT(picks, 0);
   }
 }
 
