@@ -72,7 +72,8 @@ enum Opcode : uint32_t {
   // One tile of router logits (experts) over K range [k_begin, k_end), added into router_logits.
   kRouter = 10,
   // Rows [row_begin, row_end): top-k of the router logits (sigmoid or softmax as the config says),
-  // weights, and a slot in each chosen expert's bucket (atomic count per expert).
+  // weights, and a slot in each chosen expert's bucket (atomic count per expert; with
+  // kFlagPickItems the identity bucket tables instead).
   kTopK = 11,
   // One per MoE layer: prefix-sums the expert bucket counts and writes the ExpertWorkItem queues
   // (gate/up queue arg[kArgQueue], down queue arg[kArgQueue2]) and their counts. With
@@ -199,13 +200,14 @@ struct alignas(16) AttentionWorkItem {
 };
 static_assert(sizeof(AttentionWorkItem) == 48);
 
-// One expert work item written by kMoeFinalize: expert `expert`, row block `row_block`, i.e. the
-// routed rows [bucket_begin, bucket_begin + row_count) of the expert-sorted bucket list, output
-// tile `tile`. Gate/up items wait for nothing beyond their claim task's own waits (wait_unit =
-// kNoCounter) and signal the (expert, row block) unit once. Down items wait for all gate/up tiles
-// of their (expert, row block) and signal once per real row: the counter of batch row r is base +
-// r, where r comes from the routed-row table (bucket position -> batch row); signal_count =
-// row_count. A row's kMoeCombine therefore waits for top_k * down tiles arrivals, a static target.
+// One expert work item written by kMoeFinalize (or built by a claim from its index,
+// kFlagPickItems): expert `expert`, row block `row_block`, i.e. the routed rows [bucket_begin,
+// bucket_begin + row_count) of the expert-sorted bucket list, output tile `tile`. Gate/up items
+// wait for nothing beyond their claim task's own waits (wait_unit = kNoCounter) and signal the
+// (expert, row block) unit once. Down items wait for all gate/up tiles of their (expert, row block)
+// and signal once per real row: the counter of batch row r is base + r, where r comes from the
+// routed-row table (bucket position -> batch row); signal_count = row_count. A row's kMoeCombine
+// therefore waits for top_k * down tiles arrivals, a static target.
 struct alignas(16) ExpertWorkItem {
   uint32_t expert;
   uint32_t row_block;
