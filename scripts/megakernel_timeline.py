@@ -4,7 +4,8 @@
 Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us]
 
 Times are microseconds from when the layer's input was ready (its QKV tasks' first wait ends);
-the layer ends when the next layer's input is ready. Prints, per opcode and
+the layer ends when the next layer's input is ready. Prints every layer's span by kind (sliding
+or full attention: one layer is not the step), then, for the chosen layer, per opcode and
 per item queue: count, first start, first ready, last end, mean wait and mean run; the hops
 between SMs on the layer's chains (a producer's last end to its consumer's first ready); then how
 busy the SMs were over the layer (time inside a task or an item after its wait), how items
@@ -41,6 +42,18 @@ def main():
     span = layer_end - origin
     print(f"layer {layer}: {span:.1f} us from its input to the next layer's")
 
+    # One layer is not the step: every layer's span, by kind (full-attention layers claim their
+    # attention, sliding ones run static splits), so a change is judged on all of them.
+    layers = sorted({t["layer"] for t in tasks if t["opcode"] == "qkv"})
+    full = {t["layer"] for t in tasks if t["opcode"] == "attention_claim"}
+    spans = collections.defaultdict(list)
+    for l in layers[1:-1]:  # layer 0 is dense; the last has no next QKV
+        spans["full" if l in full else "sliding"].append(input_ready(l + 1) - input_ready(l))
+    for kind, values in sorted(spans.items()):
+        values.sort()
+        print(f"  {kind} layers: median {values[len(values) // 2]:.1f} us, "
+              f"{values[0]:.1f}-{values[-1]:.1f} over {len(values)}, sum {sum(values):.0f} us")
+
     groups = collections.OrderedDict()
     for t in sorted(tasks, key=lambda t: t["start"]):
         if t["layer"] == layer:
@@ -64,9 +77,11 @@ def main():
         values = [r[key] for (w, n), rows in groups.items() if (w, n) == (what, name) for r in rows]
         return pick(values) - origin if values else None
 
-    hops = [("router -> finalize", edge("task", "router", "end", max),
-             edge("task", "moe_finalize", "ready", min)),
-            ("finalize -> first gate/up item", edge("task", "moe_finalize", "end", max),
+    # Batch 1 has no finalize (expert items by pick): its claims wait for the top-k.
+    routing = "moe_finalize" if ("task", "moe_finalize") in groups else "topk"
+    hops = [(f"router -> {routing}", edge("task", "router", "end", max),
+             edge("task", routing, "ready", min)),
+            (f"{routing} -> first gate/up item", edge("task", routing, "end", max),
              edge("item", "expert_gate_up", "ready", min)),
             ("O-proj and MoE combine -> next layer's input",
              max(edge("task", "oproj", "end", max) or 0.0,
