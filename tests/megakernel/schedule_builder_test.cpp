@@ -33,6 +33,14 @@ std::vector<const TaskDescriptor*> InGlobalOrder(const Schedule& schedule) {
   return all;
 }
 
+// The verifier accepts `schedule` with every standard work instance (data checks included).
+void ExpectVerifies(const ModelConfig& config, const Schedule& schedule) {
+  for (const RunTimeWork& work : StandardWork(config, schedule.batch, schedule.bucket)) {
+    const VerifyReport report = VerifySchedule(config, schedule, work);
+    EXPECT_TRUE(report.ok()) << "batch " << schedule.batch << ": " << report.Summary();
+  }
+}
+
 TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
   const ModelConfig config = NmcPreset();
   const Schedule schedule = Build(config, 1, 8192, 132);
@@ -260,10 +268,7 @@ TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
     }
     EXPECT_EQ(top_ks, config.num_moe_layers() * static_cast<int>(row_groups));
     EXPECT_EQ(claims, config.num_moe_layers() * 2 * static_cast<int>(tiles.expert_claimers));
-    for (const RunTimeWork& work : StandardWork(config, batch, schedule.bucket)) {
-      const VerifyReport report = VerifySchedule(config, schedule, work);
-      EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
-    }
+    ExpectVerifies(config, schedule);
   }
   TileShapes bad = ChooseTileShapes(config, 1, BucketForContext(config, 8192), 132);
   bad.pick_items = 2;
@@ -295,10 +300,7 @@ TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
       EXPECT_EQ(task->wait0_target, (128u / tiles.router_tile) * tiles.router_splits);
     }
     EXPECT_EQ(finalizes, config.num_moe_layers());
-    for (const RunTimeWork& work : StandardWork(config, batch, schedule.bucket)) {
-      const VerifyReport report = VerifySchedule(config, schedule, work);
-      EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
-    }
+    ExpectVerifies(config, schedule);
   }
   TileShapes bad = ChooseTileShapes(config, 1, BucketForContext(config, 8192), 132);
   bad.topk_in_finalize = 2;
@@ -338,10 +340,7 @@ TEST(ScheduleBuilderTest, TheNormIsFusedUpToItsBatch) {
       const bool fused = batch <= (max_batch >= 0 ? max_batch : 2);
       EXPECT_EQ(fused_layers(schedule), fused ? moe_after_first : std::set<uint32_t>{})
           << "batch " << batch << ", fused_norm_max_batch " << max_batch;
-      for (const RunTimeWork& work : StandardWork(config, batch, schedule.bucket)) {
-        const VerifyReport report = VerifySchedule(config, schedule, work);
-        EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
-      }
+      ExpectVerifies(config, schedule);
     }
   }
   TileShapes bad = ChooseTileShapes(config, 1, bucket, 132);
