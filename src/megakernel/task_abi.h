@@ -223,6 +223,27 @@ struct alignas(16) ExpertWorkItem {
 };
 static_assert(sizeof(ExpertWorkItem) == 48);
 
+// Item `index` of a queue by pick (kFlagPickItems), `tiles` items per pick: pick a = index /
+// tiles is its one-row bucket and its unit; gate/up items signal unit a, down items wait for it to
+// reach `up_tiles`. The claims build items with it on the device, ExpertItemsForRouting on the
+// host: one definition.
+MKSERVE_HOST_DEVICE inline ExpertWorkItem ExpertItemByPick(uint32_t index, uint32_t tiles,
+                                                           uint32_t up_tiles, bool down,
+                                                           uint32_t expert) {
+  const uint32_t a = index / tiles;
+  ExpertWorkItem item{};
+  item.expert = expert;
+  item.tile = index % tiles;
+  item.bucket_begin = a;
+  item.row_count = 1;
+  item.wait_unit = down ? a : kNoCounter;
+  item.wait_target = down ? up_tiles : 0;
+  item.signal_unit = down ? kNoCounter : a;
+  item.arrive_weight = 1;
+  item.signal_count = 1;
+  return item;
+}
+
 // Buffers the host zeroes before every step (together with all counters and queue cursors),
 // because tasks add into them. attn_out and ffn_out have a row block per layer; the router logits
 // hold one layer at a time (top-k clears the row it read, so the next layer's adds start from

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,15 @@ void ExpectVerifies(const ModelConfig& config, const Schedule& schedule) {
     const VerifyReport report = VerifySchedule(config, schedule, work);
     EXPECT_TRUE(report.ok()) << "batch " << schedule.batch << ": " << report.Summary();
   }
+}
+
+// A bad tuning value, as a policy's "tiles" would set it, fails when the schedule is built (8K).
+void ExpectBuildRefuses(const ModelConfig& config, int64_t batch,
+                        const std::map<std::string, int64_t>& overrides) {
+  const ContextBucket bucket = BucketForContext(config, 8192);
+  const TileShapes tiles =
+      WithTileOverrides(ChooseTileShapes(config, batch, bucket, 132), overrides);
+  EXPECT_THROW(BuildSchedule(config, batch, bucket, 132, tiles, SchedulePolicy::Default()), Error);
 }
 
 TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
@@ -263,18 +273,16 @@ TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
         const bool down = task->opcode == kExpertDownClaim;
         EXPECT_EQ(task->arg[kArgTiles],
                   down ? 2048u / tiles.expert_down_tile : 768u / tiles.expert_up_tile);
-        if (down) EXPECT_EQ(task->arg[kArgTiles2], 768u / tiles.expert_up_tile);
+        if (down) {
+          EXPECT_EQ(task->arg[kArgTiles2], 768u / tiles.expert_up_tile);
+        }
       }
     }
     EXPECT_EQ(top_ks, config.num_moe_layers() * static_cast<int>(row_groups));
     EXPECT_EQ(claims, config.num_moe_layers() * 2 * static_cast<int>(tiles.expert_claimers));
     ExpectVerifies(config, schedule);
   }
-  TileShapes bad = ChooseTileShapes(config, 1, BucketForContext(config, 8192), 132);
-  bad.pick_items = 2;
-  EXPECT_THROW(
-      BuildSchedule(config, 1, BucketForContext(config, 8192), 132, bad, SchedulePolicy::Default()),
-      Error);
+  ExpectBuildRefuses(config, 1, {{"pick_items", 2}});
 }
 
 // topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and
@@ -302,11 +310,7 @@ TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
     EXPECT_EQ(finalizes, config.num_moe_layers());
     ExpectVerifies(config, schedule);
   }
-  TileShapes bad = ChooseTileShapes(config, 1, BucketForContext(config, 8192), 132);
-  bad.topk_in_finalize = 2;
-  EXPECT_THROW(
-      BuildSchedule(config, 1, BucketForContext(config, 8192), 132, bad, SchedulePolicy::Default()),
-      Error);
+  ExpectBuildRefuses(config, 1, {{"topk_in_finalize", 2}});
 }
 
 // The fused norm up to fused_norm_max_batch rows (2 by default): a MoE layer after the first has
@@ -343,9 +347,8 @@ TEST(ScheduleBuilderTest, TheNormIsFusedUpToItsBatch) {
       ExpectVerifies(config, schedule);
     }
   }
-  TileShapes bad = ChooseTileShapes(config, 1, bucket, 132);
-  bad.fused_norm_max_batch = kMaxFusedNormBatch + 1;  // a fused QKV task stages at most 8 rows
-  EXPECT_THROW(BuildSchedule(config, 1, bucket, 132, bad, SchedulePolicy::Default()), Error);
+  // A fused QKV task stages at most 8 rows.
+  ExpectBuildRefuses(config, 1, {{"fused_norm_max_batch", kMaxFusedNormBatch + 1}});
 }
 
 // A policy file (`--megakernel-policy`): read, parsed and checked, every failure naming the file.

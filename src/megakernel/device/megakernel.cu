@@ -191,18 +191,8 @@ struct ItemSource<ExpertWorkItem> {
   bool down;
   __device__ ExpertWorkItem operator()(const StepParams& p, uint32_t index) const {
     if (records != nullptr) return LoadRecord(records, index);
-    const uint32_t a = index / tiles;
-    ExpertWorkItem item{};
-    item.expert = static_cast<uint32_t>(LoadCgI(p.topk_ids + a));
-    item.tile = index % tiles;
-    item.bucket_begin = a;
-    item.row_count = 1;
-    item.arrive_weight = 1;
-    item.signal_count = 1;
-    item.wait_unit = down ? a : kNoCounter;
-    item.wait_target = down ? up_tiles : 0;
-    item.signal_unit = down ? kNoCounter : a;
-    return item;
+    return ExpertItemByPick(index, tiles, up_tiles, down,
+                            static_cast<uint32_t>(LoadCgI(p.topk_ids + index / tiles)));
   }
 };
 

@@ -90,8 +90,8 @@ uint32_t ExpertDownTiles(const ModelConfig& config, const TileShapes& tiles) {
 
 namespace {
 
-// Items by pick (TileShapes::pick_items): pick a = row * top_k + k is bucket position a, its own
-// unit; item i of a queue is pick i / tiles-per-pick, tile i % tiles-per-pick.
+// Items by pick (TileShapes::pick_items): pick a = row * top_k + k is bucket position a; the
+// items are ExpertItemByPick's, in index order, as the device's claims build them.
 ExpertQueues ExpertItemsByPick(const ModelConfig& config, int64_t batch,
                                std::span<const int32_t> routing, const TileShapes& tiles) {
   const int64_t picks = batch * config.num_experts_per_token;
@@ -102,27 +102,14 @@ ExpertQueues ExpertItemsByPick(const ModelConfig& config, int64_t batch,
     queues.routed_row.push_back(static_cast<int32_t>(a / config.num_experts_per_token));
     queues.routed_slot.push_back(static_cast<int32_t>(a % config.num_experts_per_token));
     queues.bucket_of.push_back(static_cast<int32_t>(a));
-    ExpertWorkItem item{};
-    item.expert = static_cast<uint32_t>(routing[a]);
-    item.bucket_begin = static_cast<uint32_t>(a);
-    item.row_count = 1;
-    item.arrive_weight = 1;
-    for (uint32_t tile = 0; tile < up_tiles; ++tile) {
-      item.tile = tile;
-      item.wait_unit = kNoCounter;
-      item.wait_target = 0;
-      item.signal_unit = static_cast<uint32_t>(a);
-      item.signal_count = 1;
-      queues.gate_up.push_back(item);
-    }
-    for (uint32_t tile = 0; tile < down_tiles; ++tile) {
-      item.tile = tile;
-      item.wait_unit = static_cast<uint32_t>(a);
-      item.wait_target = up_tiles;
-      item.signal_unit = kNoCounter;
-      item.signal_count = 1;
-      queues.down.push_back(item);
-    }
+  }
+  for (uint32_t i = 0; i < picks * up_tiles; ++i) {
+    const auto expert = static_cast<uint32_t>(routing[i / up_tiles]);
+    queues.gate_up.push_back(ExpertItemByPick(i, up_tiles, up_tiles, false, expert));
+  }
+  for (uint32_t i = 0; i < picks * down_tiles; ++i) {
+    const auto expert = static_cast<uint32_t>(routing[i / down_tiles]);
+    queues.down.push_back(ExpertItemByPick(i, down_tiles, up_tiles, true, expert));
   }
   return queues;
 }
