@@ -4,6 +4,8 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.6: kSample runs on the device: one task per member of a row's sampling team
+//         (kArgTeamRank, kArgTeamSize).
 //   v1.5: kFlagPickItems (expert items by pick: no finalize, no item records).
 //   v1.4: kFlagFusedNorm and kFlagResidualOnly (the fused norm); residual, attn_out and ffn_out
 //         hold one row block per layer.
@@ -90,8 +92,11 @@ enum Opcode : uint32_t {
   // One vocabulary tile of logits = x_norm (after the final norm) . embedding^T * logit_scale,
   // written fp32 into the logits output [B][vocab].
   kLmHead = 16,
-  // Rows [row_begin, row_end): sampling from the logits rows (optional; the layered sampler can
-  // run after the kernel instead).
+  // One member (rank arg[kArgTeamRank]) of the team of arg[kArgTeamSize] tasks that samples logits
+  // row row_begin (row_end = row_begin + 1) after the whole LM head: each member takes a slice of
+  // the vocabulary and the team meets at barriers of its own (a per-row exchange outside the
+  // counters), so a team of more than one is on distinct SMs and each member is the last task of
+  // its SM's list. Writes the row's argmax and, for a row the step samples, its token and logprobs.
   kSample = 17,
   kOpcodeCount = 18,
 };
@@ -171,11 +176,17 @@ enum TaskArg : uint32_t {
   // kRouter experts, kLmHead vocabulary.
   kArgOutBegin = 11,
   kArgOutEnd = 12,
+  kArgTeamRank = 13,  // kSample: this member's rank in its row's team, 0..size-1
+  kArgTeamSize = 14,  // kSample: members of the row's team, 1..kMaxSampleTeam
   // Every task: its position in the schedule's global (wave) order. The device ignores it; the
   // verifier checks lists against it and the timeline export names tasks by it.
   kArgSequence = 17,
   kArgCount = 18,
 };
+
+// The most members of one row's sampling team (a member's worker threads read one exchange slot
+// each).
+inline constexpr uint32_t kMaxSampleTeam = 256;
 
 // One full-attention work item, built by the host per step from the rows' live lengths (the same
 // items for every full layer of the step; the claim task supplies the layer and counter bases).

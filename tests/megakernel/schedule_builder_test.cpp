@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -19,8 +20,10 @@ namespace {
 Schedule Build(const ModelConfig& config, int64_t batch, int64_t context, int64_t num_sms,
                const SchedulePolicy& policy = SchedulePolicy::Default()) {
   const ContextBucket bucket = BucketForContext(config, context);
-  return BuildSchedule(config, batch, bucket, num_sms,
-                       ChooseTileShapes(config, batch, bucket, num_sms), policy);
+  // The policy's "tiles" over the default shapes, as ScheduleCache applies them.
+  const TileShapes tiles =
+      WithTileOverrides(ChooseTileShapes(config, batch, bucket, num_sms), policy.tiles);
+  return BuildSchedule(config, batch, bucket, num_sms, tiles, policy);
 }
 
 std::vector<const TaskDescriptor*> InGlobalOrder(const Schedule& schedule) {
@@ -102,9 +105,13 @@ TEST(ScheduleBuilderTest, OneSlidingSplitHasNoCombine) {
   EXPECT_EQ(attention_signals, oproj_waits);
 }
 
+// Without sampling teams, whose places are fixed, not round robin
+// (SampleTeamsTakeTheSmsTheRowsLeave).
 TEST(ScheduleBuilderTest, GlobalOrderStartsWithEmbedAndEndsWithTheLmHead) {
   const ModelConfig config = TinyPreset();
-  const Schedule schedule = Build(config, 5, 256, 7);
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.include_sampling = false;
+  const Schedule schedule = Build(config, 5, 256, 7, policy);
   const auto all = InGlobalOrder(schedule);
   ASSERT_FALSE(all.empty());
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i]->arg[kArgSequence], i);
@@ -205,7 +212,8 @@ TEST(SchedulePolicyTest, JsonRoundTripsAndRejectsBadOrders) {
   for (const nlohmann::json& shares :
        {nlohmann::json{{"oproj", {0.5, 0.5}}}, nlohmann::json{{"oproj", {-0.1, 0.5}}},
         nlohmann::json{{"oproj", {0.5, 1.5}}}, nlohmann::json{{"oproj", {0.5}}},
-        nlohmann::json{{"oproj", "half"}}, nlohmann::json{{"warp", {0.0, 1.0}}}}) {
+        nlohmann::json{{"oproj", "half"}}, nlohmann::json{{"warp", {0.0, 1.0}}},
+        nlohmann::json{{"sample", {0.0, 1.0}}}}) {  // sampling teams have a fixed placement
     EXPECT_THROW(SchedulePolicy::FromJson({{"wave_sms", shares}}), Error) << shares.dump();
   }
 }
@@ -370,6 +378,97 @@ TEST(SchedulePolicyTest, FromFileNamesTheFileOnEveryFailure) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
   }
+}
+
+SchedulePolicy WithSampling(std::map<std::string, int64_t> tiles = {}) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.include_sampling = true;
+  policy.tiles = std::move(tiles);
+  return policy;
+}
+
+// Checks the kSample tasks form one team of `team` members per row, waiting for every LM head
+// tile and numbered after every other task; with team > 1 member (r, k) is the last task of SM
+// r * team + k, a team of one goes on SM r % num_sms.
+void ExpectSampleTeams(const Schedule& schedule, int64_t team) {
+  const auto all = InGlobalOrder(schedule);
+  const int64_t members = schedule.batch * team;
+  ASSERT_GE(static_cast<int64_t>(all.size()), members);
+  const TaskDescriptor& lm_head = *all[all.size() - members - 1];
+  ASSERT_EQ(lm_head.opcode, kLmHead);
+  const uint32_t lm_tiles =
+      static_cast<uint32_t>(schedule.counters[lm_head.signal_counter].expected_arrivals);
+  std::set<int64_t> seen;
+  for (int64_t sm = 0; sm < schedule.num_sms; ++sm) {
+    const auto& list = schedule.sm_tasks[sm];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const TaskDescriptor& task = list[i];
+      if (task.opcode != kSample) continue;
+      const int64_t row = task.row_begin, rank = task.arg[kArgTeamRank];
+      EXPECT_EQ(task.row_end, task.row_begin + 1);
+      EXPECT_EQ(task.arg[kArgTeamSize], static_cast<uint32_t>(team));
+      EXPECT_EQ(sm, team > 1 ? row * team + rank : row % schedule.num_sms);
+      if (team > 1) {
+        EXPECT_EQ(i + 1, list.size()) << "row " << row << " rank " << rank;
+      }
+      EXPECT_EQ(task.wait0_counter, lm_head.signal_counter);
+      EXPECT_EQ(task.wait0_target, lm_tiles);
+      EXPECT_EQ(task.signal_counter, kNoCounter);
+      EXPECT_GT(task.arg[kArgSequence], lm_head.arg[kArgSequence]);
+      EXPECT_TRUE(seen.insert(row * team + rank).second) << "row " << row << " rank " << rank;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), members);
+  const auto lm_heads = std::count_if(all.begin(), all.end(),
+                                      [](const TaskDescriptor* t) { return t->opcode == kLmHead; });
+  EXPECT_EQ(lm_tiles, static_cast<uint32_t>(lm_heads));
+}
+
+// By default a row's team takes the SMs the batch leaves it: 132 members for one row, 33 for four.
+TEST(ScheduleBuilderTest, SampleTeamsTakeTheSmsTheRowsLeave) {
+  const ModelConfig config = TinyPreset();
+  for (const auto& [batch, team] : {std::pair<int64_t, int64_t>{1, 132}, {4, 33}}) {
+    const Schedule schedule = Build(config, batch, 1024, 132, WithSampling());
+    ExpectSampleTeams(schedule, team);
+    ExpectVerifies(config, schedule);
+  }
+}
+
+// A policy's "tiles" can set the team size; a team that needs more SMs than there are, or more
+// members than the ABI allows, is refused by name.
+TEST(ScheduleBuilderTest, ASampleTeamSizeCanBeSetWithinTheSms) {
+  const ModelConfig config = TinyPreset();
+  const Schedule schedule = Build(config, 4, 1024, 132, WithSampling({{"sample_team", 8}}));
+  ExpectSampleTeams(schedule, 8);
+  ExpectVerifies(config, schedule);
+  const ContextBucket bucket = BucketForContext(config, 1024);
+  for (const auto& [batch, team] : {std::pair<int64_t, int64_t>{17, 8},  // 136 SMs of 132
+                                    {1, int64_t{kMaxSampleTeam} + 1},
+                                    {1, -1}}) {
+    try {
+      BuildSchedule(
+          config, batch, bucket, 132,
+          WithTileOverrides(ChooseTileShapes(config, batch, bucket, 132), {{"sample_team", team}}),
+          WithSampling());
+      ADD_FAILURE() << "sample_team " << team << " at batch " << batch << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("sample_team"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A team of one has no barrier and needs no SM of its own: more rows than SMs still sample, by
+// default or when a policy asks for one member.
+TEST(ScheduleBuilderTest, OneMemberTeamsFitAnyBatch) {
+  const ModelConfig config = TinyPreset();
+  for (const auto& [batch, sms] : {std::pair<int64_t, int64_t>{5, 3}, {8, 4}, {64, 16}}) {
+    const Schedule schedule = Build(config, batch, 1024, sms, WithSampling());
+    ExpectSampleTeams(schedule, 1);
+    ExpectVerifies(config, schedule);
+  }
+  const Schedule schedule = Build(config, 2, 1024, 16, WithSampling({{"sample_team", 1}}));
+  ExpectSampleTeams(schedule, 1);
+  ExpectVerifies(config, schedule);
 }
 
 TEST(ScheduleBuilderTest, SamplingIsAddedOnRequest) {

@@ -253,5 +253,106 @@ TEST(VerifierTest, AnUnknownCounterStopsTheCheckWithAClearFailure) {
   EXPECT_TRUE(report.Has(Kind::kUnknownCounter)) << report.Summary();
 }
 
+SchedulePolicy WithSampling() {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.include_sampling = true;
+  return policy;
+}
+
+TEST(VerifierTest, BuiltSchedulesWithSamplingTeamsPass) {
+  for (int64_t batch : {1, 2, 5, 8}) {
+    for (int64_t sms : {1, 3, 16}) {  // teams of 1 up to 16, one-member teams sharing SMs
+      Tiny tiny(batch, sms, WithSampling());
+      ASSERT_EQ(tiny.First(kSample, 6).opcode, kSample);
+      for (const RunTimeWork& work : tiny.work) {
+        const VerifyReport report = VerifySchedule(tiny.config, tiny.schedule, work);
+        EXPECT_TRUE(report.ok()) << "batch " << batch << " sms " << sms << ": " << report.Summary();
+      }
+    }
+  }
+}
+
+// Two rows on 8 SMs: teams of 4, member (r, k) the last task of SM 4r + k.
+struct Teams : Tiny {
+  Teams() : Tiny(2, 8, WithSampling()) {}
+
+  std::vector<TaskDescriptor>& ListOf(int row, int rank) {
+    auto& list = schedule.sm_tasks[row * 4 + rank];
+    if (list.back().opcode != kSample || list.back().row_begin != static_cast<uint32_t>(row) ||
+        list.back().arg[kArgTeamRank] != static_cast<uint32_t>(rank)) {
+      throw std::runtime_error("the builder placed the team elsewhere");
+    }
+    return list;
+  }
+  TaskDescriptor& Member(int row, int rank) { return ListOf(row, rank).back(); }
+
+  // The report names a sampling team failure containing `words`.
+  void ExpectTeamFailure(const std::string& words) const {
+    const VerifyReport report = Verify();
+    EXPECT_TRUE(report.Has(Kind::kBadSampleTeam)) << report.Summary();
+    EXPECT_NE(report.Summary().find(words), std::string::npos) << report.Summary();
+  }
+};
+
+TEST(VerifierTest, TeamsAsBuiltPass) {
+  Teams teams;
+  EXPECT_EQ(teams.Member(1, 3).arg[kArgTeamSize], 4u);
+  EXPECT_TRUE(teams.Verify().ok()) << teams.Verify().Summary();
+}
+
+TEST(VerifierTest, TwoMembersOfATeamOnOneSmAreCaught) {
+  Teams teams;
+  // Rank 1 of row 0 behind rank 0 on SM 0: rank 0 waits at the barrier for a member behind it.
+  auto& from = teams.ListOf(0, 1);
+  teams.ListOf(0, 0).push_back(from.back());
+  from.pop_back();
+  teams.ExpectTeamFailure("are on the same SM");
+  EXPECT_TRUE(teams.Verify().Has(Kind::kDeadlock)) << teams.Verify().Summary();
+}
+
+TEST(VerifierTest, AMemberThatIsNotLastInItsListIsCaught) {
+  Teams teams;
+  // Rank 1 of row 0 onto SM 4, in sequence order: before row 1's rank 0.
+  auto& from = teams.ListOf(0, 1);
+  auto& to = teams.ListOf(1, 0);
+  to.insert(to.end() - 1, from.back());
+  from.pop_back();
+  teams.ExpectTeamFailure("is not the last task of its SM's list");
+}
+
+TEST(VerifierTest, AMissingRankIsCaught) {
+  Teams teams;
+  teams.ListOf(1, 2).pop_back();
+  teams.ExpectTeamFailure("lacks rank 2");
+  EXPECT_TRUE(teams.Verify().Has(Kind::kDeadlock)) << teams.Verify().Summary();  // the barrier
+}
+
+TEST(VerifierTest, ARowWithoutATeamIsCaught) {
+  Teams teams;
+  for (int rank = 0; rank < 4; ++rank) teams.ListOf(1, rank).pop_back();
+  teams.ExpectTeamFailure("row 1 has no sampling team");
+}
+
+TEST(VerifierTest, AMemberWithAnotherTeamSizeIsCaught) {
+  Teams teams;
+  teams.Member(0, 3).arg[kArgTeamSize] = 5;
+  teams.ExpectTeamFailure("disagree on the team size");
+}
+
+TEST(VerifierTest, AMemberWaitingOnTheWrongCounterIsCaught) {
+  Teams teams;
+  // The LM head's own input (the last join): the logits may not be there yet.
+  const TaskDescriptor& lm_head = teams.First(kLmHead, 6);
+  teams.Member(1, 1).wait0_counter = lm_head.wait0_counter;
+  teams.Member(1, 1).wait0_target = lm_head.wait0_target;
+  teams.ExpectTeamFailure("not the LM head's counter");
+}
+
+TEST(VerifierTest, AMemberWaitingForTooFewLmHeadTilesIsCaught) {
+  Teams teams;
+  teams.Member(0, 2).wait0_target -= 1;
+  teams.ExpectTeamFailure("not all 16 LM head tiles");
+}
+
 }  // namespace
 }  // namespace mkserve::megakernel

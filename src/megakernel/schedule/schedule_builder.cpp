@@ -150,14 +150,7 @@ class Builder {
     }
     Emit(schedule, Wave::kLmHead, lm_head);
     if (policy.include_sampling) {
-      std::vector<PendingTask> sample;
-      for (int64_t g = 0; g < row_groups_; ++g) {
-        TaskDescriptor task = NewTask(kSample, final_layer);
-        SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
-        SetWait(task, 0, lm_done, static_cast<uint32_t>(lm_tiles));
-        sample.push_back({task, 4.0 * config_.vocab_size * tiles_.row_tile});
-      }
-      Emit(schedule, Wave::kSample, sample);
+      EmitSampleTeams(schedule, lm_done, static_cast<uint32_t>(lm_tiles));
     }
 
     schedule.counters = counters_.Take();
@@ -540,6 +533,26 @@ class Builder {
     }
   }
 
+  // One kSample task per member (row r, rank k) of each row's team, after every other task. A
+  // team meets at barriers of its own, outside the counters, so with more than one member its
+  // members must be co-resident and hold up nothing: member (r, k) is the last task of SM
+  // r * T + k. A team of one has no barrier and goes on SM r % num_sms.
+  void EmitSampleTeams(Schedule& schedule, uint32_t lm_done, uint32_t lm_tiles) {
+    const int64_t team = SampleTeamSize(tiles_, batch_, num_sms_);
+    for (int64_t row = 0; row < batch_; ++row) {
+      for (int64_t rank = 0; rank < team; ++rank) {
+        TaskDescriptor task = NewTask(kSample, config_.num_layers);
+        SetRows(task, row, row + 1);
+        SetWait(task, 0, lm_done, lm_tiles);
+        task.arg[kArgTeamRank] = static_cast<uint32_t>(rank);
+        task.arg[kArgTeamSize] = static_cast<uint32_t>(team);
+        task.arg[kArgSequence] = sequence_++;
+        const int64_t sm = team > 1 ? row * team + rank : row % num_sms_;
+        schedule.sm_tasks[sm].push_back(task);
+      }
+    }
+  }
+
   // A task's fixed cost in byte-equivalents (waits, descriptor fetch, pipeline fill).
   static constexpr double kTaskOverheadBytes = 16384;
 
@@ -569,6 +582,12 @@ Schedule BuildSchedule(const ModelConfig& config, int64_t batch, const ContextBu
   }
   ValidateTileShapes(tiles, config, batch);
   policy.Validate();
+  const int64_t team = SampleTeamSize(tiles, batch, num_sms);
+  if (policy.include_sampling && team > 1 && batch * team > num_sms) {
+    throw Error("invalid megakernel tile shapes: sample_team = " + std::to_string(team) +
+                " needs " + std::to_string(batch * team) + " SMs for " + std::to_string(batch) +
+                " rows (every member its own), the schedule has " + std::to_string(num_sms));
+  }
   return Builder(config, batch, bucket, num_sms, tiles).Build(policy);
 }
 

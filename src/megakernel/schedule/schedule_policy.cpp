@@ -76,6 +76,11 @@ void SchedulePolicy::Validate() const {
     }
   }
   for (const auto& [wave, share] : wave_sms) {
+    if (wave == Wave::kSample) {
+      throw Error(
+          "schedule policy: wave_sms may not contain \"sample\" (sampling teams have a "
+          "fixed placement)");
+    }
     if (!(share.begin >= 0.0 && share.begin < share.end && share.end <= 1.0)) {
       throw Error("schedule policy: wave_sms." + std::string(WaveName(wave)) +
                   " must be [begin, end] with 0 <= begin < end <= 1, got [" +

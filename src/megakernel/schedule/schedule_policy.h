@@ -57,9 +57,10 @@ struct SchedulePolicy {
   std::vector<Wave> layer_waves;  // each layer wave exactly once
   Placement placement = Placement::kRoundRobin;
   // Waves whose tasks are placed only on a share of the SMs (e.g. the O-proj away from the SMs
-  // that run expert claims); the placement rule applies inside the share.
+  // that run expert claims); the placement rule applies inside the share. Not kSample, whose
+  // teams have a fixed placement.
   std::map<Wave, SmShare> wave_sms;
-  bool include_sampling = false;  // kSample tasks after the LM head
+  bool include_sampling = false;  // kSample teams after the LM head
   // Tile shape fields (TileShapes' names) that replace ChooseTileShapes' choice at every batch.
   std::map<std::string, int64_t> tiles;
 
@@ -76,7 +77,7 @@ struct SchedulePolicy {
   static SchedulePolicy FromFile(const std::string& path);
 
   // Throws unless layer_waves lists every layer wave exactly once and every SM share is a
-  // non-empty part of [0, 1].
+  // non-empty part of [0, 1] of a wave other than kSample.
   void Validate() const;
 
   bool operator==(const SchedulePolicy&) const = default;

@@ -134,8 +134,9 @@ TensorExtent ExtentOf(const ModelConfig& config, const Schedule& schedule, Tenso
     case Tensor::kRouterLogits:
       return {batch, config.num_experts, config.hidden_size};
     case Tensor::kRouting:
-    case Tensor::kSampled:
       return {batch, 1, 1};
+    case Tensor::kSampled:  // a row's team writes it together, a K share per member
+      return {batch, 1, SampleTeamSize(schedule.tiles, batch, schedule.num_sms)};
     case Tensor::kExpertQueues:
       return {1, 1, 1};
     case Tensor::kMoeHidden:
@@ -233,9 +234,10 @@ void TaskAccesses(const ModelConfig& config, const Schedule& schedule, const Tas
       out.push_back(Read(Tensor::kXNorm, l, r0, r1, task.k_begin, task.k_end));
       out.push_back(Write(Tensor::kLogits, l, r0, r1, out0, out1));
       break;
-    case kSample:
+    case kSample:  // every member depends on the whole row (the team exchanges its slices)
       out.push_back(Read(Tensor::kLogits, l, r0, r1, 0, config.vocab_size));
-      out.push_back(Write(Tensor::kSampled, l, r0, r1, 0, 1));
+      out.push_back(Write(Tensor::kSampled, l, r0, r1, 0, 1, task.arg[kArgTeamRank],
+                          task.arg[kArgTeamRank] + 1));
       break;
     default:
       break;  // kNop, claims (their items access data), kMoeCombine (MoeCombineAccesses)

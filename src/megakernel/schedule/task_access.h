@@ -33,7 +33,7 @@ enum class Tensor : uint8_t {
   kMoeHidden,     // [B * top_k][expert intermediate], bucket order
   kMoeOut,        // [B * top_k][hidden], bucket order
   kLogits,        // [B][vocab]
-  kSampled,       // [B][1]
+  kSampled,       // [B][1], K = the sampling team (each member's share of the row's result)
   kCount,
 };
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "megakernel/task_abi.h"
 
 namespace mkserve::megakernel {
 
@@ -40,6 +41,11 @@ void RequireDivides(int64_t tile, int64_t width, const char* field, const char* 
 }
 
 }  // namespace
+
+int64_t SampleTeamSize(const TileShapes& tiles, int64_t batch, int64_t num_sms) {
+  if (tiles.sample_team != 0) return tiles.sample_team;
+  return std::max<int64_t>(1, std::min<int64_t>(kMaxSampleTeam, num_sms / batch));
+}
 
 TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,
                             int64_t num_sms) {
@@ -125,6 +131,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
       {"pick_items", &TileShapes::pick_items},
       {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
+      {"sample_team", &TileShapes::sample_team},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -167,6 +174,9 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
   }
   Require(tiles.fused_norm_max_batch >= 0 && tiles.fused_norm_max_batch <= kMaxFusedNormBatch,
           "fused_norm_max_batch must be 0.." + std::to_string(kMaxFusedNormBatch));
+  Require(tiles.sample_team >= 0 && tiles.sample_team <= kMaxSampleTeam,
+          "sample_team must be 0.." + std::to_string(kMaxSampleTeam) + ", got " +
+              std::to_string(tiles.sample_team));
   RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
   Require(tiles.sliding_splits >= 1 && tiles.sliding_splits <= kMaxAttentionSplits,
           "sliding_splits must be 1.." + std::to_string(kMaxAttentionSplits));

@@ -40,6 +40,7 @@ struct TileShapes {
   // Batches up to this size fuse the norm: MoE layers' QKV and router tasks normalise their
   // input themselves (no join on the path). 0: never; at most kMaxFusedNormBatch.
   int64_t fused_norm_max_batch = 0;
+  int64_t sample_team = 0;  // members of each row's sampling team (kSample); 0: the default
 
   bool operator==(const TileShapes&) const = default;
 };
@@ -48,6 +49,10 @@ struct TileShapes {
 inline bool FusesNormAt(const TileShapes& tiles, int64_t batch) {
   return batch <= tiles.fused_norm_max_batch;
 }
+
+// Members of each row's sampling team: tiles.sample_team, or by default as many as give every
+// member of every row an SM of its own (at least 1, at most kMaxSampleTeam).
+int64_t SampleTeamSize(const TileShapes& tiles, int64_t batch, int64_t num_sms);
 
 // The default shapes for `batch` rows on `num_sms` SMs serving `bucket`.
 TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,

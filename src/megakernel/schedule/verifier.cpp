@@ -111,6 +111,7 @@ class Verifier {
     CheckCounters();
     CheckOrder();
     CheckAttentionPages();
+    CheckSampleTeams();
     if (Simulate() && checks_ == VerifyChecks::kAll) CheckData();
     return Finish();
   }
@@ -146,7 +147,9 @@ class Verifier {
     if (node.sm >= 0) {
       out << "SM " << node.sm << " task " << node.index << " [" << OpcodeName(t.opcode) << " L"
           << t.layer << " tile " << t.tile << " split " << t.split << " rows " << t.row_begin
-          << ".." << t.row_end << " seq " << t.arg[kArgSequence] << "]";
+          << ".." << t.row_end << " seq " << t.arg[kArgSequence];
+      if (t.opcode == kSample) out << " rank " << t.arg[kArgTeamRank] << "/" << t.arg[kArgTeamSize];
+      out << "]";
     } else {
       out << "item " << node.item << " of queue " << node.queue << " [" << OpcodeName(t.opcode)
           << " L" << t.layer << "]";
@@ -622,6 +625,104 @@ class Verifier {
     }
   }
 
+  // Sampling teams (see the header), grouped by row; a team's size is its first member's.
+  void CheckSampleTeams() {
+    std::map<uint32_t, std::vector<int32_t>> teams;  // row -> members
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      const Node& node = nodes_[n];
+      if (node.sm < 0 || !node.valid || node.task->opcode != kSample) continue;
+      const int32_t id = static_cast<int32_t>(n);
+      const TaskDescriptor& t = *node.task;
+      if (t.row_end != t.row_begin + 1) {
+        Fail(VerifyFailureKind::kBadSampleTeam,
+             Describe(id) + " covers more than one row: a sampling team samples one row");
+      }
+      CheckSampleWaits(id);
+      teams[t.row_begin].push_back(id);
+    }
+    if (teams.empty()) return;
+    for (int64_t row = 0; row < schedule_.batch; ++row) {
+      if (!teams.count(static_cast<uint32_t>(row))) {
+        Fail(VerifyFailureKind::kBadSampleTeam,
+             "row " + std::to_string(row) + " has no sampling team");
+      }
+    }
+    for (const auto& [row, members] : teams) {
+      const std::string team = "the sampling team of row " + std::to_string(row);
+      const uint32_t size = nodes_[members[0]].task->arg[kArgTeamSize];
+      if (size < 1 || size > kMaxSampleTeam) {
+        Fail(VerifyFailureKind::kBadSampleTeam, Describe(members[0]) + " says " + team + " has " +
+                                                    std::to_string(size) + " members, not 1.." +
+                                                    std::to_string(kMaxSampleTeam));
+        continue;
+      }
+      std::vector<int32_t> by_rank(size, -1);
+      std::map<int32_t, int32_t> by_sm;  // SM -> member
+      for (int32_t id : members) {
+        const Node& node = nodes_[id];
+        const uint32_t rank = node.task->arg[kArgTeamRank];
+        if (node.task->arg[kArgTeamSize] != size) {
+          Fail(VerifyFailureKind::kBadSampleTeam, Describe(id) + " says " + team + " has " +
+                                                      std::to_string(node.task->arg[kArgTeamSize]) +
+                                                      " members, " + Describe(members[0]) +
+                                                      " says " + std::to_string(size) +
+                                                      ": the members disagree on the team size");
+        }
+        if (rank >= size) {
+          Fail(VerifyFailureKind::kBadSampleTeam, Describe(id) + " has rank " +
+                                                      std::to_string(rank) + " in " + team +
+                                                      " of " + std::to_string(size));
+        } else if (by_rank[rank] >= 0) {
+          Fail(VerifyFailureKind::kBadSampleTeam, Describe(id) + " and " + Describe(by_rank[rank]) +
+                                                      " both have rank " + std::to_string(rank) +
+                                                      " in " + team);
+        } else {
+          by_rank[rank] = id;
+        }
+        if (size == 1) continue;  // a team of one has no barrier
+        if (auto [other, added] = by_sm.emplace(node.sm, id); !added) {
+          Fail(VerifyFailureKind::kBadSampleTeam,
+               Describe(id) + " and " + Describe(other->second) + " of " + team +
+                   " are on the same SM: members meet at barriers, each needs an SM of its own");
+        }
+        if (node.index + 1 != static_cast<int32_t>(schedule_.sm_tasks[node.sm].size())) {
+          Fail(VerifyFailureKind::kBadSampleTeam,
+               Describe(id) + " of " + team +
+                   " is not the last task of its SM's list: at its team's barrier it would hold "
+                   "up the tasks behind it");
+        }
+      }
+      for (uint32_t rank = 0; rank < size; ++rank) {
+        if (by_rank[rank] < 0) {
+          Fail(
+              VerifyFailureKind::kBadSampleTeam,
+              team + " of " + std::to_string(size) + " members lacks rank " + std::to_string(rank));
+        }
+      }
+    }
+  }
+
+  // A team member waits on the LM head's counter for every LM head tile, and nothing else.
+  void CheckSampleWaits(int32_t id) {
+    const TaskDescriptor& t = *nodes_[id].task;
+    const uint32_t c = t.wait0_counter;
+    const bool lm_head = c != kNoCounter && schedule_.counters[c].producer == Wave::kLmHead &&
+                         schedule_.counters[c].layer == config_.num_layers;
+    if (!lm_head) {
+      Fail(VerifyFailureKind::kBadSampleTeam,
+           Describe(id) + " waits on " + DescribeCounter(c) + ", not the LM head's counter");
+    } else if (t.wait0_target != schedule_.counters[c].expected_arrivals) {
+      Fail(VerifyFailureKind::kBadSampleTeam,
+           Describe(id) + " waits for " + DescribeCounter(c) + " to reach " +
+               std::to_string(t.wait0_target) + ", not all " +
+               std::to_string(schedule_.counters[c].expected_arrivals) + " LM head tiles");
+    }
+    if (t.wait1_counter != kNoCounter || t.signal_counter != kNoCounter) {
+      Fail(VerifyFailureKind::kBadSampleTeam,
+           Describe(id) + " has a second wait or a signal: a team member has neither");
+    }
+  }
+
   // Which wait of node `id` is not met yet (kNoCounter: none).
   uint32_t Blocking(int32_t id) const {
     const Node& node = nodes_[id];
@@ -651,6 +752,31 @@ class Verifier {
     std::vector<size_t> next_item(schedule_.queues.size(), 0);
     std::vector<int32_t> ready(schedule_.sm_tasks.size());
     std::iota(ready.begin(), ready.end(), 0);
+    // Sampling teams of more than one: a member at the head of its SM with its waits met arrives
+    // at its row's barrier, and finishes once the barrier has as many arrivals as its team size.
+    struct Barrier {
+      uint32_t arrived = 0;
+      std::vector<int32_t> waiting;  // SMs whose head member is at the barrier
+    };
+    std::vector<Barrier> barriers(schedule_.batch);
+    std::vector<bool> at_barrier(nodes_.size(), false);
+    auto passes_barrier = [&](int32_t id, int32_t sm) {
+      const TaskDescriptor& task = *nodes_[id].task;
+      if (task.opcode != kSample || !nodes_[id].valid || task.arg[kArgTeamSize] <= 1 ||
+          task.row_begin >= barriers.size()) {
+        return true;  // not a team's barrier (a row outside the batch is reported elsewhere)
+      }
+      Barrier& barrier = barriers[task.row_begin];
+      if (!at_barrier[id]) {  // arrives: whoever waits there may pass now
+        at_barrier[id] = true;
+        ++barrier.arrived;
+        ready.insert(ready.end(), barrier.waiting.begin(), barrier.waiting.end());
+        barrier.waiting.clear();
+      }
+      if (barrier.arrived >= task.arg[kArgTeamSize]) return true;
+      barrier.waiting.push_back(sm);
+      return false;
+    };
     while (!ready.empty()) {
       const int32_t sm = ready.back();
       ready.pop_back();
@@ -671,6 +797,7 @@ class Verifier {
           blocked_[waiting].push_back(sm);
           break;
         }
+        if (!passes_barrier(id, sm)) break;
         Execute(id, ready);
         ++head[sm];
       }
@@ -682,6 +809,14 @@ class Verifier {
       const int32_t id = sm_first_[sm] + static_cast<int32_t>(head[sm]);
       uint32_t waiting = Blocking(id);
       std::string what = Describe(id);
+      if (waiting == kNoCounter && at_barrier[id]) {
+        const TaskDescriptor& t = *nodes_[id].task;
+        Fail(VerifyFailureKind::kDeadlock,
+             what + " can never finish: only " + std::to_string(barriers[t.row_begin].arrived) +
+                 " of the " + std::to_string(t.arg[kArgTeamSize]) + " members of row " +
+                 std::to_string(t.row_begin) + "'s sampling team reach its barrier");
+        continue;
+      }
       if (waiting == kNoCounter) {  // a claimer stuck on its queue's next item
         const uint32_t q = nodes_[id].task->arg[kArgQueue];
         const int32_t item = queue_items_[q][next_item[q]];
@@ -1138,6 +1273,8 @@ std::string_view FailureKindName(VerifyFailureKind kind) {
       return "read_without_dependency";
     case VerifyFailureKind::kWriteAfterRead:
       return "write_after_read";
+    case VerifyFailureKind::kBadSampleTeam:
+      return "bad_sample_team";
   }
   return "unknown";
 }

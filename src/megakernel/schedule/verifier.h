@@ -23,7 +23,15 @@
 //    its SM's earlier tasks are done, its waits (met in the simulation by earlier nodes) are
 //    met, and if it is an unclaimed item, the claimer that ran it in the simulation is at the
 //    head of its SM with all earlier items of the queue finished, so it claims it. Either way it
-//    can run, so nothing is stuck.
+//    can run, so nothing is stuck. A sampling team of more than one member is a barrier: the
+//    simulation finishes its members only once all of them have arrived (reached the head of their
+//    SMs with their waits met), so the same argument holds with the team as one node.
+//  - sampling teams (kBadSampleTeam), when the schedule has kSample tasks: one team per row of
+//    the batch, rows [r, r+1), ranks 0..T-1 of one team size T (1..kMaxSampleTeam) once each,
+//    each member waiting on the LM head's counter for all its tiles and signalling nothing. With
+//    T > 1 the members are on distinct SMs and each is the last task of its SM's list: the team's
+//    barriers are outside the counters, so its members must be co-resident and a member at a
+//    barrier must hold up no other task.
 //  - queues: the instance's items fit each queue's capacity (kQueueOverflow).
 //  - data: every element of every tensor version is written exactly once, split-K writers'
 //    K ranges tiling [0, K) (kDoubleWrite, kCoverageGap, kOutOfBounds); every read is of data
@@ -61,6 +69,7 @@ enum class VerifyFailureKind {
   kOutOfBounds,
   kReadWithoutDependency,
   kWriteAfterRead,
+  kBadSampleTeam,
 };
 
 std::string_view FailureKindName(VerifyFailureKind kind);
