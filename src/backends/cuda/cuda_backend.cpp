@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -222,11 +223,14 @@ void CudaBackend::RunPlanned(const StepInputs& inputs, const StepPlan& plan, Ste
     return RunLayered(inputs, plan, outputs);
   }
   outputs->decode_path = std::string(path->name());
-  path->Run(plan, stream_);
+  std::optional<InStepSamples> in_step;
+  if (path->SamplesInStep()) in_step = sampler_.StageInStep(inputs, plan, stream_);
+  path->Run(plan, in_step ? &*in_step : nullptr, stream_);
   const int64_t rows = static_cast<int64_t>(plan.logit_rows.size());
   if (rows > 0) {
     sampler_.SampleRows(inputs, plan, 0, rows, workspace_->logits.data(),
-                        workspace_->sampled.data(), stream_, outputs);
+                        workspace_->sampled.data(), stream_, outputs,
+                        in_step ? &*in_step : nullptr);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "megakernel/device/ops_linear.cuh"
 #include "megakernel/device/ops_moe.cuh"
 #include "megakernel/device/ops_rows.cuh"
+#include "megakernel/device/ops_sample.cuh"
 
 namespace mkserve::megakernel {
 namespace {
@@ -74,6 +75,10 @@ constexpr size_t kMailboxOffset =
                   sizeof(uint4) * kWorkerWarps * static_cast<size_t>(kWeightRingWarpVecs)) +
      15) /
     16 * 16;
+
+// kSample's scratch starts at the op union and runs over the weight ring: no GEMM runs after it.
+static_assert(offsetof(KernelSmem, op) + sizeof(SampleSmem) <= kMailboxOffset,
+              "the sampling scratch overlaps the controller mailbox");
 
 __device__ inline ControllerMailbox& Mailbox(KernelSmem& s) {
   return *reinterpret_cast<ControllerMailbox*>(reinterpret_cast<char*>(&s) + kMailboxOffset);
@@ -344,6 +349,8 @@ __device__ __forceinline__ void RunTask(const StepParams& p, const TaskDescripto
       return OpMoeCombine(p, d, s.op.rows);
     case kLmHead:
       return OpLmHead(p, d, s.op.gemv, RingRounds{WeightRing(s)});
+    case kSample:
+      return OpSample(p, d, *reinterpret_cast<SampleSmem*>(&s.op));
     default:  // kNop; the host refuses opcodes the kernel does not run
       return;
   }

@@ -30,7 +30,7 @@ struct ZeroRegion {
 };
 
 // Zeroes every region in one small kernel (at most kMaxZeroRegions).
-inline constexpr int kMaxZeroRegions = 10;
+inline constexpr int kMaxZeroRegions = 12;
 void ZeroRegions(std::span<const ZeroRegion> regions, cudaStream_t stream);
 
 }  // namespace mkserve::megakernel

@@ -21,7 +21,7 @@ T* Alloc(std::vector<cuda::DeviceBuffer<T>>& owner, int64_t count) {
 }
 
 // Ops the kernel runs; a schedule with any other refuses to launch.
-bool KernelRuns(uint32_t opcode) { return opcode < kOpcodeCount && opcode != kSample; }
+bool KernelRuns(uint32_t opcode) { return opcode < kOpcodeCount; }
 
 }  // namespace
 
@@ -111,6 +111,14 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.aborted = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, 1));
   layer_params_ = cuda::DeviceBuffer<LayerParams>(config.num_layers);
   if (options_.record_routing) routing_ = cuda::DeviceBuffer<int32_t>(config.num_layers * B * k);
+  if (samples_in_step()) {
+    sample_barriers_ = cuda::DeviceBuffer<SampleBarriers>(B);
+    sample_histograms_ = cuda::DeviceBuffer<SampleHistograms>(B);
+    sample_slots_ = cuda::DeviceBuffer<SampleSlots>(B);
+    p.sample_barriers = sample_barriers_.data();
+    p.sample_histograms = sample_histograms_.data();
+    p.sample_slots = sample_slots_.data();
+  }
   p.abort_flag = watchdog_.device_flag();
   MKSERVE_CUDA_CHECK(cudaEventCreate(&start_));
   MKSERVE_CUDA_CHECK(cudaEventCreate(&done_));
@@ -132,7 +140,7 @@ MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& sche
     for (const TaskDescriptor& task : list) {
       if (!KernelRuns(task.opcode)) {
         throw Error("megakernel: the schedule has opcode " + std::to_string(task.opcode) +
-                    ", which the kernel does not run (kSample: sample after the step)");
+                    ", which the kernel does not run");
       }
     }
   }
@@ -180,16 +188,16 @@ bool MegakernelDecoder::Prepare(int64_t batch, int64_t longest_context) {
   return uploaded_.size() > before;
 }
 
-void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream,
-                            StepFault fault) {
+void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
+                            cudaStream_t stream, StepFault fault) {
   int64_t longest = 0;
   for (int32_t position : plan.positions) longest = std::max<int64_t>(longest, position + 1);
   const Schedule& schedule = cache_.Select(plan.num_sequences, longest);
-  Launch(UploadedFor(schedule), plan, logits, stream, fault);
+  Launch(UploadedFor(schedule), plan, logits, sampling, stream, fault);
 }
 
 void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* logits,
-                               cudaStream_t stream, StepFault fault) {
+                               const StepSampling& sampling, cudaStream_t stream, StepFault fault) {
   const Schedule& schedule = *up.schedule;
   const int64_t B = plan.num_sequences;
   if (plan.num_tokens != B || B < 1 || B > options_.max_batch || schedule.batch != B) {
@@ -199,9 +207,30 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
                 std::to_string(options_.max_batch) + " rows, schedule batch " +
                 std::to_string(schedule.batch));
   }
-  // Step inputs in one upload: tokens, positions, then each KV group's block tables.
+  const bool samples = samples_in_step();
+  const bool sampled_rows =
+      samples && sampling.in_step != nullptr && sampling.in_step->staged.count > 0;
+  if (samples && sampling.argmax == nullptr) {
+    throw Error("megakernel: the schedule samples in the step and no argmax output was given");
+  }
+  if (sampled_rows && static_cast<int64_t>(sampling.in_step->request_of_row.size()) != B) {
+    throw Error("megakernel: in-step sampling staged for " +
+                std::to_string(sampling.in_step->request_of_row.size()) + " rows, the step has " +
+                std::to_string(B));
+  }
+  // Step inputs in one upload: tokens, positions, each row's sampling request (with kSample),
+  // then each KV group's block tables.
   std::vector<int32_t> inputs(plan.token_ids.begin(), plan.token_ids.end());
   inputs.insert(inputs.end(), plan.positions.begin(), plan.positions.end());
+  const size_t request_at = inputs.size();
+  if (samples) {
+    if (sampled_rows) {
+      inputs.insert(inputs.end(), sampling.in_step->request_of_row.begin(),
+                    sampling.in_step->request_of_row.end());
+    } else {
+      inputs.insert(inputs.end(), B, -1);
+    }
+  }
   std::vector<size_t> table_at;
   for (const auto& table : plan.block_tables) {
     table_at.push_back(inputs.size());
@@ -268,6 +297,19 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   p.token_ids = base;
   p.positions = base + B;
   p.logits = logits;
+  if (samples) {
+    p.sample_request = base + request_at;
+    p.argmax_out = sampling.argmax;
+    if (sampled_rows) {
+      const cuda::StagedSamples& staged = sampling.in_step->staged;
+      p.sample_rows = staged.rows;
+      p.sample_edits = staged.edits;
+      p.sample_bias_values = staged.bias_values;
+      p.sample_originals = staged.originals;
+      p.sample_allowed_masks = staged.allowed_masks;
+      p.sample_outputs = staged.outputs;
+    }
+  }
   p.expert_items = up.expert_items.data();
   p.attention_items = up.attention_items.data();
   p.queue_offsets = up.queue_offsets.data();
@@ -296,6 +338,12 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
       {up.counters.data(), up.counters.count()},
       {p.aborted, 1},
   };
+  if (samples) {  // the meetings' arrivals; the histograms only where a row samples
+    zero.push_back({p.sample_barriers, B * static_cast<int64_t>(sizeof(SampleBarriers) / 4)});
+    if (sampled_rows) {
+      zero.push_back({p.sample_histograms, B * static_cast<int64_t>(sizeof(SampleHistograms) / 4)});
+    }
+  }
   void* const buffers[kScratchBufferCount] = {p.attn_out, p.ffn_out, p.router_logits,
                                               p.expert_counts, up.queue_heads.data()};
   for (const ScratchToZero& scratch : schedule.zero_before_step) {

@@ -20,6 +20,7 @@
 #include "backends/cuda/core/device_weights.h"
 #include "backends/cuda/core/kv_pool.h"
 #include "backends/cuda/core/step_plan.h"
+#include "backends/cuda/sampling/step_sampler.h"
 #include "megakernel/device/step_params.h"
 #include "megakernel/device/step_watchdog.h"
 #include "megakernel/schedule/model_support.h"
@@ -48,6 +49,14 @@ struct MegakernelDecoderOptions {
   SchedulePolicy policy = SchedulePolicy::Default();
 };
 
+// Where a step's kSample tasks (schedules built with policy.include_sampling) leave their
+// results: every row's argmax, and for the rows `in_step` holds, their samples in its staged
+// outputs.
+struct StepSampling {
+  int32_t* argmax = nullptr;                     // [batch], device
+  const cuda::InStepSamples* in_step = nullptr;  // null: argmax only
+};
+
 class MegakernelDecoder {
  public:
   MegakernelDecoder(const ModelConfig& config, const cuda::DeviceWeights& weights,
@@ -57,12 +66,16 @@ class MegakernelDecoder {
   MegakernelDecoder& operator=(const MegakernelDecoder&) = delete;
 
   // One decode step for every sequence of `plan` (each exactly one token; BuildStepPlan has
-  // validated the block tables). Writes logits[row][vocab] for row = sequence index and blocks
-  // until the step is done. Throws mkserve::Error for a plan it cannot run (prefill rows, too
-  // many rows, a context beyond the largest bucket) and BackendFatalError, with the counters
-  // that fell short, when the step does not finish within the watchdog.
-  void Run(const cuda::StepPlan& plan, float* logits, cudaStream_t stream,
-           StepFault fault = StepFault::kNone);
+  // validated the block tables). Writes logits[row][vocab] for row = sequence index and, when
+  // samples_in_step(), what `sampling` asks; blocks until the step is done. Throws
+  // mkserve::Error for a plan it cannot run (prefill rows, too many rows, a context beyond the
+  // largest bucket, no argmax output for kSample) and BackendFatalError, with the counters that
+  // fell short, when the step does not finish within the watchdog.
+  void Run(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
+           cudaStream_t stream, StepFault fault = StepFault::kNone);
+  // Whether the schedules end with kSample (the policy's include_sampling): every step then
+  // writes each row's argmax and samples the rows StepSampling::in_step holds.
+  bool samples_in_step() const { return options_.policy.include_sampling; }
   // Builds, verifies and uploads now the schedule a step of `batch` rows whose longest row
   // attends to `longest_context` tokens would run (start-up warm-up); true when it was not ready.
   bool Prepare(int64_t batch, int64_t longest_context);
@@ -86,8 +99,8 @@ class MegakernelDecoder {
  private:
   struct Uploaded;  // one schedule in device memory
   Uploaded& UploadedFor(const Schedule& schedule);
-  void Launch(Uploaded& uploaded, const cuda::StepPlan& plan, float* logits, cudaStream_t stream,
-              StepFault fault);
+  void Launch(Uploaded& uploaded, const cuda::StepPlan& plan, float* logits,
+              const StepSampling& sampling, cudaStream_t stream, StepFault fault);
 
   ModelConfig config_;
   MegakernelDecoderOptions options_;
@@ -103,6 +116,10 @@ class MegakernelDecoder {
   cuda::DeviceBuffer<TaskTimestamp> timeline_;
   cuda::DeviceBuffer<ItemTimestamp> item_timeline_;
   cuda::DeviceBuffer<int32_t> routing_;  // [layers][max_batch][top_k] when record_routing
+  // kSample's exchanges, [max_batch] each when samples_in_step().
+  cuda::DeviceBuffer<SampleBarriers> sample_barriers_;
+  cuda::DeviceBuffer<SampleHistograms> sample_histograms_;
+  cuda::DeviceBuffer<SampleSlots> sample_slots_;
   int64_t last_batch_ = 0;
   StepWatchdog watchdog_;
   cudaEvent_t start_ = nullptr, done_ = nullptr;

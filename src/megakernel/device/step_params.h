@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/sampling/sample_rows.h"
 #include "megakernel/task_abi.h"
 
 namespace mkserve::megakernel {
@@ -44,6 +45,34 @@ struct TileWidths {
   int32_t expert_up = 0;
   int32_t expert_down = 0;
   int32_t expert_rows = 0;  // routed rows per expert row block
+};
+
+// What one row's sampling team (kSample) exchanges, per batch row. A team meets at most
+// kSampleRounds times and merges at most kSampleHistograms histograms in a step (the deepest
+// request, top logprobs then top-k, top-p and a draw that descends twice, takes 28 and 15).
+inline constexpr int kSampleRounds = 32;
+inline constexpr int kSampleHistograms = 16;
+inline constexpr int kSampleBins = 2048;  // the radix descent's widest digit: 11 bits
+
+// Zeroed before every step that runs kSample: the members' arrivals at each meeting.
+struct SampleBarriers {
+  uint32_t arrivals[kSampleRounds];
+};
+
+// Zeroed before a step that samples the row in the kernel: the merged histograms.
+struct SampleHistograms {
+  uint32_t counts[kSampleHistograms][kSampleBins];
+  unsigned long long masses[kSampleHistograms][kSampleBins];
+};
+
+// Written before they are read (never zeroed): one slot per member and meeting, and the members'
+// top entries for the top logprobs.
+struct alignas(16) SampleSlot {
+  unsigned long long low, high;
+};
+struct SampleSlots {
+  SampleSlot slots[kSampleRounds][kMaxSampleTeam];
+  cuda::TopEntries top[kMaxSampleTeam];
 };
 
 struct StepParams {
@@ -97,6 +126,21 @@ struct StepParams {
   bf16* moe_hidden = nullptr;            // [batch * top_k][expert I], bucket order
   float* moe_out = nullptr;              // [batch * top_k][hidden], bucket order
   float* logits = nullptr;               // [vocab], fp32, logit_scale applied
+
+  // Sampling inside the step (kSample). Row r with sample_request[r] >= 0 is sampled as
+  // GpuSampler samples request sample_request[r] (its arrays below, as the sampler's host half
+  // uploads them); every other row gets its argmax in argmax_out[r].
+  const int32_t* sample_request = nullptr;  // [batch]
+  const cuda::SampleRowParams* sample_rows = nullptr;
+  const cuda::LogitEdit* sample_edits = nullptr;
+  const float* sample_bias_values = nullptr;
+  float* sample_originals = nullptr;
+  const uint32_t* sample_allowed_masks = nullptr;
+  cuda::SampleRowOutput* sample_outputs = nullptr;
+  int32_t* argmax_out = nullptr;                  // [batch]
+  SampleBarriers* sample_barriers = nullptr;      // [batch]
+  SampleHistograms* sample_histograms = nullptr;  // [batch]
+  SampleSlots* sample_slots = nullptr;            // [batch]
 
   // Work queues. Expert queue q holds its items at expert_items + queue_offsets[q]; every
   // attention queue of a step reads the one attention item array (items are layer-independent).

@@ -60,11 +60,10 @@ __device__ inline bool CounterReached(const StepParams& p, uint32_t id, uint32_t
   return id == kNoCounter || *static_cast<const volatile uint32_t*>(p.counters + id) >= target;
 }
 
-// Spins until counters[id] >= target (kNoCounter: at once). Returns false when the host raised
-// the abort flag meanwhile (the step is being abandoned by the watchdog). One thread calls it.
-__device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t target) {
-  if (id == kNoCounter) return true;
-  const volatile uint32_t* counter = p.counters + id;
+// Spins until *counter >= target. Returns false when the host raised the abort flag meanwhile
+// (the step is being abandoned by the watchdog). One thread calls it.
+__device__ inline bool SpinUntilAt(const StepParams& p, const volatile uint32_t* counter,
+                                   uint32_t target) {
   uint32_t spins = 0;
   while (*counter < target) {
     __nanosleep(32);
@@ -75,6 +74,11 @@ __device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t targ
   }
   FenceAcqRel();
   return true;
+}
+
+// SpinUntilAt on counters[id] (kNoCounter: at once).
+__device__ inline bool SpinUntil(const StepParams& p, uint32_t id, uint32_t target) {
+  return id == kNoCounter || SpinUntilAt(p, p.counters + id, target);
 }
 
 // Loads that bypass L1: the data was written by another SM during this launch.

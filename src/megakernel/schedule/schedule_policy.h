@@ -60,7 +60,9 @@ struct SchedulePolicy {
   // that run expert claims); the placement rule applies inside the share. Not kSample, whose
   // teams have a fixed placement.
   std::map<Wave, SmShare> wave_sms;
-  bool include_sampling = false;  // kSample teams after the LM head
+  // kSample teams after the LM head: every row's argmax, and the rows the step samples, inside
+  // the kernel (false: the decoder leaves the logits to an argmax or sampler kernel after it).
+  bool include_sampling = true;
   // Tile shape fields (TileShapes' names) that replace ChooseTileShapes' choice at every batch.
   std::map<std::string, int64_t> tiles;
 

@@ -19,6 +19,9 @@
 #include "backends/cuda/backend_test_util.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/gpu_test_util.h"
+#include "backends/cuda/sampling/gpu_sampler.h"
+#include "backends/cuda/sampling/step_sampler.h"
+#include "backends/cuda/sampling_cases.h"
 #include "backends/cuda/tools/decode_bench.h"
 #include "backends/cuda/tools/router_override.h"
 #include "backends/cuda/tools/tool_hooks.h"
@@ -111,6 +114,7 @@ class MegakernelVsLayered : public ::testing::Test {
     mk_options.policy = policy;
     decoder_ = std::make_unique<MegakernelDecoder>(backend_->config(), backend_->weights(),
                                                    backend_->kv_pool(), mk_options);
+    argmax_ = cuda::DeviceBuffer<int32_t>(kMaxMegakernelBatch);
   }
 
   // One decode step of `batch` rows through both paths.
@@ -139,8 +143,9 @@ class MegakernelVsLayered : public ::testing::Test {
     const cuda::StepPlan plan =
         cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
     cuda::DeviceBuffer<float> logits = cuda::testing::NanFloats(batch * config.vocab_size);
-    decoder_->Run(plan, logits.data(), backend_->stream());
+    decoder_->Run(plan, logits.data(), StepSampling{argmax_.data()}, backend_->stream());
     const std::vector<float> ours = cuda::testing::ToHost(logits);
+    if (decoder_->samples_in_step()) ExpectArgmaxOf(ours, batch);
     const std::vector<int32_t> our_routing = decoder_->LastRouting();
     ASSERT_EQ(our_routing.size(), static_cast<size_t>(moe_layers * batch * k));
     int64_t decisions_differing = 0;
@@ -211,7 +216,18 @@ class MegakernelVsLayered : public ::testing::Test {
     }
   }
 
+  // The kernel's kSample argmax of each row against the logits it wrote (lowest id on ties).
+  void ExpectArgmaxOf(const std::vector<float>& logits, int64_t batch) {
+    const std::vector<int32_t> argmax = cuda::testing::ToHost(argmax_);
+    const int64_t vocab = backend_->config().vocab_size;
+    for (int64_t row = 0; row < batch; ++row) {
+      const float* begin = logits.data() + row * vocab;
+      EXPECT_EQ(argmax[row], std::max_element(begin, begin + vocab) - begin) << "row " << row;
+    }
+  }
+
   std::shared_ptr<cuda::ToolHooks> hooks_ = std::make_shared<cuda::ToolHooks>();
+  cuda::DeviceBuffer<int32_t> argmax_;  // [kMaxMegakernelBatch], made by Load
   std::unique_ptr<cuda::CudaBackend> backend_;
   std::unique_ptr<MegakernelDecoder> decoder_;
 };
@@ -264,6 +280,70 @@ TEST_F(MegakernelVsLayered, FiveLayersWithTopKInFinalize) {
       }
     }
     EXPECT_EQ(finalizes, backend_->config().num_moe_layers());
+  }
+}
+
+// Sampling inside the step: the rows StepSampler stages (temperature, top-k/p, min-p, seeds,
+// logprobs; no edits, so the kernel leaves their logits as the LM head wrote them) come back as
+// the GpuSampler samples the same logits, at batch 1 (one team over every SM) and 8; rows with
+// an allowed-token mask stay for the sampler after the step, and every row's argmax is written.
+TEST_F(MegakernelVsLayered, SamplesInsideTheStepAsTheGpuSampler) {
+  Load(5);
+  ASSERT_TRUE(decoder_->samples_in_step());
+  const ModelConfig& config = backend_->config();
+  const int64_t vocab = config.vocab_size;
+  SimpleBlocks blocks(backend_->kv_layout());
+  std::vector<SamplingParams> params(8);
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].temperature = i == 3 ? 0.0f : 0.6f + 0.2f * static_cast<float>(i);
+    params[i].top_k = i % 3 == 1 ? 40 : 0;
+    params[i].top_p = i % 2 ? 0.9f : 1.0f;
+    params[i].min_p = i == 5 ? 0.05f : 0.0f;
+    params[i].num_logprobs = i % 4 == 0 ? 5 : -1;
+    params[i].seed = 100 + static_cast<int64_t>(i);
+  }
+  std::vector<uint32_t> allowed((vocab + 31) / 32, 0x0F0F0F0Fu);
+  for (int64_t batch : {1, 8}) {
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<std::vector<std::vector<int32_t>>> tables;
+    StepInputs inputs;
+    for (int64_t row = 0; row < batch; ++row) {
+      tokens.push_back({static_cast<int32_t>((row * 131 + 7) % vocab)});
+      tables.push_back(blocks.Allocate(ContextOf(row, batch) + 1));
+    }
+    for (int64_t row = 0; row < batch; ++row) {
+      inputs.sequences.push_back(MakeStep(row, tokens[row], ContextOf(row, batch), tables[row],
+                                          &params[row], /*return_logits=*/false));
+      inputs.sequences.back().sample_index = 3 + row;
+    }
+    if (batch > 1) inputs.sequences[batch - 1].allowed_tokens = allowed;  // sampled after
+    const cuda::StepPlan plan =
+        cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
+    cuda::StepSampler sampler(vocab);
+    const cuda::InStepSamples in_step = sampler.StageInStep(inputs, plan, backend_->stream());
+    int64_t staged = 0;  // plain greedy rows take the kernel's argmax; the masked row waits
+    for (const SequenceStep& step : inputs.sequences) {
+      staged += !cuda::IsPlainGreedy(step.sampling) && step.allowed_tokens.empty() ? 1 : 0;
+    }
+    EXPECT_EQ(in_step.staged.count, staged);
+    cuda::DeviceBuffer<float> logits = cuda::testing::NanFloats(batch * vocab);
+    decoder_->Run(plan, logits.data(), StepSampling{argmax_.data(), &in_step}, backend_->stream());
+    const std::vector<float> ours = cuda::testing::ToHost(logits);  // before the masked row's
+    StepOutputs got;
+    got.results.resize(batch);
+    sampler.SampleRows(inputs, plan, 0, batch, logits.data(), argmax_.data(), backend_->stream(),
+                       &got, &in_step);
+    // The oracle: the GpuSampler's own kernel on a copy of the same logits.
+    cuda::DeviceBuffer<float> copy = cuda::testing::ToDevice(ours);
+    cuda::GpuSampler oracle(vocab);
+    std::vector<cuda::GpuSampleRequest> requests;
+    for (int64_t row = 0; row < batch; ++row) requests.push_back({row, &inputs.sequences[row]});
+    const std::vector<SequenceResult> want =
+        oracle.Sample(copy.data(), batch, requests, backend_->stream());
+    for (int64_t row = 0; row < batch; ++row) {
+      cuda::testing::ExpectSame(got.results[row], want[row],
+                                "batch " + std::to_string(batch) + " row " + std::to_string(row));
+    }
   }
 }
 
@@ -328,8 +408,9 @@ TEST_F(MegakernelVsLayered, GreedyTokensOver256Steps) {
         cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
     // NaN every step: a logit the step failed to write must not keep the last step's value.
     MKSERVE_CUDA_CHECK(cudaMemsetAsync(logits.data(), 0xFF, logits.bytes(), backend_->stream()));
-    decoder_->Run(plan, logits.data(), backend_->stream());
+    decoder_->Run(plan, logits.data(), StepSampling{argmax_.data()}, backend_->stream());
     const std::vector<float> ours = cuda::testing::ToHost(logits);
+    if (decoder_->samples_in_step()) ExpectArgmaxOf(ours, batch);
     cuda::RoutingOverride forced(config, batch, decoder_->LastRouting());
     hooks_->set_routing_override(&forced);
     const StepOutputs layered = backend_->Step(inputs);
@@ -377,7 +458,8 @@ TEST_F(MegakernelVsLayered, RefusesBatchesAboveItsMaximum) {
   const cuda::StepPlan plan = cuda::BuildStepPlan(backend_->config(), backend_->kv_layout(),
                                                   rows->inputs, backend_->max_num_tokens());
   cuda::DeviceBuffer<float> logits(9 * backend_->config().vocab_size);
-  EXPECT_THROW(small.Run(plan, logits.data(), backend_->stream()), Error);
+  EXPECT_THROW(small.Run(plan, logits.data(), StepSampling{argmax_.data()}, backend_->stream()),
+               Error);
 }
 
 // The attention MMA holds a KV head's query heads as its 16 rows: a model with more query heads

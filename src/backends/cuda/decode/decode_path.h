@@ -19,6 +19,7 @@
 #include "backends/cuda/core/step_plan.h"
 #include "backends/cuda/core/step_workspace.h"
 #include "backends/cuda/cuda_backend_options.h"
+#include "backends/cuda/sampling/step_sampler.h"
 #include "model/model_config.h"
 
 namespace mkserve::cuda {
@@ -52,10 +53,15 @@ class DecodePath {
   // one token at its start_position, block tables validated); the path checks what it needs on
   // top: batch size, page buckets, the sampling of each logits row, hooks.
   virtual bool Accepts(const StepPlan& plan) const = 0;
+  // Whether Run samples rows inside its own kernel: the backend then stages them first
+  // (StepSampler::StageInStep) and passes them to Run.
+  virtual bool SamplesInStep() const { return false; }
   // Runs the plan's tokens through the model on `stream` (writing their K/V into the pool), and
   // leaves logits row r of plan.logit_rows in workspace.logits[r * vocab ...] and its argmax in
-  // workspace.sampled[r]. May return before the GPU is done; the sampler reads on `stream`.
-  virtual void Run(const StepPlan& plan, cudaStream_t stream) = 0;
+  // workspace.sampled[r], or, for a row `in_step` holds (non-null only when SamplesInStep), its
+  // sample in the staged outputs. May return before the GPU is done; the sampler reads on
+  // `stream`.
+  virtual void Run(const StepPlan& plan, const InStepSamples* in_step, cudaStream_t stream) = 0;
   // Prepares ahead what Run would otherwise prepare on first use (graph captures), so live
   // requests do not wait for it; stops at the deadline. Returns how many items it prepared.
   // Serving never depends on it having run. Default: nothing to prepare.

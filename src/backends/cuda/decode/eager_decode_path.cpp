@@ -8,7 +8,8 @@ bool EagerDecodePath::Accepts(const StepPlan& plan) const {
   return plan.decode_only && static_cast<int64_t>(plan.logit_rows.size()) <= kLogitRowsPerChunk;
 }
 
-void EagerDecodePath::Run(const StepPlan& plan, cudaStream_t stream) {
+void EagerDecodePath::Run(const StepPlan& plan, const InStepSamples* /*in_step*/,
+                          cudaStream_t stream) {
   const DeviceMetadata meta = UploadMetadata(plan, c_.workspace.metadata, stream);
   const LayeredForward forward(c_, stream);
   forward.Run(plan, meta);

@@ -14,7 +14,7 @@ class EagerDecodePath : public DecodePath {
 
   std::string_view name() const override { return "eager"; }
   bool Accepts(const StepPlan& plan) const override;
-  void Run(const StepPlan& plan, cudaStream_t stream) override;
+  void Run(const StepPlan& plan, const InStepSamples* in_step, cudaStream_t stream) override;
 
  private:
   const DecodePathContext& c_;

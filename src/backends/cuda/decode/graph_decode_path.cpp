@@ -93,7 +93,8 @@ GraphDecodePath::Graph& GraphDecodePath::Capture(const StepPlan& bucketed,
   return stored;
 }
 
-void GraphDecodePath::Run(const StepPlan& plan, cudaStream_t stream) {
+void GraphDecodePath::Run(const StepPlan& plan, const InStepSamples* /*in_step*/,
+                          cudaStream_t stream) {
   const StepPlan bucketed = BucketPlan(plan);
   const PackedMetadata packed = PackMetadata(bucketed);
   const std::vector<int64_t> key = KeyOf(bucketed);

@@ -25,7 +25,7 @@ class GraphDecodePath : public DecodePath {
 
   std::string_view name() const override { return "graph"; }
   bool Accepts(const StepPlan& plan) const override;
-  void Run(const StepPlan& plan, cudaStream_t stream) override;
+  void Run(const StepPlan& plan, const InStepSamples* in_step, cudaStream_t stream) override;
   // Captures the graphs of batch 1..max_batch for every page bucket a context of up to
   // max_context_tokens needs, smallest buckets first.
   int64_t WarmUp(const DecodeWarmUp& request, cudaStream_t stream) override;

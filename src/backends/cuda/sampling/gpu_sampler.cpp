@@ -185,18 +185,8 @@ void GpuSampler::AddRow(const GpuSampleRequest& request, int64_t num_logit_rows)
   rows_.push_back(row);
 }
 
-void GpuSampler::Upload(cudaStream_t stream) {
-  CopyUp(rows_, device_rows_, stream);
-  CopyUp(edits_, device_edits_, stream);
-  CopyUp(bias_values_, device_bias_values_, stream);
-  CopyUp(allowed_masks_, device_allowed_masks_, stream);
-  Reserve(device_originals_, std::max<size_t>(edits_.size(), 1));
-  Reserve(device_outputs_, rows_.size());
-}
-
-std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_rows,
-                                               std::span<const GpuSampleRequest> requests,
-                                               cudaStream_t stream) {
+StagedSamples GpuSampler::Stage(int64_t num_logit_rows, std::span<const GpuSampleRequest> requests,
+                                cudaStream_t stream) {
   rows_.clear();
   edits_.clear();
   bias_values_.clear();
@@ -204,12 +194,24 @@ std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_
   allowed_masks_.clear();
   for (const GpuSampleRequest& request : requests) AddRow(request, num_logit_rows);
   CheckSharedRows(rows_);
-  std::vector<SequenceResult> results(requests.size());
-  if (requests.empty()) return results;
-  Upload(stream);
-  LaunchSampleRows(logits, vocab_, device_rows_.data(), static_cast<int64_t>(rows_.size()),
-                   device_edits_.data(), device_bias_values_.data(), device_originals_.data(),
-                   device_allowed_masks_.data(), device_outputs_.data(), stream);
+  CopyUp(rows_, device_rows_, stream);
+  CopyUp(edits_, device_edits_, stream);
+  CopyUp(bias_values_, device_bias_values_, stream);
+  CopyUp(allowed_masks_, device_allowed_masks_, stream);
+  Reserve(device_originals_, std::max<size_t>(edits_.size(), 1));
+  Reserve(device_outputs_, std::max<size_t>(rows_.size(), 1));
+  return StagedSamples{static_cast<int64_t>(rows_.size()),
+                       device_rows_.data(),
+                       device_edits_.data(),
+                       device_bias_values_.data(),
+                       device_originals_.data(),
+                       device_allowed_masks_.data(),
+                       device_outputs_.data()};
+}
+
+std::vector<SequenceResult> GpuSampler::Collect(cudaStream_t stream) {
+  std::vector<SequenceResult> results(rows_.size());
+  if (rows_.empty()) return results;
   outputs_.resize(rows_.size());
   MKSERVE_CUDA_CHECK(cudaMemcpyAsync(outputs_.data(), device_outputs_.data(),
                                      outputs_.size() * sizeof(SampleRowOutput),
@@ -230,6 +232,16 @@ std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_
     }
   }
   return results;
+}
+
+std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_rows,
+                                               std::span<const GpuSampleRequest> requests,
+                                               cudaStream_t stream) {
+  const StagedSamples staged = Stage(num_logit_rows, requests, stream);
+  if (staged.count == 0) return {};
+  LaunchSampleRows(logits, vocab_, staged.rows, staged.count, staged.edits, staged.bias_values,
+                   staged.originals, staged.allowed_masks, staged.outputs, stream);
+  return Collect(stream);
 }
 
 }  // namespace mkserve::cuda

@@ -30,6 +30,18 @@ struct GpuSampleRequest {
   const SequenceStep* step = nullptr;  // sampling params (null: defaults), token ids, index
 };
 
+// The device arrays of staged requests, in request order, as the sampling kernel (or the decode
+// megakernel's kSample) reads them; valid until the sampler stages again.
+struct StagedSamples {
+  int64_t count = 0;
+  const SampleRowParams* rows = nullptr;
+  const LogitEdit* edits = nullptr;
+  const float* bias_values = nullptr;
+  float* originals = nullptr;
+  const uint32_t* allowed_masks = nullptr;
+  SampleRowOutput* outputs = nullptr;
+};
+
 class GpuSampler {
  public:
   explicit GpuSampler(int64_t vocab);
@@ -45,10 +57,16 @@ class GpuSampler {
                                      std::span<const GpuSampleRequest> requests,
                                      cudaStream_t stream);
 
+  // Sample in two halves, for a kernel that samples the rows itself: Stage checks the requests
+  // (as Sample) and uploads their arrays on `stream`; Collect waits for the stream and returns
+  // the results the kernel wrote into the staged outputs.
+  StagedSamples Stage(int64_t num_logit_rows, std::span<const GpuSampleRequest> requests,
+                      cudaStream_t stream);
+  std::vector<SequenceResult> Collect(cudaStream_t stream);
+
  private:
   void AddRow(const GpuSampleRequest& request, int64_t num_logit_rows);
   void AddEdits(const SequenceStep& step, const SamplingParams& params);
-  void Upload(cudaStream_t stream);
 
   int64_t vocab_ = 0;
   // Host staging, rebuilt per call.

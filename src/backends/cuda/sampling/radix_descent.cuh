@@ -4,8 +4,8 @@
 // the key of the prefix's last member; ties on that key share one probability, so how many of
 // them the prefix takes is arithmetic, and which ids they are is one ordered count over the row.
 // Counts and masses are integers, so every histogram is exact and independent of thread timing.
-// Each CTA of the row's cluster fills its slice's histogram; every CTA then sums all ranks' bins,
-// so all of them take the same decisions.
+// Each CTA of the row's team fills its slice's histogram; the team's MergeBins gives every CTA
+// the sum of all ranks' bins, so all of them take the same decisions.
 #pragma once
 
 #include "backends/cuda/sampling/row_scan.cuh"
@@ -17,8 +17,9 @@ inline constexpr int kNumLevels = 3;
 // Digit widths of the three levels, high bits first: 11 + 11 + 10 = the 32-bit key.
 __host__ __device__ constexpr int LevelBits(int level) { return level < 2 ? 11 : 10; }
 inline constexpr int kMaxBins = 1 << 11;
-inline constexpr int kBinsPerThread = kMaxBins / kThreads;  // consecutive bins per thread
-static_assert(kMaxBins % kThreads == 0, "every thread scans the same number of bins");
+// Consecutive bins per thread; every thread scans the same number.
+template <class Team>
+inline constexpr int kBinsPerThread = kMaxBins / Team::kThreads;
 
 // The prefix the descent looks for: the shortest non-empty one that reaches the goal.
 struct Goal {
@@ -68,18 +69,19 @@ struct Members {
   float max;  // the row's highest value: probabilities are exp(x - max)
 };
 
-template <bool kWithMass, typename ValueFn, typename MemberFn>
-__device__ void FillHistogram(const Members<ValueFn, MemberFn>& m, uint32_t prefix, uint32_t mask,
-                              int shift, uint32_t digit_mask, DescentScratch& s) {
-  __syncthreads();  // the bins may still be read by the previous level
-  for (int b = threadIdx.x; b < kMaxBins; b += kThreads) {
+template <bool kWithMass, class Team, typename ValueFn, typename MemberFn>
+__device__ void FillHistogram(Team& team, const Members<ValueFn, MemberFn>& m, uint32_t prefix,
+                              uint32_t mask, int shift, uint32_t digit_mask, DescentScratch& s) {
+  static_assert(kMaxBins % Team::kThreads == 0, "every thread scans the same number of bins");
+  Team::Sync();  // the bins may still be read by the previous level
+  for (int b = threadIdx.x; b < kMaxBins; b += Team::kThreads) {
     s.counts[b] = 0;
     s.masses[b] = 0;
   }
   if (threadIdx.x == 0) s.found_digit = -1;
-  __syncthreads();
+  Team::Sync();
   const double one = static_cast<double>(1ull << kMassFractionBits);
-  ForEachInSlice(m.slice, [&](int32_t i, float l) {
+  ForEachInSlice<Team>(m.slice, [&](int32_t i, float l) {
     const float x = m.value(l);
     const uint32_t key = OrderKey(x);
     if ((key & mask) != prefix || !m.member(x, key, i)) return;
@@ -87,48 +89,37 @@ __device__ void FillHistogram(const Members<ValueFn, MemberFn>& m, uint32_t pref
     atomicAdd(&s.counts[digit], 1u);
     if (kWithMass) atomicAdd(&s.masses[digit], FixedProbability(x, m.max, one));
   });
-  // Every rank sums every rank's bins, in rank order (integers: any order gives the same).
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  for (int b = threadIdx.x; b < kMaxBins; b += kThreads) {
-    uint32_t count = 0;
-    unsigned long long mass = 0;
-#pragma unroll
-    for (int r = 0; r < kClusterSize; ++r) {
-      count += cluster.map_shared_rank(s.counts, r)[b];
-      mass += cluster.map_shared_rank(s.masses, r)[b];
-    }
-    s.total_counts[b] = count;
-    s.total_masses[b] = mass;
-  }
-  cluster.sync();  // no rank clears its bins before all have read them
+  team.MergeBins(s);  // total_counts / total_masses: every rank's bins summed
 }
 
 // Totals of every bin (every thread gets them).
+template <class Team>
 __device__ inline Totals SumBins(DescentScratch& s) {
   Totals mine, total;
-  for (int j = 0; j < kBinsPerThread; ++j) {
-    const int b = static_cast<int>(threadIdx.x) * kBinsPerThread + j;
+  for (int j = 0; j < kBinsPerThread<Team>; ++j) {
+    const int b = static_cast<int>(threadIdx.x) * kBinsPerThread<Team> + j;
     mine = mine + Totals{s.total_counts[b], s.total_masses[b]};
   }
-  BlockExclusiveScan(mine, s.scan, &total);
+  BlockExclusiveScan<Team>(mine, s.scan, &total);
   return total;
 }
 
 // The digit whose bin first makes `above` + the higher bins reach the goal; `above` becomes the
 // totals before that bin. Bins are walked from the highest digit down, each thread taking
 // kBinsPerThread consecutive ones.
+template <class Team>
 __device__ inline int32_t FindCrossing(DescentScratch& s, int num_bins, const Goal& goal,
                                        const Totals& all, Totals* above) {
-  const int first = num_bins - 1 - static_cast<int>(threadIdx.x) * kBinsPerThread;
+  constexpr int kBins = kBinsPerThread<Team>;
+  const int first = num_bins - 1 - static_cast<int>(threadIdx.x) * kBins;
   auto bin = [&](int j) {
     const int digit = first - j;
     return digit >= 0 ? Totals{s.total_counts[digit], s.total_masses[digit]} : Totals{};
   };
   Totals mine, total;
-  for (int j = 0; j < kBinsPerThread; ++j) mine = mine + bin(j);
-  Totals before = *above + BlockExclusiveScan(mine, s.scan, &total);
-  for (int j = 0; j < kBinsPerThread; ++j) {
+  for (int j = 0; j < kBins; ++j) mine = mine + bin(j);
+  Totals before = *above + BlockExclusiveScan<Team>(mine, s.scan, &total);
+  for (int j = 0; j < kBins; ++j) {
     const Totals after = before + bin(j);
     if (first - j >= 0 && !goal.Reached(before, all) && goal.Reached(after, all)) {
       s.found_digit = first - j;
@@ -136,7 +127,7 @@ __device__ inline int32_t FindCrossing(DescentScratch& s, int num_bins, const Go
     }
     before = after;
   }
-  __syncthreads();
+  Team::Sync();
   *above = s.found_above;
   return s.found_digit;
 }
@@ -157,8 +148,8 @@ __device__ inline uint32_t TiesTaken(const Goal& goal, const Totals& above, cons
   return low;
 }
 
-template <bool kWithMass, typename ValueFn, typename MemberFn>
-__device__ Descent Descend(const Members<ValueFn, MemberFn>& m, const Goal& goal,
+template <bool kWithMass, class Team, typename ValueFn, typename MemberFn>
+__device__ Descent Descend(Team& team, const Members<ValueFn, MemberFn>& m, const Goal& goal,
                            DescentScratch& s) {
   Descent d;
   Totals above;
@@ -167,12 +158,12 @@ __device__ Descent Descend(const Members<ValueFn, MemberFn>& m, const Goal& goal
   for (int level = 0; level < kNumLevels; ++level) {
     shift -= LevelBits(level);
     const uint32_t digit_mask = (1u << LevelBits(level)) - 1;
-    FillHistogram<kWithMass>(m, prefix, mask, shift, digit_mask, s);
+    FillHistogram<kWithMass>(team, m, prefix, mask, shift, digit_mask, s);
     if (level == 0) {
-      d.all = SumBins(s);
+      d.all = SumBins<Team>(s);
       if (!goal.Reached(d.all, d.all)) return d;
     }
-    digit = FindCrossing(s, 1 << LevelBits(level), goal, d.all, &above);
+    digit = FindCrossing<Team>(s, 1 << LevelBits(level), goal, d.all, &above);
     if (digit < 0) return d;  // defensive: a monotone goal always crosses in some bin
     prefix |= static_cast<uint32_t>(digit) << shift;
     mask |= digit_mask << shift;
@@ -188,10 +179,11 @@ __device__ Descent Descend(const Members<ValueFn, MemberFn>& m, const Goal& goal
 
 // The id of the `rank`-th (1-based) member with order key `key`, counting ids upwards: each
 // thread counts its own contiguous run of ids, scans order the runs within the CTA and the CTAs
-// within the cluster, and the thread holding the rank walks its run.
-template <typename ValueFn, typename MemberFn>
-__device__ int32_t LocateTiedId(const Members<ValueFn, MemberFn>& m, uint32_t key, uint32_t rank,
-                                DescentScratch& s) {
+// within the team, and the thread holding the rank walks its run.
+template <class Team, typename ValueFn, typename MemberFn>
+__device__ int32_t LocateTiedId(Team& team, const Members<ValueFn, MemberFn>& m, uint32_t key,
+                                uint32_t rank, DescentScratch& s) {
+  constexpr int kThreads = Team::kThreads;
   const Slice& slice = m.slice;
   const int32_t per_thread = (slice.end - slice.begin + kThreads - 1) / kThreads;
   const int32_t begin =
@@ -203,16 +195,12 @@ __device__ int32_t LocateTiedId(const Members<ValueFn, MemberFn>& m, uint32_t ke
   };
   uint32_t count = 0;
   for (int32_t i = begin; i < end; ++i) count += matches(i) ? 1 : 0;
-  __syncthreads();  // every thread has read the previous call's answer
+  Team::Sync();  // every thread has read the previous call's answer
   if (threadIdx.x == 0) s.located_id = -1;
   Totals cta;
-  uint32_t before = BlockExclusiveScan({count, 0}, s.scan, &cta).count;
+  uint32_t before = BlockExclusiveScan<Team>({count, 0}, s.scan, &cta).count;
   if (threadIdx.x == 0) s.cta_count = cta.count;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  for (unsigned r = 0; r < cluster.block_rank(); ++r) {
-    before += *cluster.map_shared_rank(&s.cta_count, r);
-  }
+  before += team.CountBelow(s.cta_count);  // the lower ranks' matches
   if (before < rank && rank <= before + count) {
     uint32_t seen = before;
     for (int32_t i = begin; i < end; ++i) {
@@ -222,18 +210,15 @@ __device__ int32_t LocateTiedId(const Members<ValueFn, MemberFn>& m, uint32_t ke
       }
     }
   }
-  cluster.sync();
-  int32_t id = -1;
-  for (int r = 0; r < kClusterSize; ++r) id = max(id, *cluster.map_shared_rank(&s.located_id, r));
-  cluster.sync();  // every rank has read every answer
-  return id;
+  return team.MaxAcross(s.located_id);
 }
 
 // The prefix as a Cut: ties past the last taken one are left out only when some are.
-template <typename ValueFn, typename MemberFn>
-__device__ Cut CutOf(const Members<ValueFn, MemberFn>& m, const Descent& d, DescentScratch& s) {
+template <class Team, typename ValueFn, typename MemberFn>
+__device__ Cut CutOf(Team& team, const Members<ValueFn, MemberFn>& m, const Descent& d,
+                     DescentScratch& s) {
   if (d.ties_taken == d.num_ties) return Cut{d.key, INT_MAX};
-  return Cut{d.key, LocateTiedId(m, d.key, d.ties_taken, s)};
+  return Cut{d.key, LocateTiedId(team, m, d.key, d.ties_taken, s)};
 }
 
 }  // namespace mkserve::cuda::sampling

@@ -1,25 +1,25 @@
-// Passes over one logits row for the GPU sampler. A row belongs to a cluster of kClusterSize
-// CTAs (one SM alone needs ~1 ms for the passes over 262144 entries); each CTA owns a contiguous
-// slice, and partial results meet through distributed shared memory. Every combination uses a
-// fixed order (threads, then cluster ranks) or integer sums, and the cluster size is a
-// constant, so a row's result depends on the row alone, never on the batch.
+// Passes over one logits row for the GPU sampler. A row belongs to a team of CTAs (team.cuh: a
+// cluster of the sampler's own kernel, or SMs of the decode megakernel); each CTA owns a
+// contiguous slice, and partial results meet through the team's exchanges. Every combination
+// uses a fixed order (threads, then team ranks) or integer sums, so a row's token depends on the
+// row alone, never on the batch or the team size.
+//
+// Team (a template parameter throughout): kThreads (the CTA's threads that take part), Sync()
+// (their barrier), rank / size, and the exchanges ArgmaxAcross, SumAcross, MergeBins,
+// CountBelow, MaxAcross, GatherTop and Finish, each called by every thread of every member.
 #pragma once
-
-#include <cooperative_groups.h>
 
 #include <climits>
 #include <cmath>
 #include <cstdint>
 
 #include "backends/cuda/core/kernel_common.cuh"
+#include "backends/cuda/sampling/sample_rows.h"
 
 namespace mkserve::cuda::sampling {
 
-namespace cg = cooperative_groups;
-
-inline constexpr int kThreads = 512;  // 128 registers a thread: no spills in the passes
-inline constexpr int kNumWarps = kThreads / kWarpSize;
-inline constexpr int kClusterSize = 8;    // portable cluster size: CTAs (SMs) per row
+inline constexpr int kMaxThreads = 512;  // the largest team CTA: sizes the warp scratch
+inline constexpr int kMaxWarps = kMaxThreads / kWarpSize;
 inline constexpr int kLoadsInFlight = 8;  // per thread per step
 
 // Larger key = earlier in the sampling order. -0 maps onto +0: the CPU compares them equal.
@@ -51,22 +51,22 @@ struct Totals {
   __device__ Totals operator-(const Totals& o) const { return {count - o.count, mass - o.mass}; }
 };
 
-// This CTA's part of a row: ids [begin, end), in cluster-rank order.
+// This CTA's part of a row: ids [begin, end), in team-rank order.
 struct Slice {
   float* row;
   int32_t vocab, begin, end;
 };
 
-__device__ inline Slice SliceOf(float* row, int32_t vocab) {
-  const int32_t rank = static_cast<int32_t>(cg::this_cluster().block_rank());
-  const int32_t per_cta = (vocab + kClusterSize - 1) / kClusterSize;
+__device__ inline Slice SliceOf(float* row, int32_t vocab, int rank, int size) {
+  const int32_t per_cta = (vocab + size - 1) / size;
   const int32_t begin = min(vocab, rank * per_cta);
   return Slice{row, vocab, begin, min(vocab, begin + per_cta)};
 }
 
 // fn(id, logit) for every entry of the slice; the loads of one step are issued before any use.
-template <typename Fn>
+template <class Team, typename Fn>
 __device__ inline void ForEachInSlice(const Slice& slice, Fn&& fn) {
+  constexpr int kThreads = Team::kThreads;
   for (int32_t base = slice.begin + threadIdx.x; base < slice.end;
        base += kThreads * kLoadsInFlight) {
     float values[kLoadsInFlight];
@@ -89,89 +89,92 @@ __device__ inline bool Better(float value, int32_t id, float best, int32_t best_
 }
 
 struct ArgmaxScratch {
-  float values[kNumWarps];
-  int32_t ids[kNumWarps];
+  float values[kMaxWarps];
+  int32_t ids[kMaxWarps];
   float cta_value;
   int32_t cta_id;
 };
 
-// The row's highest value(logit) and its lowest id, in every thread of the cluster. An all -inf
-// row gives id 0, as the CPU sampler.
-template <typename ValueFn>
-__device__ inline void ClusterArgmax(const Slice& slice, ValueFn value, ArgmaxScratch& s,
-                                     float* max_value, int32_t* max_id) {
-  float best = -INFINITY;
-  int32_t best_id = INT_MAX;
-  ForEachInSlice(slice, [&](int32_t i, float l) {
-    const float x = value(l);
-    if (Better(x, i, best, best_id)) best = x, best_id = i;
-  });
+// The best (value, id) of the CTA's threads, in every thread.
+template <class Team>
+__device__ inline void CtaArgmax(float& best, int32_t& best_id, ArgmaxScratch& s) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     const float other = __shfl_xor_sync(0xffffffffu, best, offset);
     const int32_t other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
     if (Better(other, other_id, best, best_id)) best = other, best_id = other_id;
   }
-  __syncthreads();  // the scratch may still be read by a previous call
+  Team::Sync();  // the scratch may still be read by a previous call
   if (threadIdx.x % kWarpSize == 0) {
     s.values[threadIdx.x / kWarpSize] = best;
     s.ids[threadIdx.x / kWarpSize] = best_id;
   }
-  __syncthreads();
+  Team::Sync();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kNumWarps; ++w) {
+    for (int w = 1; w < Team::kThreads / kWarpSize; ++w) {
       if (Better(s.values[w], s.ids[w], best, best_id)) best = s.values[w], best_id = s.ids[w];
     }
     s.cta_value = best;
     s.cta_id = best_id;
   }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  best = -INFINITY;
-  best_id = INT_MAX;
-  for (int r = 0; r < kClusterSize; ++r) {
-    const ArgmaxScratch* other = cluster.map_shared_rank(&s, r);
-    if (Better(other->cta_value, other->cta_id, best, best_id)) {
-      best = other->cta_value;
-      best_id = other->cta_id;
-    }
-  }
-  cluster.sync();  // every rank has read this call's values
+  Team::Sync();
+  best = s.cta_value;
+  best_id = s.cta_id;
+}
+
+// The row's highest value(logit) and its lowest id, in every thread of the team. An all -inf
+// row gives id 0, as the CPU sampler.
+template <class Team, typename ValueFn>
+__device__ inline void RowArgmax(Team& team, const Slice& slice, ValueFn value, ArgmaxScratch& s,
+                                 float* max_value, int32_t* max_id) {
+  float best = -INFINITY;
+  int32_t best_id = INT_MAX;
+  ForEachInSlice<Team>(slice, [&](int32_t i, float l) {
+    const float x = value(l);
+    if (Better(x, i, best, best_id)) best = x, best_id = i;
+  });
+  CtaArgmax<Team>(best, best_id, s);
+  team.ArgmaxAcross(s, &best, &best_id);
   *max_value = best;
   *max_id = best_id == INT_MAX ? 0 : best_id;
 }
 
 struct SumScratch {
-  double warp_sums[kNumWarps];
+  double warp_sums[kMaxWarps];
   double cta_sum;
 };
 
-// Sum over the cluster: threads, warps, then ranks, each in a fixed order.
-__device__ inline double ClusterSumDouble(double value, SumScratch& s) {
+// Sum over the CTA's threads: lanes, then warps, each in a fixed order; every thread gets it.
+template <class Team>
+__device__ inline double CtaSumDouble(double value, SumScratch& s) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
   }
-  __syncthreads();
+  Team::Sync();
   if (threadIdx.x % kWarpSize == 0) s.warp_sums[threadIdx.x / kWarpSize] = value;
-  __syncthreads();
+  Team::Sync();
   if (threadIdx.x == 0) {
     double cta = 0.0;
-    for (int w = 0; w < kNumWarps; ++w) cta += s.warp_sums[w];
+    for (int w = 0; w < Team::kThreads / kWarpSize; ++w) cta += s.warp_sums[w];
     s.cta_sum = cta;
   }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  double total = 0.0;
-  for (int r = 0; r < kClusterSize; ++r) total += cluster.map_shared_rank(&s, r)->cta_sum;
-  cluster.sync();
-  return total;
+  Team::Sync();
+  return s.cta_sum;
+}
+
+// Sum over the team: threads, warps, then ranks, each in a fixed order.
+template <class Team>
+__device__ inline double RowSumDouble(Team& team, double value, SumScratch& s) {
+  CtaSumDouble<Team>(value, s);
+  return team.SumAcross(s);
 }
 
 struct ScanScratch {
-  Totals warp_totals[kNumWarps];
+  Totals warp_totals[kMaxWarps];
 };
 
 // Exclusive prefix of `value` over the CTA's threads in thread order; `total` gets the CTA's sum.
 // Integer sums, so the result does not depend on the order of additions.
+template <class Team>
 __device__ inline Totals BlockExclusiveScan(Totals value, ScanScratch& s, Totals* total) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   Totals inclusive = value;
@@ -180,11 +183,11 @@ __device__ inline Totals BlockExclusiveScan(Totals value, ScanScratch& s, Totals
     const unsigned long long mass = __shfl_up_sync(0xffffffffu, inclusive.mass, offset);
     if (lane >= offset) inclusive = inclusive + Totals{count, mass};
   }
-  __syncthreads();  // the scratch may still be read by a previous call
+  Team::Sync();  // the scratch may still be read by a previous call
   if (lane == kWarpSize - 1) s.warp_totals[warp] = inclusive;
-  __syncthreads();
+  Team::Sync();
   Totals before{}, sum{};
-  for (int w = 0; w < kNumWarps; ++w) {
+  for (int w = 0; w < Team::kThreads / kWarpSize; ++w) {
     if (w == warp) before = sum;
     sum = sum + s.warp_totals[w];
   }
@@ -192,9 +195,12 @@ __device__ inline Totals BlockExclusiveScan(Totals value, ScanScratch& s, Totals
   return before + inclusive - value;
 }
 
-// exp(x - max) in units of 2^-kMassFractionBits, from the double exp the CPU sampler uses.
+// exp(x - max) in units of 2^-kMassFractionBits, from the double exp the CPU sampler uses. Below
+// exp(-32) * 2^44 < 0.5 it rounds to 0, so the exp is skipped there (exactly the same result).
 __device__ inline unsigned long long FixedProbability(float x, float max, double one) {
-  return __double2ull_rn(exp(static_cast<double>(x) - static_cast<double>(max)) * one);
+  const double d = static_cast<double>(x) - static_cast<double>(max);
+  if (d < -32.0) return 0;
+  return __double2ull_rn(exp(d) * one);
 }
 
 }  // namespace mkserve::cuda::sampling

@@ -57,8 +57,16 @@ struct SampleRowOutput {
   float top_logprobs[kGpuMaxTopLogprobs];
 };
 
-// One CTA per row. `logits` rows named by the params are changed in place (edits applied, tokens
-// outside `allowed_masks` set to -inf); `originals[e]` receives edit e's logit before the change.
+// Top entries (id, logit) of a row, or of one team member's slice of it before they are merged.
+struct TopEntries {
+  int32_t num;
+  int32_t ids[kGpuMaxTopLogprobs];
+  float logits[kGpuMaxTopLogprobs];
+};
+
+// One cluster of CTAs per row. `logits` rows named by the params are changed in place (edits
+// applied, tokens outside `allowed_masks` set to -inf); `originals[e]` receives edit e's logit
+// before the change.
 void LaunchSampleRows(float* logits, int64_t vocab, const SampleRowParams* params, int64_t num_rows,
                       const LogitEdit* edits, const float* bias_values, float* originals,
                       const uint32_t* allowed_masks, SampleRowOutput* outputs, cudaStream_t stream);

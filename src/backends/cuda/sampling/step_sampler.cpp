@@ -34,17 +34,59 @@ void ServeOnHost(const float* device_row, int64_t vocab, const SequenceStep& ste
 
 }  // namespace
 
+InStepSamples StepSampler::StageInStep(const StepInputs& inputs, const StepPlan& plan,
+                                       cudaStream_t stream) {
+  InStepSamples in_step;
+  in_step.request_of_row.assign(plan.logit_rows.size(), -1);
+  std::vector<GpuSampleRequest> requests;
+  for (size_t r = 0; r < plan.logit_rows.size(); ++r) {
+    const LogitRow& row = plan.logit_rows[r];
+    const SequenceStep& step = inputs.sequences[row.sequence_index];
+    if (!row.needs.gpu_sample || row.needs.host_logits || !step.allowed_tokens.empty()) continue;
+    in_step.request_of_row[r] = static_cast<int32_t>(requests.size());
+    requests.push_back({static_cast<int64_t>(r), &step});
+    in_step.sequences.push_back(row.sequence_index);
+  }
+  if (requests.empty()) return in_step;
+  if (!in_step_sampler_) in_step_sampler_ = std::make_unique<GpuSampler>(vocab_);
+  in_step.staged =
+      in_step_sampler_->Stage(static_cast<int64_t>(plan.logit_rows.size()), requests, stream);
+  return in_step;
+}
+
 void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, size_t first,
                              int64_t count, float* logits, const int32_t* argmax,
-                             cudaStream_t stream, StepOutputs* outputs) {
+                             cudaStream_t stream, StepOutputs* outputs,
+                             const InStepSamples* in_step) {
+  auto fill = [&](const std::vector<size_t>& sequences, std::vector<SequenceResult> sampled) {
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      outputs->results[sequences[i]].token_id = sampled[i].token_id;
+      outputs->results[sequences[i]].logprobs = std::move(sampled[i].logprobs);
+    }
+  };
+  // The kernel's samples first: their copy waits for the step, and is often all there is.
+  if (in_step != nullptr && in_step->staged.count > 0) {
+    fill(in_step->sequences, in_step_sampler_->Collect(stream));
+  }
+  std::vector<int64_t> rest;  // rows this call serves
+  bool needs_argmax = false;
+  for (int64_t r = 0; r < count; ++r) {
+    if (in_step != nullptr && in_step->request_of_row[first + r] >= 0) continue;
+    const RowNeeds& needs = plan.logit_rows[first + r].needs;
+    needs_argmax |= needs.sample && !needs.gpu_sample && !needs.host_sample;
+    rest.push_back(r);
+  }
+  if (rest.empty()) return;
   std::vector<int32_t> greedy(count);
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), argmax, count * sizeof(int32_t),
-                                     cudaMemcpyDeviceToHost, stream));
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (needs_argmax) {
+    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), argmax, count * sizeof(int32_t),
+                                       cudaMemcpyDeviceToHost, stream));
+  }
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host copies below read the step's rows
   std::vector<float> row_logits;
   std::vector<GpuSampleRequest> gpu_rows;
   std::vector<size_t> gpu_sequences;
-  for (int64_t r = 0; r < count; ++r) {  // host copies first: the GPU sampler edits rows
+  for (int64_t r : rest) {  // host copies first: the GPU sampler edits rows
     const LogitRow& row = plan.logit_rows[first + r];
     const SequenceStep& step = inputs.sequences[row.sequence_index];
     SequenceResult& result = outputs->results[row.sequence_index];
@@ -59,11 +101,7 @@ void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, siz
   }
   if (gpu_rows.empty()) return;
   if (!gpu_sampler_) gpu_sampler_ = std::make_unique<GpuSampler>(vocab_);
-  std::vector<SequenceResult> sampled = gpu_sampler_->Sample(logits, count, gpu_rows, stream);
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    outputs->results[gpu_sequences[i]].token_id = sampled[i].token_id;
-    outputs->results[gpu_sequences[i]].logprobs = std::move(sampled[i].logprobs);
-  }
+  fill(gpu_sequences, gpu_sampler_->Sample(logits, count, gpu_rows, stream));
 }
 
 }  // namespace mkserve::cuda

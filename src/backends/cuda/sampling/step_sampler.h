@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backends/cuda/core/step_plan.h"
 #include "backends/cuda/sampling/gpu_sampler.h"
@@ -18,19 +19,35 @@
 
 namespace mkserve::cuda {
 
+// The rows a decode kernel samples itself (the megakernel's kSample): their staged requests and,
+// per logits row of the step, its request or -1 (the kernel writes only the row's argmax).
+struct InStepSamples {
+  StagedSamples staged;
+  std::vector<int32_t> request_of_row;
+  std::vector<size_t> sequences;  // per request: its StepInputs sequence
+};
+
 class StepSampler {
  public:
   explicit StepSampler(int64_t vocab) : vocab_(vocab) {}
 
+  // Stages, before the decode kernel runs, every row of `plan` the GpuSampler would sample
+  // that has no allowed-token mask (the engine computes masks during the forward pass, so those
+  // rows sample after it) and no host copy (it must see the row before any edit).
+  InStepSamples StageInStep(const StepInputs& inputs, const StepPlan& plan, cudaStream_t stream);
+
   // Logits rows [first, first + count) of plan.logit_rows are `logits` rows 0..count-1 (the
   // GpuSampler edits them) and their argmax is `argmax`, on `stream`. Fills the results of their
-  // sequences; waits for the stream.
+  // sequences; waits for the stream. Rows `in_step` holds were sampled by the kernel: their
+  // results come from its outputs.
   void SampleRows(const StepInputs& inputs, const StepPlan& plan, size_t first, int64_t count,
-                  float* logits, const int32_t* argmax, cudaStream_t stream, StepOutputs* outputs);
+                  float* logits, const int32_t* argmax, cudaStream_t stream, StepOutputs* outputs,
+                  const InStepSamples* in_step = nullptr);
 
  private:
   int64_t vocab_ = 0;
-  std::unique_ptr<GpuSampler> gpu_sampler_;  // made on first use
+  std::unique_ptr<GpuSampler> gpu_sampler_;      // made on first use
+  std::unique_ptr<GpuSampler> in_step_sampler_;  // the staged rows' arrays, made on first use
 };
 
 }  // namespace mkserve::cuda
