@@ -19,17 +19,6 @@ int64_t DividingTile(int64_t width, int64_t preferred) {
   return tile;
 }
 
-// Batch 1: the narrowest gate/up item (a multiple of 8 features, dividing the width) whose
-// top_k experts make at most one item per SM, so the items run in one wave. North on 132 SMs: 48
-// features, 128 items (H200, 8K: 3.593 -> 3.557 ms a step; 32 made 192 items, 60 SMs ran two).
-int64_t OneWaveUpTile(const ModelConfig& config, int64_t num_sms) {
-  const int64_t width = config.expert_intermediate_size;
-  for (int64_t tile = 8; tile <= width; tile += 8) {
-    if (width % tile == 0 && config.num_experts_per_token * (width / tile) <= num_sms) return tile;
-  }
-  return DividingTile(width, 128);  // fewer SMs than experts per token
-}
-
 void Require(bool ok, const std::string& what) {
   if (!ok) throw Error("invalid megakernel tile shapes: " + what);
 }
@@ -67,13 +56,14 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   tiles.dense_down_tile = DividingTile(config.hidden_size, 64);
   if (config.num_experts > 0) {
     tiles.router_tile = DividingTile(config.num_experts, 16);  // one warp: 2 experts, not 8
-    // One row: items as narrow as one wave allows (OneWaveUpTile; 32 features before it, which
-    // beat 64 with 3.91 -> 3.76 ms a step at 8K but left 60 SMs a second item). From 8 rows, 128:
-    // half the claims for the same bytes (batch 8 10.24 -> 10.13 ms, 32 22.29 -> 22.01, 64 30.38
-    // -> 29.80; batch 1 with 128 was 3.77 -> 3.91). Between them, 64.
-    tiles.expert_up_tile =
-        batch == 1 ? OneWaveUpTile(config, num_sms)
-                   : DividingTile(config.expert_intermediate_size, batch < 8 ? 64 : 128);
+    // One row: 32 features. With items by pick they are ready while the attention SMs still
+    // attend, and the SMs without attention take the first of them: 192 items (two on 60 SMs)
+    // beat one wave of 48-feature items (H200, one binary, alternating: 8K 3.030-3.093 against
+    // 3.065-3.128 ms, 1K 2.846-2.871 against 2.970-2.986; 24 and 64 slower than 48). From 8
+    // rows, 128: half the claims for the same bytes (batch 8 10.24 -> 10.13 ms, 32 22.29 ->
+    // 22.01, 64 30.38 -> 29.80). Between them, 64.
+    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size,
+                                        batch == 1 ? 32 : batch < 8 ? 64 : 128);
   }
   tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
   // Up to 4 rows the finalize runs the top-k itself, handing counts and picks on in shared memory
