@@ -300,15 +300,7 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   if (samples) {
     p.sample_request = base + request_at;
     p.argmax_out = sampling.argmax;
-    if (sampled_rows) {
-      const cuda::StagedSamples& staged = sampling.in_step->staged;
-      p.sample_rows = staged.rows;
-      p.sample_edits = staged.edits;
-      p.sample_bias_values = staged.bias_values;
-      p.sample_originals = staged.originals;
-      p.sample_allowed_masks = staged.allowed_masks;
-      p.sample_outputs = staged.outputs;
-    }
+    if (sampled_rows) p.staged = sampling.in_step->staged;
   }
   p.expert_items = up.expert_items.data();
   p.attention_items = up.attention_items.data();

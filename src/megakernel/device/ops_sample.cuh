@@ -203,11 +203,8 @@ __device__ __noinline__ void OpSample(const StepParams& p, const TaskDescriptor&
     if (threadIdx.x == 0 && team.rank == 0) p.argmax_out[row] = id;
     return;
   }
-  const cuda::SampleRowParams params = p.sample_rows[request];
-  sampling::SampleRow(
-      team, logits, p.vocab, params,
-      {p.sample_edits, p.sample_bias_values, p.sample_originals, p.sample_allowed_masks}, s.sample,
-      p.sample_outputs[request]);
+  const cuda::SampleRowParams params = p.staged.rows[request];
+  sampling::SampleRow(team, logits, p.vocab, params, request, p.staged, s.sample);
 }
 
 }  // namespace mkserve::megakernel

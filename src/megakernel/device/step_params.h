@@ -128,15 +128,10 @@ struct StepParams {
   float* logits = nullptr;               // [vocab], fp32, logit_scale applied
 
   // Sampling inside the step (kSample). Row r with sample_request[r] >= 0 is sampled as
-  // GpuSampler samples request sample_request[r] (its arrays below, as the sampler's host half
-  // uploads them); every other row gets its argmax in argmax_out[r].
+  // GpuSampler samples request sample_request[r] of `staged` (the arrays its Stage uploaded);
+  // every other row gets its argmax in argmax_out[r].
   const int32_t* sample_request = nullptr;  // [batch]
-  const cuda::SampleRowParams* sample_rows = nullptr;
-  const cuda::LogitEdit* sample_edits = nullptr;
-  const float* sample_bias_values = nullptr;
-  float* sample_originals = nullptr;
-  const uint32_t* sample_allowed_masks = nullptr;
-  cuda::SampleRowOutput* sample_outputs = nullptr;
+  cuda::StagedSamples staged;
   int32_t* argmax_out = nullptr;                  // [batch]
   SampleBarriers* sample_barriers = nullptr;      // [batch]
   SampleHistograms* sample_histograms = nullptr;  // [batch]

@@ -50,12 +50,7 @@ std::vector<SequenceResult> SampleInKernel(DeviceBuffer<float>& logits, int64_t 
   p.vocab = static_cast<int32_t>(vocab);
   p.logits = logits.data();
   p.sample_request = request_device.data();
-  p.sample_rows = staged.rows;
-  p.sample_edits = staged.edits;
-  p.sample_bias_values = staged.bias_values;
-  p.sample_originals = staged.originals;
-  p.sample_allowed_masks = staged.allowed_masks;
-  p.sample_outputs = staged.outputs;
+  p.staged = staged;
   p.argmax_out = argmax.data();
   p.sample_barriers = barriers.data();
   p.sample_histograms = histograms.data();

@@ -239,8 +239,7 @@ std::vector<SequenceResult> GpuSampler::Sample(float* logits, int64_t num_logit_
                                                cudaStream_t stream) {
   const StagedSamples staged = Stage(num_logit_rows, requests, stream);
   if (staged.count == 0) return {};
-  LaunchSampleRows(logits, vocab_, staged.rows, staged.count, staged.edits, staged.bias_values,
-                   staged.originals, staged.allowed_masks, staged.outputs, stream);
+  LaunchSampleRows(logits, vocab_, staged, stream);
   return Collect(stream);
 }
 

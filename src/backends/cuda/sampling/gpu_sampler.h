@@ -30,18 +30,6 @@ struct GpuSampleRequest {
   const SequenceStep* step = nullptr;  // sampling params (null: defaults), token ids, index
 };
 
-// The device arrays of staged requests, in request order, as the sampling kernel (or the decode
-// megakernel's kSample) reads them; valid until the sampler stages again.
-struct StagedSamples {
-  int64_t count = 0;
-  const SampleRowParams* rows = nullptr;
-  const LogitEdit* edits = nullptr;
-  const float* bias_values = nullptr;
-  float* originals = nullptr;
-  const uint32_t* allowed_masks = nullptr;
-  SampleRowOutput* outputs = nullptr;
-};
-
 class GpuSampler {
  public:
   explicit GpuSampler(int64_t vocab);

@@ -190,20 +190,13 @@ __device__ inline float ChosenLogprob(const float* row, const SampleRowParams& p
   return static_cast<float>(logit - log_z);
 }
 
-// The arrays a row's sampling reads and writes, as the GpuSampler's host half uploads them.
-struct SampleInputs {
-  const LogitEdit* edits;
-  const float* bias_values;
-  float* originals;  // [edits]: each edited token's logit before its edit
-  const uint32_t* allowed_masks;
-};
-
-// Samples `row` (vocab logits, changed in place) with `p` into `out`, as this CTA's part of the
-// team. Rank 0 writes the token and the top logprobs; the CTA whose slice holds the token writes
-// its logprob.
+// Samples `row` (vocab logits, changed in place) as staged request `request` (parameters `p`)
+// into its output, as this CTA's part of the team. Rank 0 writes the token and the top logprobs;
+// the CTA whose slice holds the token writes its logprob.
 template <class Team>
 __device__ void SampleRow(Team& team, float* row, int32_t vocab, const SampleRowParams& p,
-                          const SampleInputs& in, SampleScratch& s, SampleRowOutput& out) {
+                          int64_t request, const StagedSamples& in, SampleScratch& s) {
+  SampleRowOutput& out = in.outputs[request];
   const Slice slice = SliceOf(row, vocab, team.rank, team.size);
   double log_z = 0.0;
   if (p.num_logprobs >= 0) log_z = TopLogprobs(team, slice, p.num_logprobs, s, out);

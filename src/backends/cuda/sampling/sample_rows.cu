@@ -12,32 +12,28 @@ using sampling::ClusterTeam;
 
 __global__ void __cluster_dims__(sampling::kClusterSize, 1, 1)
     __launch_bounds__(ClusterTeam::kThreads, 1)
-        SampleRowsKernel(float* logits, int64_t vocab, const SampleRowParams* params,
-                         const LogitEdit* edits, const float* bias_values, float* originals,
-                         const uint32_t* allowed_masks, SampleRowOutput* outputs) {
+        SampleRowsKernel(float* logits, int64_t vocab, const StagedSamples staged) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto& s = *reinterpret_cast<sampling::SampleScratch*>(shared_bytes);
   const int64_t request = blockIdx.x / sampling::kClusterSize;
-  const SampleRowParams p = params[request];
+  const SampleRowParams p = staged.rows[request];
   ClusterTeam team;
-  sampling::SampleRow(team, logits + p.logits_row * vocab, static_cast<int32_t>(vocab), p,
-                      {edits, bias_values, originals, allowed_masks}, s, outputs[request]);
+  sampling::SampleRow(team, logits + p.logits_row * vocab, static_cast<int32_t>(vocab), p, request,
+                      staged, s);
 }
 
 }  // namespace
 
-void LaunchSampleRows(float* logits, int64_t vocab, const SampleRowParams* params, int64_t num_rows,
-                      const LogitEdit* edits, const float* bias_values, float* originals,
-                      const uint32_t* allowed_masks, SampleRowOutput* outputs,
+void LaunchSampleRows(float* logits, int64_t vocab, const StagedSamples& staged,
                       cudaStream_t stream) {
-  if (num_rows <= 0) return;
+  if (staged.count <= 0) return;
   constexpr int kSharedBytes = sizeof(sampling::SampleScratch);  // over the 48 KiB default
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       SampleRowsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   MKSERVE_CUDA_CHECK(opt_in);
-  const auto num_ctas = static_cast<unsigned>(num_rows * sampling::kClusterSize);
-  SampleRowsKernel<<<num_ctas, ClusterTeam::kThreads, kSharedBytes, stream>>>(
-      logits, vocab, params, edits, bias_values, originals, allowed_masks, outputs);
+  const auto num_ctas = static_cast<unsigned>(staged.count * sampling::kClusterSize);
+  SampleRowsKernel<<<num_ctas, ClusterTeam::kThreads, kSharedBytes, stream>>>(logits, vocab,
+                                                                              staged);
   MKSERVE_CUDA_CHECK_LAUNCH();
 }
 

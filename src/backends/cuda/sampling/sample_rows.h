@@ -64,11 +64,22 @@ struct TopEntries {
   float logits[kGpuMaxTopLogprobs];
 };
 
-// One cluster of CTAs per row. `logits` rows named by the params are changed in place (edits
-// applied, tokens outside `allowed_masks` set to -inf); `originals[e]` receives edit e's logit
-// before the change.
-void LaunchSampleRows(float* logits, int64_t vocab, const SampleRowParams* params, int64_t num_rows,
-                      const LogitEdit* edits, const float* bias_values, float* originals,
-                      const uint32_t* allowed_masks, SampleRowOutput* outputs, cudaStream_t stream);
+// The device arrays of staged requests (GpuSampler::Stage), in request order, as the sampling
+// kernel or the decode megakernel's kSample reads them; valid until the sampler stages again.
+struct StagedSamples {
+  int64_t count = 0;
+  const SampleRowParams* rows = nullptr;
+  const LogitEdit* edits = nullptr;
+  const float* bias_values = nullptr;
+  float* originals = nullptr;  // [edits]: each edited token's logit before its edit
+  const uint32_t* allowed_masks = nullptr;
+  SampleRowOutput* outputs = nullptr;
+};
+
+// One cluster of CTAs per staged request. The logits rows the requests name are changed in place
+// (edits applied, tokens outside the allowed masks set to -inf); `staged.originals[e]` receives
+// edit e's logit before the change.
+void LaunchSampleRows(float* logits, int64_t vocab, const StagedSamples& staged,
+                      cudaStream_t stream);
 
 }  // namespace mkserve::cuda
