@@ -434,16 +434,17 @@ TEST(ScheduleBuilderTest, SampleTeamsTakeTheSmsTheRowsLeave) {
   }
 }
 
-// A policy's "tiles" can set the team size; a team that needs more SMs than there are, or more
-// members than the ABI allows, is refused by name.
-TEST(ScheduleBuilderTest, ASampleTeamSizeCanBeSetWithinTheSms) {
+// A policy's "tiles" caps the team size (fewer members where the SMs run out); a cap outside
+// what the ABI allows is refused by name.
+TEST(ScheduleBuilderTest, ASampleTeamSizeCapsTheTeams) {
   const ModelConfig config = TinyPreset();
   const Schedule schedule = Build(config, 4, 1024, 132, WithSampling({{"sample_team", 8}}));
   ExpectSampleTeams(schedule, 8);
   ExpectVerifies(config, schedule);
+  // A cap, not a demand: 17 rows of 8 would need 136 of the 132 SMs, so each row gets 7.
+  ExpectSampleTeams(Build(config, 17, 1024, 132, WithSampling({{"sample_team", 8}})), 7);
   const ContextBucket bucket = BucketForContext(config, 1024);
-  for (const auto& [batch, team] : {std::pair<int64_t, int64_t>{17, 8},  // 136 SMs of 132
-                                    {1, int64_t{kMaxSampleTeam} + 1},
+  for (const auto& [batch, team] : {std::pair<int64_t, int64_t>{1, int64_t{kMaxSampleTeam} + 1},
                                     {1, -1}}) {
     try {
       BuildSchedule(

@@ -582,12 +582,6 @@ Schedule BuildSchedule(const ModelConfig& config, int64_t batch, const ContextBu
   }
   ValidateTileShapes(tiles, config, batch);
   policy.Validate();
-  const int64_t team = SampleTeamSize(tiles, batch, num_sms);
-  if (policy.include_sampling && team > 1 && batch * team > num_sms) {
-    throw Error("invalid megakernel tile shapes: sample_team = " + std::to_string(team) +
-                " needs " + std::to_string(batch * team) + " SMs for " + std::to_string(batch) +
-                " rows (every member its own), the schedule has " + std::to_string(num_sms));
-  }
   return Builder(config, batch, bucket, num_sms, tiles).Build(policy);
 }
 

@@ -32,8 +32,8 @@ void RequireDivides(int64_t tile, int64_t width, const char* field, const char* 
 }  // namespace
 
 int64_t SampleTeamSize(const TileShapes& tiles, int64_t batch, int64_t num_sms) {
-  if (tiles.sample_team != 0) return tiles.sample_team;
-  return std::max<int64_t>(1, std::min<int64_t>(kMaxSampleTeam, num_sms / batch));
+  const int64_t most = tiles.sample_team != 0 ? tiles.sample_team : int64_t{kMaxSampleTeam};
+  return std::max<int64_t>(1, std::min<int64_t>(most, num_sms / batch));
 }
 
 TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const ContextBucket& bucket,

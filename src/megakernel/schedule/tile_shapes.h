@@ -40,7 +40,9 @@ struct TileShapes {
   // Batches up to this size fuse the norm: MoE layers' QKV and router tasks normalise their
   // input themselves (no join on the path). 0: never; at most kMaxFusedNormBatch.
   int64_t fused_norm_max_batch = 0;
-  int64_t sample_team = 0;  // members of each row's sampling team (kSample); 0: the default
+  // The most members a row's sampling team (kSample) has; 0: kMaxSampleTeam. Fewer where the
+  // SMs do not give every member of every row its own.
+  int64_t sample_team = 0;
 
   bool operator==(const TileShapes&) const = default;
 };
@@ -50,8 +52,8 @@ inline bool FusesNormAt(const TileShapes& tiles, int64_t batch) {
   return batch <= tiles.fused_norm_max_batch;
 }
 
-// Members of each row's sampling team: tiles.sample_team, or by default as many as give every
-// member of every row an SM of its own (at least 1, at most kMaxSampleTeam).
+// Members of each row's sampling team: as many as give every member of every row an SM of its
+// own, at most tiles.sample_team (0: kMaxSampleTeam), at least 1.
 int64_t SampleTeamSize(const TileShapes& tiles, int64_t batch, int64_t num_sms);
 
 // The default shapes for `batch` rows on `num_sms` SMs serving `bucket`.
