@@ -258,13 +258,11 @@ TEST(ScheduleBuilderTest, AWaveCanBeKeptToAShareOfTheSms) {
 // (target: the row groups) and name their tiles per pick; the verifier accepts every instance.
 TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
   const ModelConfig config = NmcPreset(6);
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"pick_items", 1}, {"topk_in_finalize", 1}};  // the latter ignored by pick
   for (int64_t batch : {1, 2, 8}) {
-    const ContextBucket bucket = BucketForContext(config, 8192);
-    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 132);
-    tiles.pick_items = 1;
-    tiles.topk_in_finalize = 1;  // ignored by pick
-    const Schedule schedule =
-        BuildSchedule(config, batch, bucket, 132, tiles, SchedulePolicy::Default());
+    const Schedule schedule = Build(config, batch, 8192, 132, policy);
+    const TileShapes& tiles = schedule.tiles;
     const uint32_t row_groups =
         static_cast<uint32_t>((batch + tiles.row_tile - 1) / tiles.row_tile);
     int top_ks = 0, claims = 0;
@@ -298,13 +296,12 @@ TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
 // reads the router logits and writes the routing it then reads).
 TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
   const ModelConfig config = NmcPreset(6);
+  SchedulePolicy policy = SchedulePolicy::Default();
+  // By pick (batch 1's default) there is no finalize.
+  policy.tiles = {{"topk_in_finalize", 1}, {"pick_items", 0}};
   for (int64_t batch : {1, 8, 64}) {
-    const ContextBucket bucket = BucketForContext(config, 8192);
-    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 132);
-    tiles.topk_in_finalize = 1;
-    tiles.pick_items = 0;  // by pick (batch 1's default) there is no finalize
-    const Schedule schedule =
-        BuildSchedule(config, batch, bucket, 132, tiles, SchedulePolicy::Default());
+    const Schedule schedule = Build(config, batch, 8192, 132, policy);
+    const TileShapes& tiles = schedule.tiles;
     int finalizes = 0;
     for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
       EXPECT_NE(task->opcode, kTopK);
@@ -444,8 +441,8 @@ TEST(ScheduleBuilderTest, ASampleTeamSizeCapsTheTeams) {
   // A cap, not a demand: 17 rows of 8 would need 136 of the 132 SMs, so each row gets 7.
   ExpectSampleTeams(Build(config, 17, 1024, 132, WithSampling({{"sample_team", 8}})), 7);
   const ContextBucket bucket = BucketForContext(config, 1024);
-  for (const auto& [batch, team] : {std::pair<int64_t, int64_t>{1, int64_t{kMaxSampleTeam} + 1},
-                                    {1, -1}}) {
+  for (const auto& [batch, team] :
+       {std::pair<int64_t, int64_t>{1, int64_t{kMaxSampleTeam} + 1}, {1, -1}}) {
     try {
       BuildSchedule(
           config, batch, bucket, 132,

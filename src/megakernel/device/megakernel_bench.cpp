@@ -8,7 +8,6 @@
 
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/device_buffer.h"
-#include "backends/cuda/decode/argmax.h"
 #include "megakernel/schedule/opcode_names.h"
 
 namespace mkserve::megakernel {
@@ -33,13 +32,9 @@ MegakernelPoint BenchMegakernelDecode(cuda::CudaBackend& backend, MegakernelDeco
   cuda::DeviceBuffer<int32_t> sampled(batch);
   std::vector<int32_t> tokens(batch);
   cudaStream_t stream = backend.stream();
-  // One step as the engine would run it: the kernel, the greedy pick (inside the kernel when
-  // the schedule samples in the step), the tokens to the host.
+  // One step as the engine would run it: the kernel with the greedy pick, the tokens to the host.
   auto step = [&] {
     decoder.Run(plan, logits.data(), StepSampling{sampled.data()}, stream);
-    if (!decoder.samples_in_step()) {
-      cuda::ArgmaxRows(logits.data(), batch, config.vocab_size, sampled.data(), stream);
-    }
     MKSERVE_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), sampled.data(), batch * sizeof(int32_t),
                                        cudaMemcpyDeviceToHost, stream));
     MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/cuda/decode/argmax.h"
 #include "megakernel/device/megakernel_decoder.h"
 
 namespace mkserve::megakernel {
@@ -41,8 +40,7 @@ class MegakernelDecodePath : public cuda::DecodePath {
     return true;
   }
 
-  // The kernel's kSample tasks write the argmax and sample the staged rows (the schedule
-  // policy's include_sampling); without them the argmax is a kernel of its own after the step.
+  // The kernel's kSample tasks sample the staged rows (the schedule policy's include_sampling).
   bool SamplesInStep() const override { return decoder_ && decoder_->samples_in_step(); }
 
   void Run(const cuda::StepPlan& plan, const cuda::InStepSamples* in_step,
@@ -51,10 +49,6 @@ class MegakernelDecodePath : public cuda::DecodePath {
     const bool stuck = c_.options.hooks && c_.options.hooks->TakeStuckStep();
     decoder_->Run(plan, ws.logits.data(), StepSampling{ws.sampled.data(), in_step}, stream,
                   stuck ? StepFault::kStuckWait : StepFault::kNone);
-    if (!decoder_->samples_in_step()) {
-      cuda::ArgmaxRows(ws.logits.data(), plan.num_sequences, c_.config.vocab_size,
-                       ws.sampled.data(), stream);
-    }
   }
 
   // Every schedule of 1..max_batch rows in the buckets up to the one holding the warm-up context,

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/decode/argmax.h"
 #include "common/error.h"
 #include "megakernel/device/megakernel.h"
 #include "megakernel/schedule/context_bucket.h"
@@ -210,9 +211,7 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   const bool samples = samples_in_step();
   const bool sampled_rows =
       samples && sampling.in_step != nullptr && sampling.in_step->staged.count > 0;
-  if (samples && sampling.argmax == nullptr) {
-    throw Error("megakernel: the schedule samples in the step and no argmax output was given");
-  }
+  if (sampling.argmax == nullptr) throw Error("megakernel: a step needs an argmax output");
   if (sampled_rows && static_cast<int64_t>(sampling.in_step->request_of_row.size()) != B) {
     throw Error("megakernel: in-step sampling staged for " +
                 std::to_string(sampling.in_step->request_of_row.size()) + " rows, the step has " +
@@ -360,6 +359,7 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   ZeroRegions(zero, stream);
   LaunchMegakernel(p, lists, stream);
   MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
+  if (!samples) cuda::ArgmaxRows(logits, B, config_.vocab_size, sampling.argmax, stream);
   last_schedule_ = &schedule;
   last_batch_ = B;
   try {

@@ -49,9 +49,9 @@ struct MegakernelDecoderOptions {
   SchedulePolicy policy = SchedulePolicy::Default();
 };
 
-// Where a step's kSample tasks (schedules built with policy.include_sampling) leave their
-// results: every row's argmax, and for the rows `in_step` holds, their samples in its staged
-// outputs.
+// Where a step leaves its picks: every row's argmax (by the kSample tasks, or without them,
+// policy.include_sampling off, by the argmax kernel after the step) and, with kSample, the
+// samples of the rows `in_step` holds, in its staged outputs.
 struct StepSampling {
   int32_t* argmax = nullptr;                     // [batch], device
   const cuda::InStepSamples* in_step = nullptr;  // null: argmax only
@@ -66,15 +66,15 @@ class MegakernelDecoder {
   MegakernelDecoder& operator=(const MegakernelDecoder&) = delete;
 
   // One decode step for every sequence of `plan` (each exactly one token; BuildStepPlan has
-  // validated the block tables). Writes logits[row][vocab] for row = sequence index and, when
-  // samples_in_step(), what `sampling` asks; blocks until the step is done. Throws
-  // mkserve::Error for a plan it cannot run (prefill rows, too many rows, a context beyond the
-  // largest bucket, no argmax output for kSample) and BackendFatalError, with the counters that
+  // validated the block tables). Writes logits[row][vocab] for row = sequence index and what
+  // `sampling` asks (the in-step samples only when samples_in_step()); blocks until the step is
+  // done. Throws mkserve::Error for a plan it cannot run (prefill rows, too many rows, a context
+  // beyond the largest bucket, no argmax output) and BackendFatalError, with the counters that
   // fell short, when the step does not finish within the watchdog.
   void Run(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
            cudaStream_t stream, StepFault fault = StepFault::kNone);
   // Whether the schedules end with kSample (the policy's include_sampling): every step then
-  // writes each row's argmax and samples the rows StepSampling::in_step holds.
+  // samples the rows StepSampling::in_step holds inside the kernel.
   bool samples_in_step() const { return options_.policy.include_sampling; }
   // Builds, verifies and uploads now the schedule a step of `batch` rows whose longest row
   // attends to `longest_context` tokens would run (start-up warm-up); true when it was not ready.
