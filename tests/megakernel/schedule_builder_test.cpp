@@ -318,6 +318,94 @@ TEST(ScheduleBuilderTest, TopKCanRunInsideTheFinalize) {
   ExpectBuildRefuses(config, 1, {{"topk_in_finalize", 2}});
 }
 
+// fused_experts: the gate/up items complete ffn_out themselves. Each MoE layer's gate/up claims
+// carry kFlagFusedExperts (by pick with kFlagPickItems) and name one item counter, which the
+// layer's join (and, with the fused norm, the next layer's QKV) waits on for every pick's every
+// gate/up tile; no down claim, no combine, and the down queue (the finalize still writes its
+// count) holds nothing. By pick at one row, with a finalize at five; the verifier accepts both.
+TEST(ScheduleBuilderTest, FusedExpertItemsCompleteTheFfnThemselves) {
+  const ModelConfig config = NmcPreset(6);
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"fused_experts", 1}};
+  for (int64_t batch : {1, 5}) {
+    const Schedule schedule = Build(config, batch, 8192, 132, policy);
+    const bool by_pick = batch == 1;
+    ASSERT_EQ(schedule.tiles.pick_items, by_pick ? 1 : 0);
+    const uint32_t target =
+        static_cast<uint32_t>(batch * 8 * (768 / schedule.tiles.expert_up_tile));
+    const uint32_t claim_flags = kFlagFusedExperts | (by_pick ? kFlagPickItems : 0u);
+    std::map<uint32_t, uint32_t> ffn_done;  // MoE layer -> its gate/up claims' item counter
+    int finalizes = 0;
+    for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+      EXPECT_NE(task->opcode, kExpertDownClaim);
+      EXPECT_NE(task->opcode, kMoeCombine);
+      if (task->opcode == kExpertGateUpClaim) {
+        EXPECT_EQ(task->flags, claim_flags);
+        const uint32_t counter = task->arg[kArgItemSignalBase];
+        EXPECT_EQ(ffn_done.emplace(task->layer, counter).first->second, counter);
+        EXPECT_EQ(schedule.counters.at(counter).expected_arrivals, target);
+      }
+      if (task->opcode == kMoeFinalize) {
+        ++finalizes;
+        EXPECT_EQ(task->flags, kFlagFusedExperts);
+        EXPECT_EQ(task->arg[kArgTiles2], 0u);
+      }
+    }
+    EXPECT_EQ(finalizes, by_pick ? 0 : config.num_moe_layers());
+    ASSERT_EQ(static_cast<int>(ffn_done.size()), config.num_moe_layers());
+    int joins = 0, fused_norm_waits = 0;
+    for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+      if (task->opcode == kJoin && ffn_done.count(task->layer)) {
+        ++joins;
+        EXPECT_EQ(task->wait1_counter, ffn_done[task->layer]);
+        EXPECT_EQ(task->wait1_target, target);
+      }
+      if (task->opcode == kQkv && (task->flags & kFlagFusedNorm) != 0 &&
+          ffn_done.count(task->layer - 1)) {  // after a MoE layer, not the dense layer 0
+        ++fused_norm_waits;
+        EXPECT_EQ(task->wait1_counter, ffn_done.at(task->layer - 1));
+        EXPECT_EQ(task->wait1_target, target);
+      }
+    }
+    EXPECT_EQ(joins, config.num_moe_layers() * batch);  // one row per join
+    EXPECT_EQ(fused_norm_waits > 0, by_pick);           // the fused norm: up to two rows
+    for (const QueueInfo& queue : schedule.queues) {
+      if (queue.kind == QueueKind::kExpertDown) {
+        EXPECT_EQ(queue.capacity, 0u);
+      }
+    }
+    ExpectVerifies(config, schedule);
+  }
+}
+
+// A fused item's down slice has K = expert_up_tile, 32 or 64, and its rows fill one MMA n-tile
+// of 8; fused_experts is 0 or 1. Anything else is refused naming the field.
+TEST(ScheduleBuilderTest, FusedExpertShapesTheDeviceCannotRunAreRefused) {
+  const ModelConfig config = NmcPreset(6);
+  const ContextBucket bucket = BucketForContext(config, 8192);
+  auto build = [&](const std::map<std::string, int64_t>& overrides) {
+    const TileShapes tiles = WithTileOverrides(ChooseTileShapes(config, 2, bucket, 132), overrides);
+    return BuildSchedule(config, 2, bucket, 132, tiles, SchedulePolicy::Default());
+  };
+  for (int64_t up_tile : {32, 64}) {
+    EXPECT_NO_THROW(build({{"fused_experts", 1}, {"expert_up_tile", up_tile}, {"expert_rows", 8}}));
+  }
+  const std::pair<std::map<std::string, int64_t>, std::string> refused[] = {
+      {{{"fused_experts", 2}}, "fused_experts"},
+      {{{"fused_experts", 1}, {"expert_up_tile", 128}}, "expert_up_tile"},
+      {{{"fused_experts", 1}, {"expert_rows", 16}}, "expert_rows"},
+  };
+  for (const auto& [overrides, field] : refused) {
+    try {
+      build(overrides);
+      ADD_FAILURE() << field << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("fused_experts"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The fused norm up to fused_norm_max_batch rows (2 by default): a MoE layer after the first has
 // its QKV and router tasks flagged and waiting for the previous O-proj and FFN, the previous join
 // writes the residual only; one value serves every batch size of a policy.

@@ -368,6 +368,33 @@ TEST_F(MegakernelVsLayered, FiveLayersWithExpertItemsByPick) {
   }
 }
 
+// Fused expert items (tile shape fused_experts): each gate/up item runs its slice of down and
+// adds it into ffn_out, so the layers have no down claims and no combine; by pick at batch 1,
+// through the finalize from 2 rows; slices of the default width (32 features at batch 1, 64 at
+// 2-7) and of 64 at batch 8 (the widest the device runs). Same results.
+TEST_F(MegakernelVsLayered, FiveLayersWithFusedExpertItems) {
+  for (const bool wide : {false, true}) {
+    SchedulePolicy policy = SchedulePolicy::Default();
+    policy.tiles = {{"fused_experts", 1}};
+    if (wide) policy.tiles["expert_up_tile"] = 64;
+    Load(5, /*timeline=*/true, policy);
+    for (int64_t batch : wide ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 2, 5}) {
+      CompareStep(batch);
+      ExpectFullTimeline(*decoder_);
+      int fused_claims = 0;
+      for (const auto& list : decoder_->last_schedule()->sm_tasks) {
+        for (const TaskDescriptor& task : list) {
+          EXPECT_NE(task.opcode, kExpertDownClaim);
+          EXPECT_NE(task.opcode, kMoeCombine);
+          fused_claims +=
+              task.opcode == kExpertGateUpClaim && (task.flags & kFlagFusedExperts) != 0 ? 1 : 0;
+        }
+      }
+      EXPECT_GT(fused_claims, 0);
+    }
+  }
+}
+
 // The whole North Mini Code geometry (49 layers).
 TEST_F(MegakernelVsLayered, FullDepth) {
   Load(49);
