@@ -378,8 +378,8 @@ TEST(ScheduleBuilderTest, FusedExpertItemsCompleteTheFfnThemselves) {
   }
 }
 
-// A fused item's down slice has K = expert_up_tile, 32 or 64, and its rows fill one MMA n-tile
-// of 8; fused_experts is 0 or 1. Anything else is refused naming the field.
+// A fused item's down slice has K = expert_up_tile, a multiple of 8 up to 64, and its rows fill one
+// MMA n-tile of 8; fused_experts is 0 or 1. Anything else is refused naming the field.
 TEST(ScheduleBuilderTest, FusedExpertShapesTheDeviceCannotRunAreRefused) {
   const ModelConfig config = NmcPreset(6);
   const ContextBucket bucket = BucketForContext(config, 8192);
@@ -387,12 +387,13 @@ TEST(ScheduleBuilderTest, FusedExpertShapesTheDeviceCannotRunAreRefused) {
     const TileShapes tiles = WithTileOverrides(ChooseTileShapes(config, 2, bucket, 132), overrides);
     return BuildSchedule(config, 2, bucket, 132, tiles, SchedulePolicy::Default());
   };
-  for (int64_t up_tile : {32, 64}) {
+  for (int64_t up_tile : {16, 24, 32, 48, 64}) {
     EXPECT_NO_THROW(build({{"fused_experts", 1}, {"expert_up_tile", up_tile}, {"expert_rows", 8}}));
   }
   const std::pair<std::map<std::string, int64_t>, std::string> refused[] = {
       {{{"fused_experts", 2}}, "fused_experts"},
       {{{"fused_experts", 1}, {"expert_up_tile", 128}}, "expert_up_tile"},
+      {{{"fused_experts", 1}, {"expert_up_tile", 12}}, "expert_up_tile"},
       {{{"fused_experts", 1}, {"expert_rows", 16}}, "expert_rows"},
   };
   for (const auto& [overrides, field] : refused) {

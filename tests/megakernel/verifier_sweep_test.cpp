@@ -64,7 +64,7 @@ TEST(VerifierSweepFusedExpertsTest, EveryBucketOfBatchesOneToEightPassesEveryChe
   for (int64_t batch = 1; batch <= 8; ++batch) {
     SchedulePolicy policy = SchedulePolicy::Default();
     policy.tiles = {{"fused_experts", 1}};
-    // From 8 rows the default gate/up tile is 128; a fused item's down slice takes 32 or 64.
+    // From 8 rows the default gate/up tile is 128; a fused item's down slice takes at most 64.
     if (batch == 8) policy.tiles["expert_up_tile"] = 64;
     ScheduleCache cache = NorthCache(policy);
     ExpectEveryBucketPasses(cache, batch);

@@ -324,16 +324,18 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_i
   }
 }
 
-// A tall tile over a short K range, kBlocks 32-element blocks (a fused expert item's down
-// slice: every hidden row over the item's 32 or 64 features), for at most 8 tokens whose rows
-// the workers have just written into shared memory (x, row stride x_stride). RunGemvMma would
+// A tall tile over a short K range, k <= kBlocks 32-element blocks, a multiple of 8 (a fused
+// expert item's down slice: every hidden row over the item's features), for at most 8 tokens
+// whose rows the workers have just written into shared memory (x, row stride x_stride; the
+// elements past k of the last block are neither loaded nor read). RunGemvMma would
 // give each warp's 16 pair groups a ring of their own, one block deep: a memory latency per
 // group. Here a ring round is kUnroll (group, block) steps, as many bytes as a long-K round, so
 // the ring keeps three rounds in flight across groups, and each group's sums go to Store as soon
 // as its round is done. The first rounds are issued before the workers' barrier that completes
 // x: the weights do not depend on it. Every worker warp calls it.
 template <int kBlocks, class Tile>
-__device__ inline void RunShortKRing(const Tile& tile, const bf16* x, int x_stride, uint4* ring) {
+__device__ inline void RunShortKRing(const Tile& tile, int k, const bf16* x, int x_stride,
+                                     uint4* ring) {
   constexpr int kUnroll = kWeightRingRoundVecs / (2 * 32);
   constexpr int kGroupsPerRound = kUnroll / kBlocks;
   static_assert(kUnroll % kBlocks == 0);
@@ -354,7 +356,7 @@ __device__ inline void RunShortKRing(const Tile& tile, const bf16* x, int x_stri
       for (int u = 0; u < kUnroll; ++u) {
         const int i = round * kGroupsPerRound + u / kBlocks;
         const int off = (u % kBlocks) * kChunk + j * cuda::kVecElements;
-        const bool valid = i < mine && pair_of(i) < tile.Groups();
+        const bool valid = i < mine && pair_of(i) < tile.Groups() && off < k;
         CopyWeightVector(slot + (2 * u) * 32 + lane,
                          valid ? tile.WeightRow(pair_of(i), 0) + off : any, valid, policy);
         CopyWeightVector(slot + (2 * u + 1) * 32 + lane,
@@ -369,9 +371,9 @@ __device__ inline void RunShortKRing(const Tile& tile, const bf16* x, int x_stri
   uint4 xb[kBlocks];  // token r's B fragments of each block
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
-    xb[b] = r < tokens ? *reinterpret_cast<const uint4*>(x + r * x_stride + b * kChunk +
-                                                         j * cuda::kVecElements)
-                       : make_uint4(0, 0, 0, 0);
+    const int off = b * kChunk + j * cuda::kVecElements;
+    xb[b] = r < tokens && off < k ? *reinterpret_cast<const uint4*>(x + r * x_stride + off)
+                                  : make_uint4(0, 0, 0, 0);
   }
   for (int round = 0; round < rounds; ++round) {
     issue(round + kWeightRingStages - 1);

@@ -275,10 +275,10 @@ __device__ __noinline__ void RunDownSlice(const StepParams& p, uint32_t layer_id
       slice.weight[e] = LoadCgF(p.topk_weights + a);
     }
   }
-  if (width == 2 * kChunk) {  // the host allows 32 and 64 (ValidateTileShapes)
-    RunShortKRing<2>(slice, s.slice, width, warp_ring);
+  if (width > kChunk) {  // the host allows multiples of 8 up to 64 (ValidateTileShapes)
+    RunShortKRing<2>(slice, width, s.slice, width, warp_ring);
   } else {
-    RunShortKRing<1>(slice, s.slice, width, warp_ring);
+    RunShortKRing<1>(slice, width, s.slice, width, warp_ring);
   }
 }
 

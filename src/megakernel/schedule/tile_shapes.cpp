@@ -62,8 +62,9 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
     // 3.065-3.128 ms, 1K 2.846-2.871 against 2.970-2.986; 24 and 64 slower than 48). From 8
     // rows, 128: half the claims for the same bytes (batch 8 10.24 -> 10.13 ms, 32 22.29 ->
     // 22.01, 64 30.38 -> 29.80). Between them, 64.
-    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size,
-                                        batch == 1 ? 32 : batch < 8 ? 64 : 128);
+    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, batch == 1  ? 32
+                                                                         : batch < 8 ? 64
+                                                                                     : 128);
   }
   tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
   // Up to 4 rows the finalize runs the top-k itself, handing counts and picks on in shared memory
@@ -167,10 +168,10 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     Require(tiles.fused_experts == 0 || tiles.fused_experts == 1,
             "fused_experts must be 0 or 1, got " + std::to_string(tiles.fused_experts));
     if (tiles.fused_experts == 1) {
-      // The device runs a fused item's down slice with K = expert_up_tile (32 or 64) and its
-      // tokens as one MMA n-tile of 8.
-      Require(tiles.expert_up_tile == 32 || tiles.expert_up_tile == 64,
-              "fused_experts needs expert_up_tile 32 or 64, got " +
+      // The device runs a fused item's down slice with K = expert_up_tile (a multiple of 8 up
+      // to 64, kept in shared memory) and its tokens as one MMA n-tile of 8.
+      Require(tiles.expert_up_tile % 8 == 0 && tiles.expert_up_tile <= 64,
+              "fused_experts needs expert_up_tile a multiple of 8 up to 64, got " +
                   std::to_string(tiles.expert_up_tile));
       Require(tiles.expert_rows <= 8, "fused_experts needs expert_rows at most 8, got " +
                                           std::to_string(tiles.expert_rows));

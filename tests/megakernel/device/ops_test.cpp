@@ -516,6 +516,7 @@ TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
 TEST(MegakernelOps, MoeChainLargeBlocksMatchesCpu) { RunMoeChain(48, 8, 64); }
 TEST(MegakernelOps, MoeChainFusedItemsMatchesCpu) { RunMoeChain(11, 4, 4, /*fused=*/true); }
 TEST(MegakernelOps, MoeChainFusedWideSlicesMatchesCpu) { RunMoeChain(5, 8, 8, true, 64); }
+TEST(MegakernelOps, MoeChainFusedNarrowSlicesMatchesCpu) { RunMoeChain(11, 4, 4, true, 16); }
 
 }  // namespace
 }  // namespace mkserve::megakernel::testing
