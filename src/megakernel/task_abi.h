@@ -4,8 +4,6 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
-//   v1.7: kFlagFusedExperts (fused expert items: each gate/up item also runs its slice of down;
-//         no down items, no combine).
 //   v1.6: kSample runs on the device: one task per member of a row's sampling team
 //         (kArgTeamRank, kArgTeamSize).
 //   v1.5: kFlagPickItems (expert items by pick: no finalize, no item records).
@@ -123,15 +121,6 @@ enum TaskFlag : uint32_t {
   // rows x top_k x arg[kArgTiles] items; a gate/up item signals unit a, a down item waits for unit
   // a to reach arg[kArgTiles2] (the gate/up tiles) and signals its row.
   kFlagPickItems = 1u << 7,
-  // Fused expert items (TileShapes::fused_experts). kExpertGateUpClaim: each item keeps its
-  // slice h[:, f0, f1) of SiLU(gate)*up on chip (f0 = tile * width), multiplies it by the expert's
-  // down columns [f0, f1) and adds topk_weight * that partial into ffn_out of each routed row
-  // (the layer's block: the item is a split-K writer over top_k * intermediate). Its arrival is
-  // arrive_weight (= row_count) on counter item_signal_base + signal_unit (= 0: one counter per
-  // layer). kMoeFinalize: writes such gate/up items and no down items (arg[kArgTiles2] = 0). The
-  // layer has no kExpertDownClaim and no kMoeCombine: ffn_out is complete when that counter
-  // reaches batch * top_k * the gate/up tiles.
-  kFlagFusedExperts = 1u << 8,
 };
 
 // The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).
@@ -246,12 +235,12 @@ struct alignas(16) ExpertWorkItem {
 static_assert(sizeof(ExpertWorkItem) == 48);
 
 // Item `index` of a queue by pick (kFlagPickItems), `tiles` items per pick: pick a = index /
-// tiles is its one-row bucket and its unit; gate/up items signal unit a (fused: unit 0, the
-// layer's one counter), down items wait for unit a to reach `up_tiles`. The claims build items with
-// it on the device, ExpertItemsForRouting on the host: one definition.
+// tiles is its one-row bucket and its unit; gate/up items signal unit a, down items wait for it to
+// reach `up_tiles`. The claims build items with it on the device, ExpertItemsForRouting on the
+// host: one definition.
 MKSERVE_HOST_DEVICE inline ExpertWorkItem ExpertItemByPick(uint32_t index, uint32_t tiles,
                                                            uint32_t up_tiles, bool down,
-                                                           uint32_t expert, bool fused) {
+                                                           uint32_t expert) {
   const uint32_t a = index / tiles;
   ExpertWorkItem item{};
   item.expert = expert;
@@ -260,7 +249,7 @@ MKSERVE_HOST_DEVICE inline ExpertWorkItem ExpertItemByPick(uint32_t index, uint3
   item.row_count = 1;
   item.wait_unit = down ? a : kNoCounter;
   item.wait_target = down ? up_tiles : 0;
-  item.signal_unit = down ? kNoCounter : fused ? 0 : a;
+  item.signal_unit = down ? kNoCounter : a;
   item.arrive_weight = 1;
   item.signal_count = 1;
   return item;

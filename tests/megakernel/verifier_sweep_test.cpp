@@ -58,18 +58,5 @@ TEST(VerifierSweepSamplingTest, EveryBucketOfSomeBatchesPassesEveryCheck) {
   for (int64_t batch : {1, 5, 64}) ExpectEveryBucketPasses(cache, batch);
 }
 
-// Fused expert items (fused_experts) at the batches a fused item's one MMA n-tile of rows serves:
-// by pick at one row, with a finalize from two; every bucket.
-TEST(VerifierSweepFusedExpertsTest, EveryBucketOfBatchesOneToEightPassesEveryCheck) {
-  for (int64_t batch = 1; batch <= 8; ++batch) {
-    SchedulePolicy policy = SchedulePolicy::Default();
-    policy.tiles = {{"fused_experts", 1}};
-    // From 8 rows the default gate/up tile is 128; a fused item's down slice takes at most 64.
-    if (batch == 8) policy.tiles["expert_up_tile"] = 64;
-    ScheduleCache cache = NorthCache(policy);
-    ExpectEveryBucketPasses(cache, batch);
-  }
-}
-
 }  // namespace
 }  // namespace mkserve::megakernel

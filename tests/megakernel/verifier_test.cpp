@@ -20,9 +20,7 @@ struct Tiny {
   explicit Tiny(int64_t batch, int64_t num_sms = 3,
                 const SchedulePolicy& policy = SchedulePolicy::Default()) {
     const ContextBucket bucket = BucketForContext(config, 1024);
-    // The policy's "tiles" over the default shapes, as ScheduleCache applies them.
-    TileShapes tiles =
-        WithTileOverrides(ChooseTileShapes(config, batch, bucket, num_sms), policy.tiles);
+    TileShapes tiles = ChooseTileShapes(config, batch, bucket, num_sms);
     tiles.min_pages_per_split = 1;
     tiles.sliding_splits = 2;
     tiles.full_split_slots = 4;
@@ -253,112 +251,6 @@ TEST(VerifierTest, AnUnknownCounterStopsTheCheckWithAClearFailure) {
   tiny.First(kMoeFinalize, 1).wait0_counter = 1u << 20;
   const VerifyReport report = tiny.Verify();
   EXPECT_TRUE(report.Has(Kind::kUnknownCounter)) << report.Summary();
-}
-
-SchedulePolicy FusedExperts() {
-  SchedulePolicy policy = SchedulePolicy::Default();
-  policy.tiles = {{"fused_experts", 1}};
-  return policy;
-}
-
-// Fused expert items: by pick at one row, with a finalize from two.
-TEST(VerifierTest, BuiltFusedExpertSchedulesPassForEveryInstance) {
-  for (int64_t batch : {1, 2, 5, 8}) {
-    for (int64_t sms : {1, 3, 16}) {
-      Tiny tiny(batch, sms, FusedExperts());
-      for (const RunTimeWork& work : tiny.work) {
-        const VerifyReport report = VerifySchedule(tiny.config, tiny.schedule, work);
-        EXPECT_TRUE(report.ok()) << "batch " << batch << " sms " << sms << ": " << report.Summary();
-      }
-    }
-  }
-}
-
-// The device builds and runs fused items by the flag: a claim or finalize that disagrees with the
-// tile shapes, or a finalize that would write down items into the empty down queue, is refused.
-TEST(VerifierTest, AFusedExpertFlagThatDisagreesWithTheTilesIsCaught) {
-  auto expect_bad = [](const Tiny& tiny, const std::string& words) {
-    const VerifyReport report = tiny.Verify();
-    EXPECT_TRUE(report.Has(Kind::kBadDescriptor)) << report.Summary();
-    EXPECT_NE(report.Summary().find(words), std::string::npos) << report.Summary();
-  };
-  for (int64_t batch : {1, 5}) {  // by pick, with a finalize
-    Tiny tiny(batch, 3, FusedExperts());
-    tiny.First(kExpertGateUpClaim, 2).flags &= ~kFlagFusedExperts;
-    expect_bad(tiny, "lacks kFlagFusedExperts");
-  }
-  Tiny finalize(5, 3, FusedExperts());
-  finalize.First(kMoeFinalize, 3).flags &= ~kFlagFusedExperts;
-  expect_bad(finalize, "lacks kFlagFusedExperts");
-  Tiny down_tiles(5, 3, FusedExperts());
-  down_tiles.First(kMoeFinalize, 3).arg[kArgTiles2] = 1;
-  expect_bad(down_tiles, "fused expert items have no down items");
-  Tiny unfused(5);
-  unfused.First(kExpertGateUpClaim, 2).flags |= kFlagFusedExperts;
-  expect_bad(unfused, "has kFlagFusedExperts");
-}
-
-// A fused layer's ffn_out is complete when its one item counter has every pick's every gate/up
-// tile: a join waiting for one arrival more hangs, waiters all expecting one fewer leave an
-// arrival over.
-TEST(VerifierTest, AFusedLayersFfnTargetOffByOneIsCaught) {
-  Tiny raised(5, 3, FusedExperts());
-  TaskDescriptor& join = raised.First(kJoin, 2);
-  const uint32_t counter = raised.First(kExpertGateUpClaim, 2).arg[kArgItemSignalBase];
-  ASSERT_EQ(join.wait1_counter, counter);
-  ASSERT_EQ(join.wait1_target, 5u * 2 * 1);  // rows x top_k x gate/up tiles
-  join.wait1_target += 1;
-  VerifyReport report = raised.Verify();
-  EXPECT_TRUE(report.Has(Kind::kUnreachableTarget)) << report.Summary();
-  EXPECT_TRUE(report.Has(Kind::kDeadlock)) << report.Summary();
-
-  Tiny lowered(5, 3, FusedExperts());
-  int waiters = 0;
-  for (auto& list : lowered.schedule.sm_tasks) {
-    for (TaskDescriptor& task : list) {
-      if (task.wait1_counter == counter) {
-        task.wait1_target -= 1;
-        ++waiters;
-      }
-    }
-  }
-  ASSERT_EQ(waiters, 5);  // the layer's joins, one a row
-  report = lowered.Verify();
-  EXPECT_TRUE(report.Has(Kind::kOverArrival)) << report.Summary();
-}
-
-// The fused items write ffn_out: a join that does not wait for them reads it unfinished. (One
-// row: the join writes the residual only, so the missing wait shows as that read alone.)
-TEST(VerifierTest, AJoinThatDoesNotWaitForTheFusedItemsIsCaught) {
-  Tiny tiny(1, 3, FusedExperts());
-  TaskDescriptor& join = tiny.First(kJoin, 2);
-  ASSERT_NE(join.flags & kFlagResidualOnly, 0u);
-  join.wait1_counter = kNoCounter;
-  join.wait1_target = 0;
-  const VerifyReport report = tiny.Verify();
-  EXPECT_TRUE(report.Has(Kind::kReadWithoutDependency)) << report.Summary();
-  EXPECT_NE(report.Summary().find("reads ffn_out of layer 2"), std::string::npos)
-      << report.Summary();
-}
-
-// A combine the builder forgot to drop would overwrite the fused items' sum in ffn_out.
-TEST(VerifierTest, ACombineLeftInAFusedLayerIsCaught) {
-  Tiny tiny(5, 3, FusedExperts());
-  const TaskDescriptor& join = tiny.First(kJoin, 2);
-  TaskDescriptor combine = join;
-  combine.opcode = kMoeCombine;
-  combine.flags = 0;
-  combine.wait0_counter = join.wait1_counter;
-  combine.wait0_target = join.wait1_target;
-  combine.wait1_counter = kNoCounter;
-  combine.wait1_target = 0;
-  combine.signal_counter = kNoCounter;
-  combine.arg[kArgSequence] = 1u << 30;  // last in the order, so only the descriptor is wrong
-  tiny.schedule.sm_tasks[0].push_back(combine);
-  const VerifyReport report = tiny.Verify();
-  EXPECT_TRUE(report.Has(Kind::kBadDescriptor)) << report.Summary();
-  EXPECT_NE(report.Summary().find("no down items and no combine"), std::string::npos)
-      << report.Summary();
 }
 
 SchedulePolicy WithSampling() {

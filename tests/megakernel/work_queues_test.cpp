@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <map>
 #include <numeric>
 #include <random>
@@ -141,42 +140,6 @@ TEST(ExpertItemsTest, ItemsByPickAreOnePickEachInPickOrder) {
     std::vector<int32_t> repeated = routing;
     repeated[1] = repeated[0];
     EXPECT_THROW(ExpertItemsForRouting(config, batch, repeated, tiles), Error);
-  }
-}
-
-// Fused items (fused_experts): gate/up items only, each arriving on unit 0 by its rows, so the
-// layer's counter gets every pick's every gate/up tile; by pick through ExpertItemByPick.
-TEST(ExpertItemsTest, FusedItemsArriveOnOneCounterByTheirRows) {
-  const ModelConfig config = NmcPreset(4);
-  for (int64_t batch : {1, 3, 8}) {
-    for (int64_t pick_items : {0, 1}) {
-      TileShapes tiles = ChooseTileShapes(config, batch, BucketForContext(config, 4096), 132);
-      tiles.fused_experts = 1;
-      tiles.expert_up_tile = 64;
-      tiles.pick_items = pick_items;
-      std::vector<int32_t> routing;
-      for (int64_t r = 0; r < batch; ++r) {
-        for (int32_t k = 0; k < 8; ++k) routing.push_back((k * 5 + static_cast<int32_t>(r)) % 16);
-      }
-      const ExpertQueues queues = ExpertItemsForRouting(config, batch, routing, tiles);
-      EXPECT_TRUE(queues.down.empty());
-      uint32_t arrivals = 0;
-      for (size_t i = 0; i < queues.gate_up.size(); ++i) {
-        const ExpertWorkItem& item = queues.gate_up[i];
-        EXPECT_EQ(item.signal_unit, 0u);
-        EXPECT_EQ(item.arrive_weight, item.row_count);
-        EXPECT_EQ(item.signal_count, 1u);
-        EXPECT_EQ(item.wait_unit, kNoCounter);
-        arrivals += item.arrive_weight;
-        if (pick_items) {
-          const ExpertWorkItem want =
-              ExpertItemByPick(static_cast<uint32_t>(i), 12, 12, false,
-                               static_cast<uint32_t>(routing[i / 12]), true);
-          EXPECT_EQ(std::memcmp(&item, &want, sizeof item), 0) << "item " << i;
-        }
-      }
-      EXPECT_EQ(arrivals, batch * 8 * 768 / 64) << "batch " << batch << " by pick " << pick_items;
-    }
   }
 }
 

@@ -39,18 +39,12 @@ struct WarpGemvScratch {
   float partials[kMaxGemvTokens / kMmaTokens][4][32];
 };
 
-// The widest feature slice a fused expert item keeps on chip (kFlagFusedExperts).
-inline constexpr int kMaxSliceFeatures = 64;
-
 struct GemvSmem {
   bf16 xs[kStageElements];  // activation rows of one K chunk, row stride StagedRowStride
   union {
     WarpGemvScratch warps[kWorkerWarps];
     RowScratch norm;  // the fused norm's sums, done before the body uses `warps`
   };
-  // A fused expert item's h slice [tokens][features]: written by its gate/up epilogue while
-  // other warps still read xs, read by its down slice (RunShortKRing).
-  bf16 slice[kMmaTokens * kMaxSliceFeatures];
 };
 
 // How a tile of up to 8 tokens keeps weight rounds in flight: one in registers, or
@@ -320,82 +314,6 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_i
                      {s.warps[warp].partials[nt][1][lane], s.warps[warp].partials[nt][3][lane]});
         }
       }
-    }
-  }
-}
-
-// A tall tile over a short K range, k <= kBlocks 32-element blocks, a multiple of 8 (a fused
-// expert item's down slice: every hidden row over the item's features), for at most 8 tokens
-// whose rows the workers have just written into shared memory (x, row stride x_stride; the
-// elements past k of the last block are neither loaded nor read). RunGemvMma would
-// give each warp's 16 pair groups a ring of their own, one block deep: a memory latency per
-// group. Here a ring round is kUnroll (group, block) steps, as many bytes as a long-K round, so
-// the ring keeps three rounds in flight across groups, and each group's sums go to Store as soon
-// as its round is done. The first rounds are issued before the workers' barrier that completes
-// x: the weights do not depend on it. Every worker warp calls it.
-template <int kBlocks, class Tile>
-__device__ inline void RunShortKRing(const Tile& tile, int k, const bf16* x, int x_stride,
-                                     uint4* ring) {
-  constexpr int kUnroll = kWeightRingRoundVecs / (2 * 32);
-  constexpr int kGroupsPerRound = kUnroll / kBlocks;
-  static_assert(kUnroll % kBlocks == 0);
-  constexpr int kPairsPerWarp = 8;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 4, j = lane % 4;
-  const int tokens = tile.Tokens();
-  const int warp_groups = (tile.Groups() + kPairsPerWarp - 1) / kPairsPerWarp;
-  // This warp's groups: warp, warp + kWorkerWarps, ...
-  const int mine = warp < warp_groups ? (warp_groups - warp + kWorkerWarps - 1) / kWorkerWarps : 0;
-  const int rounds = (mine + kGroupsPerRound - 1) / kGroupsPerRound;
-  const bf16* any = tile.WeightRow(0, 0);  // an address for the copies that read nothing
-  const uint64_t policy = EvictFirstPolicy();
-  auto pair_of = [&](int i) { return (warp + i * kWorkerWarps) * kPairsPerWarp + r; };
-  auto issue = [&](int round) {
-    if (round < rounds) {
-      uint4* slot = ring + (round % kWeightRingStages) * kWeightRingRoundVecs;
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = round * kGroupsPerRound + u / kBlocks;
-        const int off = (u % kBlocks) * kChunk + j * cuda::kVecElements;
-        const bool valid = i < mine && pair_of(i) < tile.Groups() && off < k;
-        CopyWeightVector(slot + (2 * u) * 32 + lane,
-                         valid ? tile.WeightRow(pair_of(i), 0) + off : any, valid, policy);
-        CopyWeightVector(slot + (2 * u + 1) * 32 + lane,
-                         valid ? tile.WeightRow(pair_of(i), 1) + off : any, valid, policy);
-      }
-    }
-    cuda::CpAsyncCommit();  // empty groups keep the count uniform
-  };
-#pragma unroll
-  for (int i = 0; i < kWeightRingStages - 1; ++i) issue(i);
-  WorkerSync();       // x is complete
-  uint4 xb[kBlocks];  // token r's B fragments of each block
-#pragma unroll
-  for (int b = 0; b < kBlocks; ++b) {
-    const int off = b * kChunk + j * cuda::kVecElements;
-    xb[b] = r < tokens && off < k ? *reinterpret_cast<const uint4*>(x + r * x_stride + off)
-                                  : make_uint4(0, 0, 0, 0);
-  }
-  for (int round = 0; round < rounds; ++round) {
-    issue(round + kWeightRingStages - 1);
-    cuda::CpAsyncWait<kWeightRingStages - 1>();  // this round's copies have landed
-    const uint4* slot = ring + (round % kWeightRingStages) * kWeightRingRoundVecs;
-    float acc[kGroupsPerRound][4] = {};
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint4 p = slot[(2 * u) * 32 + lane], q = slot[(2 * u + 1) * 32 + lane];
-      const uint4 xv = xb[u % kBlocks];
-      const uint32_t a0[4] = {p.x, q.x, p.y, q.y};
-      const uint32_t a1[4] = {p.z, q.z, p.w, q.w};
-      cuda::MmaBf16(acc[u / kBlocks], a0, xv.x, xv.y);
-      cuda::MmaBf16(acc[u / kBlocks], a1, xv.z, xv.w);
-    }
-#pragma unroll
-    for (int g = 0; g < kGroupsPerRound; ++g) {
-      const int i = round * kGroupsPerRound + g;
-      if (i >= mine || pair_of(i) >= tile.Groups()) continue;
-      // Lane (r, j) holds pair r's two rows for tokens 2j and 2j + 1.
-      if (2 * j < tokens) tile.Store(pair_of(i), 2 * j, {acc[g][0], acc[g][2]});
-      if (2 * j + 1 < tokens) tile.Store(pair_of(i), 2 * j + 1, {acc[g][1], acc[g][3]});
     }
   }
 }

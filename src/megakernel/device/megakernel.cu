@@ -193,11 +193,11 @@ template <>
 struct ItemSource<ExpertWorkItem> {
   const ExpertWorkItem* records;
   uint32_t tiles, up_tiles;  // by pick: this queue's tiles per pick, the gate/up tiles per pick
-  bool down, fused;
+  bool down;
   __device__ ExpertWorkItem operator()(const StepParams& p, uint32_t index) const {
     if (records != nullptr) return LoadRecord(records, index);
     return ExpertItemByPick(index, tiles, up_tiles, down,
-                            static_cast<uint32_t>(LoadCgI(p.topk_ids + index / tiles)), fused);
+                            static_cast<uint32_t>(LoadCgI(p.topk_ids + index / tiles)));
   }
 };
 
@@ -242,10 +242,9 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
                                 KernelSmem& s) {
   const uint32_t queue = d.arg[kArgQueue];
   const bool by_pick = (d.flags & kFlagPickItems) != 0;
-  const bool fused = (d.flags & kFlagFusedExperts) != 0;
   const ItemSource<ExpertWorkItem> source{
       by_pick ? nullptr : p.expert_items + p.queue_offsets[queue], d.arg[kArgTiles],
-      d.arg[kArgTiles2], down, fused};
+      d.arg[kArgTiles2], down};
   // The finalize wrote the count before the claim task's wait was met; it does not change. By
   // pick it is every pick's tiles.
   uint32_t count = 0;
@@ -257,7 +256,7 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
     const int index = ClaimNext(p, queue, count, source, d.arg[kArgItemWaitBase], s.expert_item, s);
     if (index < 0) return;
     const ExpertWorkItem item = s.expert_item;
-    RunExpertItem(p, d.layer, item, down, fused, s.op.gemv, RingRounds{WeightRing(s)});
+    RunExpertItem(p, d.layer, item, down, s.op.gemv, RingRounds{WeightRing(s)});
     WorkerSync();
     if (threadIdx.x == 0) {
       PostItemSignal(s, {d.arg[kArgItemSignalBase], item.signal_unit, item.arrive_weight,

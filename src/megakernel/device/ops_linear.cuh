@@ -87,14 +87,13 @@ struct PlainTile {
   }
 };
 
-// Gate row i and up row i as one pair: h[t][i - i0] = bf16(silu(gate . x) * (up . x)).
+// Gate row i and up row i as one pair: h[row][i] = bf16(silu(gate . x) * (up . x)).
 struct GateUpTile {
   const bf16* x;
   int64_t x_stride;
   const bf16* w;  // [2 I][hidden], gate rows then up rows
   int64_t hidden, intermediate;
-  bf16* h;  // the tile's first row and feature i0 (global memory, or a fused item's slice)
-  int64_t h_stride;
+  bf16* h;  // [rows][intermediate]
   int i0, i1;
   const int32_t* x_row_of;  // null: activation row = row0 + t; else x_row_of[t] (experts)
   int row0, rows, x_row_div;
@@ -109,28 +108,7 @@ struct GateUpTile {
     return w + (r * intermediate + i0 + g) * hidden;
   }
   __device__ void Store(int g, int t, const float (&v)[2]) const {
-    h[t * h_stride + g] = __float2bfloat16(cuda::Silu(v[0]) * v[1]);
-  }
-};
-
-// A fused expert item's down slice: hidden rows 2g and 2g + 1 over the item's features (pair g),
-// each lane's tokens 2j and 2j + 1 added, times their routing weight, into their rows' ffn_out.
-// RunShortKRing stores only those two tokens per lane, so the lane keeps their rows and weights.
-struct DownSliceTile {
-  const bf16* w;  // the expert's down weight [hidden][intermediate] at the slice's first column
-  int64_t intermediate;
-  float* ffn_out;  // the layer's block [batch][hidden]
-  int hidden, tokens;
-  int out_row[2];  // batch rows of this lane's tokens 2j, 2j + 1
-  float weight[2];
-  __device__ int Groups() const { return hidden / 2; }
-  __device__ int Tokens() const { return tokens; }
-  __device__ const bf16* WeightRow(int g, int r) const { return w + (2 * g + r) * intermediate; }
-  __device__ void Store(int g, int t, const float (&v)[2]) const {
-    const float scale = weight[t % 2];
-    atomicAdd(
-        reinterpret_cast<float2*>(ffn_out + static_cast<int64_t>(out_row[t % 2]) * hidden + 2 * g),
-        make_float2(v[0] * scale, v[1] * scale));
+    h[(row0 + t) * intermediate + i0 + g] = __float2bfloat16(cuda::Silu(v[0]) * v[1]);
   }
 };
 
@@ -200,19 +178,10 @@ __device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, Gem
 __device__ inline void OpDenseGateUp(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
   const LayerParams& layer = p.layers[d.layer];
   const int i0 = TileBegin(d, p.tiles.dense_up);
-  const GateUpTile tile{p.x_norm,
-                        p.hidden,
-                        layer.dense_gate_up,
-                        p.hidden,
-                        layer.intermediate,
-                        p.ffn_hidden + d.row_begin * layer.intermediate + i0,
-                        layer.intermediate,
-                        i0,
-                        i0 + p.tiles.dense_up,
-                        nullptr,
-                        static_cast<int>(d.row_begin),
-                        Rows(d),
-                        1};
+  const GateUpTile tile{
+      p.x_norm,     p.hidden, layer.dense_gate_up,   p.hidden, layer.intermediate,
+      p.ffn_hidden, i0,       i0 + p.tiles.dense_up, nullptr,  static_cast<int>(d.row_begin),
+      Rows(d),      1};
   RunGemv(tile, s, RegisterRounds{});
 }
 
@@ -257,45 +226,23 @@ __device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, Ge
   RunGemv(tile, s, ring);
 }
 
-// A fused item's down slice (DownSliceTile), after its gate/up wrote h into s.slice. Out of line,
-// as OpSample: its registers stay out of the kernel's allocation. The rows' routing loads are
-// issued first: they are needed only at the first store, after the first weight round.
-__device__ __noinline__ void RunDownSlice(const StepParams& p, uint32_t layer_id, uint32_t expert,
-                                          int f0, int b0, int rows, GemvSmem& s, uint4* warp_ring) {
-  const LayerParams& layer = p.layers[layer_id];
-  const int64_t I = layer.intermediate, H = p.hidden;
-  const int width = p.tiles.expert_up;
-  DownSliceTile slice{layer.experts_down + expert * H * I + f0, I,
-                      p.ffn_out + LayerRow(p, layer_id, 0), static_cast<int>(H), rows};
-  const int j = threadIdx.x % 4;
-  for (int e = 0; e < 2; ++e) {
-    if (2 * j + e < rows) {
-      const int32_t a = LoadCgI(p.bucket_assignment + b0 + 2 * j + e);
-      slice.out_row[e] = a / p.top_k;
-      slice.weight[e] = LoadCgF(p.topk_weights + a);
-    }
-  }
-  if (width > kChunk) {  // the host allows multiples of 8 up to 64 (ValidateTileShapes)
-    RunShortKRing<2>(slice, width, s.slice, width, warp_ring);
-  } else {
-    RunShortKRing<1>(slice, width, s.slice, width, warp_ring);
-  }
-}
-
 // One claimed expert item: gate/up (down == false) or down of expert item.expert for the bucket
-// rows [bucket_begin, bucket_begin + row_count), output tile item.tile. A fused item
-// (kFlagFusedExperts, gate/up only) keeps its h slice in shared memory and runs the slice's down
-// columns too, adding into ffn_out (DownSliceTile): no down item waits for the expert's other
-// slices, and no combine reads moe_out.
+// rows [bucket_begin, bucket_begin + row_count), output tile item.tile.
 __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
-                                     const ExpertWorkItem& item, bool down, bool fused, GemvSmem& s,
+                                     const ExpertWorkItem& item, bool down, GemvSmem& s,
                                      RingRounds ring) {
   const LayerParams& layer = p.layers[layer_id];
   const int64_t I = layer.intermediate, H = p.hidden;
   const int width = down ? p.tiles.expert_down : p.tiles.expert_up;
   const int out0 = static_cast<int>(item.tile) * width, out1 = out0 + width;
   const int b0 = static_cast<int>(item.bucket_begin), rows = static_cast<int>(item.row_count);
-  if (down) {
+  if (!down) {
+    const GateUpTile tile{p.x_norm, H,    layer.experts_gate_up + item.expert * 2 * I * H,
+                          H,        I,    p.moe_hidden,
+                          out0,     out1, p.bucket_assignment + b0,
+                          b0,       rows, p.top_k};
+    RunGemv(tile, s, ring);
+  } else {
     const PlainTile tile{p.moe_hidden,
                          I,
                          layer.experts_down + item.expert * H * I,
@@ -311,25 +258,6 @@ __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
                          1.0f,
                          false};
     RunGemv(tile, s, ring);
-    return;
-  }
-  const GateUpTile gate_up{p.x_norm,
-                           H,
-                           layer.experts_gate_up + item.expert * 2 * I * H,
-                           H,
-                           I,
-                           fused ? s.slice : p.moe_hidden + b0 * I + out0,
-                           fused ? width : I,
-                           out0,
-                           out1,
-                           p.bucket_assignment + b0,
-                           b0,
-                           rows,
-                           p.top_k};
-  RunGemv(gate_up, s, ring);
-  if (fused) {
-    RunDownSlice(p, layer_id, item.expert, out0, b0, rows, s,
-                 ring.ring + threadIdx.x / 32 * kWeightRingWarpVecs);
   }
 }
 

@@ -187,12 +187,11 @@ struct FinalizeSmem {
   int32_t pick_slots[kMaxBatch * kMaxTopK];
 };
 
-// Bucket offsets, the bucket's assignment table, and the gate/up and down item queues (fused
-// items: gate/up only), in the order and with the counter units of the schedule's
-// ExpertItemsForRouting (the queues are sized for the most blocks any routing can occupy, so
-// they never overflow). Every MoE layer's expert work waits for this one task, so each part is
-// parallel: at batch 1 a serial prefix sum and a linear search per item cost about 10 us a layer
-// (H200 timeline).
+// Bucket offsets, the bucket's assignment table, and the gate/up and down item queues, in the
+// order and with the counter units of the schedule's ExpertItemsForRouting (the queues are sized
+// for the most blocks any routing can occupy, so they never overflow). Every MoE layer's expert
+// work waits for this one task, so each part is parallel: at batch 1 a serial prefix sum and a
+// linear search per item cost about 10 us a layer (H200 timeline).
 // `routed_here`: the top-k ran in this task and left counts and picks in `s` (TopKSlots).
 __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& d, FinalizeSmem& s,
                                      bool routed_here) {
@@ -264,7 +263,6 @@ __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& 
   }
   WorkerSync();  // block_expert is complete
   const uint32_t up_queue = d.arg[kArgQueue], down_queue = d.arg[kArgQueue2];
-  const bool fused = (d.flags & kFlagFusedExperts) != 0;  // no down items: down_tiles is 0
   ExpertWorkItem* up = p.expert_items + p.queue_offsets[up_queue];
   ExpertWorkItem* down = p.expert_items + p.queue_offsets[down_queue];
   const int total_blocks = s.first_block[p.num_experts];
@@ -284,8 +282,7 @@ __device__ inline void OpMoeFinalize(const StepParams& p, const TaskDescriptor& 
     if (tile < up_tiles) {
       ExpertWorkItem u = item;
       u.wait_unit = kNoCounter;
-      u.signal_unit = fused ? 0 : unit;  // fused: the layer's one counter, by its rows
-      u.arrive_weight = fused ? item.row_count : 1;
+      u.signal_unit = unit;
       u.signal_count = 1;
       up[block * up_tiles + tile] = u;
     }

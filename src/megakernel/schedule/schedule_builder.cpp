@@ -78,12 +78,6 @@ struct LayerInput {
   uint32_t oproj_done = kNoCounter;
 };
 
-// The counter a layer's ffn_out is complete on, and the arrivals that complete it.
-struct FfnDone {
-  uint32_t counter = kNoCounter;
-  uint32_t target = 0;
-};
-
 // A layer's counters its successor's input waits for.
 struct LayerEnd {
   uint32_t join_done = kNoCounter;  // kNoCounter when the next layer fuses its norm
@@ -309,13 +303,17 @@ class Builder {
       }
     }
 
-    const FfnDone ffn = spec.ffn == FfnKind::kDense ? BuildDense(layer, input, waves)
-                                                    : BuildMoe(layer, input, waves);
+    const uint32_t ffn_done = spec.ffn == FfnKind::kDense ? BuildDense(layer, input, waves)
+                                                          : BuildMoe(layer, input, waves);
+    const uint32_t ffn_target =
+        spec.ffn == FfnKind::kDense
+            ? static_cast<uint32_t>(hidden / tiles_.dense_down_tile * tiles_.dense_down_splits)
+            : static_cast<uint32_t>(batch_);
 
     // Join: residual += attn_out + ffn_out, then the next layer's (or the final) norm. When the
     // next layer fuses its norm, the join writes the residual only, off the critical path, and
     // arrives on the next layer's O-proj counter (the next join and the layer after read it).
-    LayerEnd end{kNoCounter, oproj_done, oproj_target, ffn.counter, ffn.target};
+    LayerEnd end{kNoCounter, oproj_done, oproj_target, ffn_done, ffn_target};
     const bool next_fused = FusesNorm(layer + 1);
     if (next_fused) {
       end.next_oproj_done = counters_.Add(
@@ -328,7 +326,7 @@ class Builder {
       TaskDescriptor task = NewTask(kJoin, layer);
       SetRows(task, g * tiles_.row_tile, std::min(batch_, (g + 1) * tiles_.row_tile));
       SetWait(task, 0, oproj_done, oproj_target);
-      SetWait(task, 1, ffn.counter, ffn.target);
+      SetWait(task, 1, ffn_done, ffn_target);
       task.signal_counter = next_fused ? end.next_oproj_done : end.join_done;
       task.flags = layer + 1 == config_.num_layers ? uint32_t{kFlagFinalNorm}
                    : next_fused                    ? uint32_t{kFlagResidualOnly}
@@ -338,8 +336,8 @@ class Builder {
     return end;
   }
 
-  // Layer-0 style dense SwiGLU.
-  FfnDone BuildDense(int64_t layer, const LayerInput& input, WaveTasks& waves) {
+  // Layer-0 style dense SwiGLU; returns the counter ffn_out is complete on.
+  uint32_t BuildDense(int64_t layer, const LayerInput& input, WaveTasks& waves) {
     const int32_t l = static_cast<int32_t>(layer);
     const int64_t width = config_.layers[layer].ffn_intermediate_size;
     const int64_t hidden = config_.hidden_size;
@@ -378,13 +376,12 @@ class Builder {
             {task, 2.0 * tiles_.dense_down_tile * split_width});
       }
     }
-    return {ffn_done, static_cast<uint32_t>(down_tiles * splits)};
+    return ffn_done;
   }
 
-  // Router -> top-k -> finalize -> claimed expert gate/up and down -> per-row combine (one arrival
-  // per row completes ffn_out); with fused expert items the gate/up items complete ffn_out
-  // themselves (no down items, no combine).
-  FfnDone BuildMoe(int64_t layer, const LayerInput& input, WaveTasks& waves) {
+  // Router -> top-k -> finalize -> claimed expert gate/up and down -> per-row combine; returns the
+  // counter ffn_out is complete on (one arrival per row).
+  uint32_t BuildMoe(int64_t layer, const LayerInput& input, WaveTasks& waves) {
     const int32_t l = static_cast<int32_t>(layer);
     const int64_t hidden = config_.hidden_size;
     auto wave = [&](Wave w) -> std::vector<PendingTask>& { return waves[static_cast<int>(w)]; };
@@ -428,13 +425,8 @@ class Builder {
       }
     }
 
-    // Fused items have no down items: the down queue stays empty, but the finalize still writes
-    // its count.
-    const bool fused = tiles_.fused_experts != 0;
-    const uint32_t expert_flags =
-        (by_pick ? uint32_t{kFlagPickItems} : 0u) | (fused ? uint32_t{kFlagFusedExperts} : 0u);
     const uint32_t up_tiles = ExpertGateUpTiles(config_, tiles_);
-    const uint32_t down_tiles = fused ? 0 : ExpertDownTiles(config_, tiles_);
+    const uint32_t down_tiles = ExpertDownTiles(config_, tiles_);
     const int64_t picks = batch_ * config_.num_experts_per_token;
     const uint32_t max_blocks =
         by_pick ? static_cast<uint32_t>(picks) : MaxExpertBlocks(config_, batch_, tiles_);
@@ -450,8 +442,7 @@ class Builder {
       SetRows(finalize, 0, batch_);
       SetWait(finalize, 0, routed, routed_target);
       finalize.signal_counter = items_ready;
-      finalize.flags = (topk_in_finalize ? uint32_t{kFlagWithTopK} : 0u) |
-                       (fused ? uint32_t{kFlagFusedExperts} : 0u);
+      if (topk_in_finalize) finalize.flags = kFlagWithTopK;
       finalize.arg[kArgQueue] = gate_up_queue;
       finalize.arg[kArgQueue2] = down_queue;
       finalize.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
@@ -461,19 +452,14 @@ class Builder {
           .push_back({finalize, 4.0 * config_.num_experts * (topk_in_finalize ? batch_ + 1 : 1)});
     }
 
-    // Gate/up arrivals per (expert, row block), or by pick per pick. Fused items complete
-    // ffn_out: they arrive on one counter, by their routed rows, until every pick has every slice.
+    // Gate/up arrivals per (expert, row block), or by pick per pick.
     const int64_t up_units =
-        fused     ? 1
-        : by_pick ? picks
-                  : static_cast<int64_t>(config_.num_experts) * ExpertRowBlocks(batch_, tiles_);
-    const uint32_t up_target = fused ? static_cast<uint32_t>(picks) * up_tiles : up_tiles;
-    const uint32_t up_done = counters_.Add(Wave::kExpertGateUp, l, up_units, up_target, true);
+        by_pick ? picks
+                : static_cast<int64_t>(config_.num_experts) * ExpertRowBlocks(batch_, tiles_);
+    const uint32_t up_done = counters_.Add(Wave::kExpertGateUp, l, up_units, up_tiles, true);
     const uint32_t rows_done =
-        fused ? kNoCounter
-              : counters_.Add(Wave::kExpertDown, l, batch_,
-                              static_cast<uint32_t>(config_.num_experts_per_token) * down_tiles,
-                              true);
+        counters_.Add(Wave::kExpertDown, l, batch_,
+                      static_cast<uint32_t>(config_.num_experts_per_token) * down_tiles, true);
     const double expert_bytes = 2.0 * 3.0 * config_.expert_intermediate_size * hidden;
     const double claim_share =
         expert_bytes *
@@ -487,11 +473,12 @@ class Builder {
       task.arg[kArgItemWaitBase] = kNoCounter;
       task.arg[kArgItemSignalBase] = up_done;
       task.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
-      task.flags = expert_flags;
-      if (by_pick) task.arg[kArgTiles] = up_tiles;
-      wave(Wave::kExpertGateUp).push_back({task, fused ? claim_share : claim_share * 2.0 / 3.0});
+      if (by_pick) {
+        task.flags = kFlagPickItems;
+        task.arg[kArgTiles] = up_tiles;
+      }
+      wave(Wave::kExpertGateUp).push_back({task, claim_share * 2.0 / 3.0});
     }
-    if (fused) return {up_done, up_target};
     for (int64_t c = 0; c < tiles_.expert_claimers; ++c) {
       TaskDescriptor task = NewTask(kExpertDownClaim, layer);
       SetRows(task, 0, batch_);
@@ -517,7 +504,7 @@ class Builder {
       task.signal_counter = ffn_done;
       wave(Wave::kMoeCombine).push_back({task, 4.0 * config_.num_experts_per_token * hidden});
     }
-    return {ffn_done, static_cast<uint32_t>(batch_)};
+    return ffn_done;
   }
 
   uint32_t AddQueue(QueueKind kind, int32_t layer, uint32_t capacity) {

@@ -114,10 +114,6 @@ TensorExtent ExtentOf(const ModelConfig& config, const Schedule& schedule, Tenso
       version >= 0 && version < config.num_layers && config.layers[version].ffn == FfnKind::kDense;
   const int64_t dense_width =
       dense ? config.layers[version].ffn_intermediate_size : config.dense_intermediate_size;
-  // Fused expert items add into a MoE layer's ffn_out, split-K over every pick's intermediate.
-  const int64_t moe_k = schedule.tiles.fused_experts != 0
-                            ? config.num_experts_per_token * config.expert_intermediate_size
-                            : 1;
   switch (tensor) {
     case Tensor::kResidual:
     case Tensor::kXNorm:
@@ -134,7 +130,7 @@ TensorExtent ExtentOf(const ModelConfig& config, const Schedule& schedule, Tenso
     case Tensor::kDenseHidden:
       return {batch, dense_width, 1};
     case Tensor::kFfnOut:
-      return {batch, config.hidden_size, dense ? dense_width : moe_k};
+      return {batch, config.hidden_size, dense ? dense_width : 1};
     case Tensor::kRouterLogits:
       return {batch, config.num_experts, config.hidden_size};
     case Tensor::kRouting:
@@ -278,21 +274,8 @@ void ExpertItemAccesses(const ModelConfig& config, const Schedule& schedule, int
       const int64_t row = queues.routed_row.at(position);
       out.push_back(Read(Tensor::kXNorm, layer, row, row + 1, 0, config.hidden_size));
     }
-    if (schedule.tiles.fused_experts == 0) {
-      out.push_back(
-          Write(Tensor::kMoeHidden, layer, b0, b1, item.tile * tile, (item.tile + 1) * tile));
-      return;
-    }
-    // Fused: the slice's down partial, weighted, into ffn_out of each routed row; its K range is
-    // the slice within the row's pick.
-    const int64_t width = config.expert_intermediate_size;
-    for (int64_t position = b0; position < b1; ++position) {
-      const int64_t row = queues.routed_row.at(position);
-      const int64_t k0 = queues.routed_slot.at(position) * width + item.tile * tile;
-      out.push_back(Read(Tensor::kRouting, layer, row, row + 1, 0, 1));  // the pick's weight
-      out.push_back(
-          Write(Tensor::kFfnOut, layer, row, row + 1, 0, config.hidden_size, k0, k0 + tile));
-    }
+    out.push_back(
+        Write(Tensor::kMoeHidden, layer, b0, b1, item.tile * tile, (item.tile + 1) * tile));
   } else {
     const int64_t tile = schedule.tiles.expert_down_tile;
     out.push_back(Read(Tensor::kMoeHidden, layer, b0, b1, 0, config.expert_intermediate_size));

@@ -26,8 +26,7 @@ enum class Tensor : uint8_t {
   kAttnIn,        // [B][q_width]: merged attention, the O-proj input
   kAttnOut,       // [B][hidden], K = q_width (O-proj split-K)
   kDenseHidden,   // [B][dense intermediate]
-  kFfnOut,        // [B][hidden], K = dense intermediate (dense), 1 (MoE) or top_k x expert
-                  // intermediate (MoE, fused expert items)
+  kFfnOut,        // [B][hidden], K = dense intermediate (dense) or 1 (MoE)
   kRouterLogits,  // [B][experts], K = hidden
   kRouting,       // [B][1]: top-k ids, weights, bucket slots
   kExpertQueues,  // [1][1]: bucket offsets, routed positions and the expert item queues
@@ -64,8 +63,7 @@ void TaskAccesses(const ModelConfig& config, const Schedule& schedule, const Tas
                   std::vector<Access>& out);
 void AttentionItemAccesses(const ModelConfig& config, const Schedule& schedule, int32_t layer,
                            const AttentionWorkItem& item, std::vector<Access>& out);
-// `down` selects the down queue's items; `queues` supplies the routed-row and slot tables (a
-// fused gate/up item writes ffn_out of its routed rows).
+// `down` selects the down queue's items; `queues` supplies the routed-row table.
 void ExpertItemAccesses(const ModelConfig& config, const Schedule& schedule, int32_t layer,
                         const ExpertWorkItem& item, bool down, const ExpertQueues& queues,
                         std::vector<Access>& out);

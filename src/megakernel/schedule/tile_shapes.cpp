@@ -62,9 +62,8 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
     // 3.065-3.128 ms, 1K 2.846-2.871 against 2.970-2.986; 24 and 64 slower than 48). From 8
     // rows, 128: half the claims for the same bytes (batch 8 10.24 -> 10.13 ms, 32 22.29 ->
     // 22.01, 64 30.38 -> 29.80). Between them, 64.
-    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, batch == 1  ? 32
-                                                                         : batch < 8 ? 64
-                                                                                     : 128);
+    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size,
+                                        batch == 1 ? 32 : batch < 8 ? 64 : 128);
   }
   tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
   // Up to 4 rows the finalize runs the top-k itself, handing counts and picks on in shared memory
@@ -76,8 +75,6 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // and the claims start after the top-k instead of the finalize. From two rows, rows that share
   // an expert would stream it once per pick (real routing shares more than random weights do).
   tiles.pick_items = batch == 1 ? 1 : 0;
-  // Fused expert items: off until measured against separate down items.
-  tiles.fused_experts = 0;
   // The fused norm: each QKV and router task normalises its rows one after another, so only at
   // the smallest batches, where the join's hop is the largest share of a layer.
   tiles.fused_norm_max_batch = 2;
@@ -123,7 +120,6 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"expert_claimers", &TileShapes::expert_claimers},
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
       {"pick_items", &TileShapes::pick_items},
-      {"fused_experts", &TileShapes::fused_experts},
       {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
       {"sample_team", &TileShapes::sample_team},
   };
@@ -165,17 +161,6 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     Require(tiles.topk_in_finalize == 0 || tiles.topk_in_finalize == 1,
             "topk_in_finalize must be 0 or 1");
     Require(tiles.pick_items == 0 || tiles.pick_items == 1, "pick_items must be 0 or 1");
-    Require(tiles.fused_experts == 0 || tiles.fused_experts == 1,
-            "fused_experts must be 0 or 1, got " + std::to_string(tiles.fused_experts));
-    if (tiles.fused_experts == 1) {
-      // The device runs a fused item's down slice with K = expert_up_tile (a multiple of 8 up
-      // to 64, kept in shared memory) and its tokens as one MMA n-tile of 8.
-      Require(tiles.expert_up_tile % 8 == 0 && tiles.expert_up_tile <= 64,
-              "fused_experts needs expert_up_tile a multiple of 8 up to 64, got " +
-                  std::to_string(tiles.expert_up_tile));
-      Require(tiles.expert_rows <= 8, "fused_experts needs expert_rows at most 8, got " +
-                                          std::to_string(tiles.expert_rows));
-    }
   }
   Require(tiles.fused_norm_max_batch >= 0 && tiles.fused_norm_max_batch <= kMaxFusedNormBatch,
           "fused_norm_max_batch must be 0.." + std::to_string(kMaxFusedNormBatch));

@@ -37,9 +37,6 @@ struct TileShapes {
   // 1: expert items by pick (kFlagPickItems): each routed (row, k) is its own item block, the
   // top-k's ids name the experts, no finalize task. An expert two rows pick streams twice.
   int64_t pick_items = 0;
-  // 1: fused expert items (kFlagFusedExperts): each gate/up item also runs the down columns of its
-  // slice and adds into ffn_out, so the layer has no down items and no combine.
-  int64_t fused_experts = 0;
   // Batches up to this size fuse the norm: MoE layers' QKV and router tasks normalise their
   // input themselves (no join on the path). 0: never; at most kMaxFusedNormBatch.
   int64_t fused_norm_max_batch = 0;

@@ -294,8 +294,7 @@ class Verifier {
         return "claims expert work in a dense layer";
       }
     }
-    const std::string pick_problem = ValidatePickItems(task);
-    return pick_problem.empty() ? ValidateFusedExperts(task) : pick_problem;
+    return ValidatePickItems(task);
   }
 
   // By pick (tiles.pick_items) the claims build their items from descriptor fields, so those must
@@ -332,34 +331,6 @@ class Verifier {
              " gate/up tiles, a pick has " + std::to_string(up_tiles);
     }
     return "";
-  }
-
-  // Fused expert items (tiles.fused_experts): the gate/up claims and the finalize carry
-  // kFlagFusedExperts exactly then (the device builds and runs the items by it), the finalize
-  // writes no down items into the empty down queue, and no down claim or combine runs (ffn_out is
-  // the gate/up items').
-  std::string ValidateFusedExperts(const TaskDescriptor& task) const {
-    const bool fused = schedule_.tiles.fused_experts != 0;
-    switch (task.opcode) {
-      case kExpertGateUpClaim:
-      case kMoeFinalize:
-        if (((task.flags & kFlagFusedExperts) != 0) != fused) {
-          return fused ? "lacks kFlagFusedExperts in a schedule of fused expert items"
-                       : "has kFlagFusedExperts in a schedule without fused expert items";
-        }
-        if (fused && task.opcode == kMoeFinalize && task.arg[kArgTiles2] != 0) {
-          return "writes " + std::to_string(task.arg[kArgTiles2]) +
-                 " down tiles per row block: fused expert items have no down items";
-        }
-        return "";
-      case kExpertDownClaim:
-      case kMoeCombine:
-        return fused ? "runs in a schedule of fused expert items, which has no down items and no "
-                       "combine"
-                     : "";
-      default:
-        return "";
-    }
   }
 
   // The instance's queue items as nodes.
@@ -967,11 +938,9 @@ class Verifier {
       if (config_.layers[l].ffn == FfnKind::kDense) {
         add(Tensor::kDenseHidden, l);
       } else {
-        add(Tensor::kRouterLogits, l);
-        add(Tensor::kRouting, l);
-        if (schedule_.tiles.fused_experts == 0) {  // fused items keep h on chip, add into ffn_out
-          add(Tensor::kMoeHidden, l);
-          add(Tensor::kMoeOut, l);
+        for (Tensor t :
+             {Tensor::kRouterLogits, Tensor::kRouting, Tensor::kMoeHidden, Tensor::kMoeOut}) {
+          add(t, l);
         }
         if (schedule_.tiles.pick_items == 0) add(Tensor::kExpertQueues, l);  // the finalize's
       }

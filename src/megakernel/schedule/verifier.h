@@ -6,9 +6,7 @@
 //
 // What is checked (each failure names its kind):
 //  - descriptors: opcodes, layers, rows, counter ids, queue ids in range (kBadDescriptor,
-//    kUnknownCounter); all claimers of one queue identical; the flags and tile counts of expert
-//    items by pick and of fused expert items as the tile shapes say, and no down claim or
-//    combine with fused items.
+//    kUnknownCounter); all claimers of one queue identical.
 //  - counters: every waiter of a counter expects exactly the arrivals it gets (kUnreachableTarget:
 //    target above the arrivals, the wait would hang; kOverArrival: more arrivals than the target,
 //    a signal is counted in the wrong place; kWaitersDisagree), arrivals match the builder's table

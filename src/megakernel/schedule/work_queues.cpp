@@ -95,9 +95,8 @@ namespace {
 ExpertQueues ExpertItemsByPick(const ModelConfig& config, int64_t batch,
                                std::span<const int32_t> routing, const TileShapes& tiles) {
   const int64_t picks = batch * config.num_experts_per_token;
-  const bool fused = tiles.fused_experts != 0;
   const uint32_t up_tiles = ExpertGateUpTiles(config, tiles);
-  const uint32_t down_tiles = fused ? 0 : ExpertDownTiles(config, tiles);
+  const uint32_t down_tiles = ExpertDownTiles(config, tiles);
   ExpertQueues queues;
   for (int64_t a = 0; a < picks; ++a) {
     queues.routed_row.push_back(static_cast<int32_t>(a / config.num_experts_per_token));
@@ -106,11 +105,11 @@ ExpertQueues ExpertItemsByPick(const ModelConfig& config, int64_t batch,
   }
   for (uint32_t i = 0; i < picks * up_tiles; ++i) {
     const auto expert = static_cast<uint32_t>(routing[i / up_tiles]);
-    queues.gate_up.push_back(ExpertItemByPick(i, up_tiles, up_tiles, false, expert, fused));
+    queues.gate_up.push_back(ExpertItemByPick(i, up_tiles, up_tiles, false, expert));
   }
   for (uint32_t i = 0; i < picks * down_tiles; ++i) {
     const auto expert = static_cast<uint32_t>(routing[i / down_tiles]);
-    queues.down.push_back(ExpertItemByPick(i, down_tiles, up_tiles, true, expert, false));
+    queues.down.push_back(ExpertItemByPick(i, down_tiles, up_tiles, true, expert));
   }
   return queues;
 }
@@ -160,10 +159,9 @@ ExpertQueues ExpertItemsForRouting(const ModelConfig& config, int64_t batch,
     }
   }
 
-  const bool fused = tiles.fused_experts != 0;
   const uint32_t blocks_per_expert = ExpertRowBlocks(batch, tiles);
   const uint32_t up_tiles = ExpertGateUpTiles(config, tiles);
-  const uint32_t down_tiles = fused ? 0 : ExpertDownTiles(config, tiles);
+  const uint32_t down_tiles = ExpertDownTiles(config, tiles);
   for (int64_t e = 0; e < experts; ++e) {
     for (int64_t block = 0; block * tiles.expert_rows < count[e]; ++block) {
       ExpertWorkItem item{};
@@ -173,13 +171,12 @@ ExpertQueues ExpertItemsForRouting(const ModelConfig& config, int64_t batch,
       item.row_count =
           static_cast<uint32_t>(std::min(tiles.expert_rows, count[e] - block * tiles.expert_rows));
       const uint32_t unit = static_cast<uint32_t>(e * blocks_per_expert + block);
+      item.arrive_weight = 1;
       for (uint32_t tile = 0; tile < up_tiles; ++tile) {
         item.tile = tile;
         item.wait_unit = kNoCounter;
         item.wait_target = 0;
-        // Fused: the layer's one counter, an arrival per routed row of the block.
-        item.signal_unit = fused ? 0 : unit;
-        item.arrive_weight = fused ? item.row_count : 1;
+        item.signal_unit = unit;
         item.signal_count = 1;
         queues.gate_up.push_back(item);
       }
@@ -188,7 +185,6 @@ ExpertQueues ExpertItemsForRouting(const ModelConfig& config, int64_t batch,
         item.wait_unit = unit;
         item.wait_target = up_tiles;
         item.signal_unit = kNoCounter;
-        item.arrive_weight = 1;
         item.signal_count = item.row_count;
         queues.down.push_back(item);
       }

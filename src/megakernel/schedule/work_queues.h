@@ -47,7 +47,6 @@ struct ExpertQueues {
 // Buckets are expert-major; within an expert, rows in batch order (the device fills a bucket in
 // atomic order, which changes row positions but not the items). With tiles.pick_items, the items
 // the claims build by pick instead (kFlagPickItems): position row * top_k + k, one row each.
-// With tiles.fused_experts, fused gate/up items (kFlagFusedExperts) and no down items.
 ExpertQueues ExpertItemsForRouting(const ModelConfig& config, int64_t batch,
                                    std::span<const int32_t> routing, const TileShapes& tiles);
 

@@ -305,9 +305,7 @@ TEST(MegakernelOps, SlidingAttentionThreeSplitsAndCombine) { RunSlidingAttention
 
 // Router -> top-k -> finalize -> claimed expert gate/up and down -> combine, in one launch:
 // `batch` rows routed to `top_k` of 16 experts, `rows_per_block` routed rows per expert item.
-// `fused` (kFlagFusedExperts): the gate/up items run their down slices into ffn_out themselves,
-// arriving on one counter by their rows; no down items, no combine.
-void RunMoeChain(int batch, int top_k, int rows_per_block, bool fused = false, int up_width = 32) {
+void RunMoeChain(int batch, int top_k, int rows_per_block) {
   cuda::testing::RequireGpu();
   M m(batch, top_k);
   const int B = batch, H = M::kHidden, E = M::kExperts, K = top_k, I = M::kExpertWidth;
@@ -316,10 +314,10 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool fused = false, i
   m.floats.push_back(ToDevice(x));
   m.p.x_norm_f32 = m.floats.back().data();
   m.p.tiles.router = 8;
-  m.p.tiles.expert_up = up_width;
+  m.p.tiles.expert_up = 32;
   m.p.tiles.expert_down = 128;
   m.p.tiles.expert_rows = rows_per_block;
-  const int up_tiles = I / up_width, down_tiles = H / 128;
+  const int up_tiles = I / 32, down_tiles = H / 128;
   const int blocks_per_expert = (B + rows_per_block - 1) / rows_per_block;
   const int used = std::min(E, B * K);
   const int max_blocks = used + (B * K - used) / rows_per_block;
@@ -334,8 +332,7 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool fused = false, i
   m.p.queue_heads = queue_heads.data();
   const uint32_t router_done = 0, topk_done = 1, finalize_done = 2, up_done = 3;
   const uint32_t rows_done = up_done + E * blocks_per_expert;
-  const uint32_t ffn_done = rows_done + B;  // fused: every item's rows
-  DeviceBuffer<uint32_t> counters = ToDevice(std::vector<uint32_t>(ffn_done + 1, 0));
+  DeviceBuffer<uint32_t> counters = ToDevice(std::vector<uint32_t>(rows_done + B, 0));
   m.p.counters = counters.data();
 
   std::vector<TaskDescriptor> order;
@@ -370,8 +367,7 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool fused = false, i
   fin.arg[kArgQueue2] = 1;
   fin.arg[kArgTileRows] = rows_per_block;
   fin.arg[kArgTiles] = up_tiles;
-  fin.arg[kArgTiles2] = fused ? 0 : down_tiles;
-  fin.flags = fused ? kFlagFusedExperts : 0u;
+  fin.arg[kArgTiles2] = down_tiles;
   order.push_back(fin);
   for (int c = 0; c < 6; ++c) {
     TaskDescriptor t = Task(kExpertGateUpClaim);
@@ -380,11 +376,10 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool fused = false, i
     t.wait0_target = 1;
     t.arg[kArgQueue] = 0;
     t.arg[kArgItemWaitBase] = kNoCounter;
-    t.arg[kArgItemSignalBase] = fused ? ffn_done : up_done;
-    t.flags = fused ? kFlagFusedExperts : 0u;
+    t.arg[kArgItemSignalBase] = up_done;
     order.push_back(t);
   }
-  for (int c = 0; c < (fused ? 0 : 6); ++c) {
+  for (int c = 0; c < 6; ++c) {
     TaskDescriptor t = Task(kExpertDownClaim);
     t.row_end = B;
     t.wait0_counter = finalize_done;
@@ -394,7 +389,7 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool fused = false, i
     t.arg[kArgItemSignalBase] = rows_done;
     order.push_back(t);
   }
-  for (int r = 0; r < (fused ? 0 : B); ++r) {
+  for (int r = 0; r < B; ++r) {
     TaskDescriptor t = Task(kMoeCombine);
     t.row_begin = r;
     t.row_end = r + 1;
@@ -440,7 +435,6 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool fused = false, i
     for (int j = 0; j < K; ++j) EXPECT_EQ(ids[r * K + j], want_ids[r * K + j]) << "row " << r;
   }
   ExpectClose(ToHost(m.floats[3]), want, 2e-3f, 2e-2f, "ffn_out");
-  if (fused) EXPECT_EQ(ToHost(counters)[ffn_done], static_cast<uint32_t>(B * K * up_tiles));
 }
 
 // The top-k on logits written straight into router_logits: ties go to the lower id, a NaN ranks
@@ -514,9 +508,6 @@ TEST(MegakernelOps, TopKSoftmaxTiesAndNan) { RunTopK(true); }
 TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
 // Blocks of up to 64 routed rows (batch 64's expert_rows): several staging passes per item.
 TEST(MegakernelOps, MoeChainLargeBlocksMatchesCpu) { RunMoeChain(48, 8, 64); }
-TEST(MegakernelOps, MoeChainFusedItemsMatchesCpu) { RunMoeChain(11, 4, 4, /*fused=*/true); }
-TEST(MegakernelOps, MoeChainFusedWideSlicesMatchesCpu) { RunMoeChain(5, 8, 8, true, 64); }
-TEST(MegakernelOps, MoeChainFusedNarrowSlicesMatchesCpu) { RunMoeChain(11, 4, 4, true, 16); }
 
 }  // namespace
 }  // namespace mkserve::megakernel::testing
