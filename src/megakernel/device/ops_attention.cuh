@@ -115,21 +115,39 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   mma::StoreWarpState<kAttnHeadDim>(st, warp * mma::kRows, per_kv, &s.merge.o[0][0],
                                     &s.merge.ml[0][0]);
   WorkerSync();
-  for (int i = threadIdx.x; i < per_kv * kAttnHeadDim; i += kWorkerThreads) {
-    const int h = i / kAttnHeadDim, d = i % kAttnHeadDim;
-    const mma::MergedState m =
-        mma::MergeWarpStates<kAttnHeadDim>(&s.merge.o[0][0], &s.merge.ml[0][0], kWorkerWarps, h, d);
+  // Warp h merges query head h (and h + 8): the warps' weights once, lane s of them for warp
+  // s's state, then 4 dims a lane, in warp order as MergeWarpStates adds them. A thread per
+  // (head, dim) recomputed the 8 weights for every dim (about 1 us of a batch-1 task).
+  const int lane = threadIdx.x % 32;
+  for (int h = warp; h < per_kv; h += kWorkerWarps) {
+    const float* ml = &s.merge.ml[min(lane, kWorkerWarps - 1) * mma::kRows + h][0];
+    const float m = lane < kWorkerWarps ? ml[0] : -INFINITY;
+    const float max = cuda::WarpMax(m);
+    const float weight = lane < kWorkerWarps && max != -INFINITY ? exp2f(m - max) : 0.0f;
+    const float sum = cuda::WarpSum(lane < kWorkerWarps ? weight * ml[1] : 0.0f);
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < kWorkerWarps; ++w) {
+      const float wt = __shfl_sync(0xffffffffu, weight, w);
+      const float4 o = *reinterpret_cast<const float4*>(&s.merge.o[w * mma::kRows + h][lane * 4]);
+      acc = make_float4(acc.x + wt * o.x, acc.y + wt * o.y, acc.z + wt * o.z, acc.w + wt * o.w);
+    }
     const int head = kv_head * per_kv + h;
     // The partial state always: a schedule may still merge a single split with a combine.
     const int64_t at = StatIndex(p, row, head, split);
-    p.attn_partial[at * kAttnHeadDim + d] = m.acc;
-    if (d == 0) {
-      p.attn_stats[2 * at] = m.max;
-      p.attn_stats[2 * at + 1] = m.sum;
+    *reinterpret_cast<float4*>(p.attn_partial + at * kAttnHeadDim + lane * 4) = acc;
+    if (lane == 0) {
+      p.attn_stats[2 * at] = max;
+      p.attn_stats[2 * at + 1] = sum;
     }
     if (direct) {
-      p.attn_in[(static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim + d] =
-          __float2bfloat16(m.sum > 0.0f ? m.acc / m.sum : 0.0f);
+      const bool seen = sum > 0.0f;
+      const uint2 out =
+          make_uint2(cuda::PackBf16x2(seen ? acc.x / sum : 0.0f, seen ? acc.y / sum : 0.0f),
+                     cuda::PackBf16x2(seen ? acc.z / sum : 0.0f, seen ? acc.w / sum : 0.0f));
+      *reinterpret_cast<uint2*>(
+          p.attn_in + (static_cast<int64_t>(row) * p.num_heads + head) * kAttnHeadDim + lane * 4) =
+          out;
     }
   }
   WorkerSync();  // shared memory free for the next task
