@@ -120,6 +120,7 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   // s's state, then 4 dims a lane, the outputs added in warp order as MergeWarpStates adds
   // them. A thread per (head, dim) recomputed the 8 weights for every dim: batch 1 measured
   // the same, batches 2-64 up to 1 % faster.
+  static_assert(kAttnHeadDim == 32 * 4 && kWorkerWarps <= 32, "a lane's 4 dims, a lane a warp");
   const int lane = threadIdx.x % 32;
   for (int h = warp; h < per_kv; h += kWorkerWarps) {
     const float* ml = &s.merge.ml[min(lane, kWorkerWarps - 1) * mma::kRows + h][0];
