@@ -61,6 +61,125 @@ __device__ inline PageRange WindowSplit(const StepParams& p, int window, int row
   return {begin, min(first_page + num_pages, begin + per_split)};
 }
 
+// One warp's online softmax over its slices with the keys as the m16 rows of mma.sync m16n8k16
+// and the KV head's query heads (at most 8) as its n8 columns: S^T = K Q^T and O^T += V^T P^T.
+// Against query heads as the rows (half of the m16 tile padding at 8 heads), half the mma and
+// half the accumulators. A thread holds heads 2c and 2c + 1 (h = 0, 1) of the C fragments; o[t]
+// is dims 16t + g (elements 0, 1) and 16t + g + 8 (2, 3); m in the log2 domain, l per thread
+// (its own keys) until stored.
+struct HeadState {
+  float o[kAttnHeadDim / 16][4];
+  float m[2], l[2];
+  uint32_t q[kAttnHeadDim / 16][2];  // B fragments of Q^T: dims 2c, 2c + 1 (+ 8) of head g
+};
+
+__device__ inline uint32_t MoveMatrixTransposed(uint32_t v) {
+  uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(v));
+  return r;
+}
+
+// The query rows staged in shared memory (kStride apart) as Q^T's B fragments; heads past
+// `group` are zero.
+__device__ inline void LoadQueryColumns(const bf16* q_rows, int group, HeadState& st) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const bool live = g < group;
+  const auto* src =
+      reinterpret_cast<const uint32_t*>(q_rows + (live ? g : 0) * mma::kStride<kAttnHeadDim>);
+#pragma unroll
+  for (int kk = 0; kk < kAttnHeadDim / 16; ++kk) {
+    st.q[kk][0] = live ? src[kk * 8 + c] : 0u;
+    st.q[kk][1] = live ? src[kk * 8 + 4 + c] : 0u;
+  }
+#pragma unroll
+  for (int t = 0; t < kAttnHeadDim / 16; ++t)
+    st.o[t][0] = st.o[t][1] = st.o[t][2] = st.o[t][3] = 0.0f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.0f;
+}
+
+// One slice (16 K rows, then 16 V rows, kStride apart) of keys first .. first + 15, those outside
+// [first_key, last_key] masked: scores in the log2 domain, online softmax per head, O^T += V^T P^T.
+__device__ inline void AttendSliceByKeys(HeadState& st, const bf16* k_rows, float scale,
+                                         int64_t first_key, int64_t last_key, int64_t first) {
+  constexpr int kStride = mma::kStride<kAttnHeadDim>;
+  const int lane = threadIdx.x % 32, g = lane / 4;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // keys g (0, 1) and g + 8 (2, 3) of heads 2c, 2c + 1
+  {
+    const int key = lane % 16, dim = (lane / 16) * 8;
+#pragma unroll
+    for (int kk = 0; kk < kAttnHeadDim / 16; ++kk) {
+      uint32_t a[4];
+      cuda::LdMatrixX4(a, cuda::SharedAddress(k_rows + key * kStride + kk * 16 + dim));
+      cuda::MmaBf16(s, a, st.q[kk][0], st.q[kk][1]);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int64_t key = first + g + (e / 2) * 8;
+    s[e] = key < first_key || key > last_key ? -INFINITY : s[e] * scale;
+  }
+  // Per head: the max over the 16 keys is the thread's two and the 8 lanes of the same c.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float tile_max = fmaxf(s[h], s[h + 2]);
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+    const float new_max = fmaxf(st.m[h], tile_max);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;  // nothing visible yet: all zero
+    const float correction = exp2f(st.m[h] - base);
+    st.m[h] = new_max;
+    s[h] = exp2f(s[h] - base);
+    s[h + 2] = exp2f(s[h + 2] - base);
+    st.l[h] = st.l[h] * correction + s[h] + s[h + 2];
+#pragma unroll
+    for (int t = 0; t < kAttnHeadDim / 16; ++t) {
+      st.o[t][h] *= correction;
+      st.o[t][h + 2] *= correction;
+    }
+  }
+  // P^T as B: lane (g, c) needs keys 2c, 2c + 1 (and + 8) of head g, the transpose of the
+  // score fragment's two 8x8 blocks (keys 0-7 and 8-15).
+  const uint32_t b0 = MoveMatrixTransposed(cuda::PackBf16x2(s[0], s[1]));
+  const uint32_t b1 = MoveMatrixTransposed(cuda::PackBf16x2(s[2], s[3]));
+  const bf16* v_rows = k_rows + mma::kSliceKeys * kStride;
+  const int key = lane % 8 + (lane / 16) * 8, dim = ((lane / 8) % 2) * 8;
+#pragma unroll
+  for (int t = 0; t < kAttnHeadDim / 16; ++t) {
+    uint32_t a[4];
+    cuda::LdMatrixX4Trans(a, cuda::SharedAddress(v_rows + key * kStride + t * 16 + dim));
+    cuda::MmaBf16(st.o[t], a, b0, b1);
+  }
+}
+
+// The warp's live heads (m, l, o) into the merge rows first_row + head, as StoreWarpState lays
+// them out: o [row][kMergeStride], ml [row][2].
+__device__ inline void StoreHeadState(const HeadState& st, int first_row, int group, float* o,
+                                      float* ml) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  constexpr int kMergeStride = mma::kMergeStride<kAttnHeadDim>;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = st.l[h];  // over the keys of every lane of this head
+    l += __shfl_xor_sync(0xffffffffu, l, 4);
+    l += __shfl_xor_sync(0xffffffffu, l, 8);
+    l += __shfl_xor_sync(0xffffffffu, l, 16);
+    const int head = 2 * c + h;
+    if (head >= group) continue;
+    const int row = first_row + head;
+    if (g == 0) {
+      ml[row * 2] = st.m[h];
+      ml[row * 2 + 1] = l;
+    }
+#pragma unroll
+    for (int t = 0; t < kAttnHeadDim / 16; ++t) {
+      o[row * kMergeStride + 16 * t + g] = st.o[t][h];
+      o[row * kMergeStride + 16 * t + g + 8] = st.o[t][h + 2];
+    }
+  }
+}
+
 // Pages [pages.begin, pages.end) of one row and KV head: the partial state of slot `split`, and,
 // when `direct` (the only split), the normalised output into attn_in as well.
 __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer, int window,
@@ -91,8 +210,8 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   cuda::CpAsyncCommit();  // the query rows and this warp's first slice
   cuda::CpAsyncWait<0>();
   WorkerSync();  // every warp's copies of the query rows have landed
-  mma::SliceState<kAttnHeadDim> st;
-  mma::LoadQueryRowsShared<kAttnHeadDim>(&s.query[0][0], per_kv, st);
+  HeadState st;
+  LoadQueryColumns(&s.query[0][0], per_kv, st);
   int stage = 0;
   for (int page = first_page; page < pages.end; page += kPageLanes) {
     if (page + kPageLanes < pages.end) load(page + kPageLanes, stage ^ 1);
@@ -102,19 +221,14 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
     const bf16* k_rows = stages + stage * kStage;
     const int64_t first = static_cast<int64_t>(page) * kBlockTokens + slice * mma::kSliceKeys;
     if (first <= position && first + mma::kSliceKeys > first_key) {
-      float scores[2][4];
-      mma::SliceScores<kAttnHeadDim>(st, k_rows, scale, scores);
-      mma::MaskSlice(first_key, position, first, scores);
-      mma::AccumulateSlice<kAttnHeadDim>(st, scores,
-                                         k_rows + mma::kSliceKeys * mma::kStride<kAttnHeadDim>);
+      AttendSliceByKeys(st, k_rows, scale, first_key, position, first);
     }
     __syncwarp();  // every lane is done with the stage before it is refilled
     stage ^= 1;
   }
   cuda::CpAsyncWait<0>();
   WorkerSync();  // every warp is done with its stages: they become the merge area
-  mma::StoreWarpState<kAttnHeadDim>(st, warp * mma::kRows, per_kv, &s.merge.o[0][0],
-                                    &s.merge.ml[0][0]);
+  StoreHeadState(st, warp * mma::kRows, per_kv, &s.merge.o[0][0], &s.merge.ml[0][0]);
   WorkerSync();
   // Warp h merges query head h (and h + 8): the warps' weights once, lane s of them for warp
   // s's state, then 4 dims a lane, the outputs added in warp order as MergeWarpStates adds

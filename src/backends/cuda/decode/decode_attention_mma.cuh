@@ -34,43 +34,28 @@ struct SliceState {
   uint32_t q[kHeadDim / 16][4];  // A fragments of the query rows
 };
 
-// The `group` query rows at `q_rows`, `stride` elements apart, into A fragments (a0/a2 row g,
-// a1/a3 row g + 8); rows past the group are zero. `load` reads one 4-byte word.
-template <int kHeadDim, class LoadWord>
-__device__ inline void GatherQueryRows(const __nv_bfloat16* q_rows, int stride, int group,
-                                       SliceState<kHeadDim>& st, LoadWord load) {
+// The `group` query rows starting at `q_rows` ([group][kHeadDim]) straight into A fragments
+// (a0/a2 row g, a1/a3 row g + 8); rows past the group are zero. Loads go through L2 (the query
+// may have been written by another SM of the same launch).
+template <int kHeadDim>
+__device__ inline void LoadQueryRows(const __nv_bfloat16* q_rows, int group,
+                                     SliceState<kHeadDim>& st) {
   const int lane = threadIdx.x % kWarpSize, g = lane / 4, c = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = g + 8 * h;
     const bool live = row < group;
-    const auto* src = reinterpret_cast<const unsigned int*>(q_rows + (live ? row : 0) * stride);
+    const auto* src = reinterpret_cast<const unsigned int*>(q_rows + (live ? row : 0) * kHeadDim);
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      st.q[kk][h] = live ? load(src + kk * 8 + c) : 0u;
-      st.q[kk][h + 2] = live ? load(src + kk * 8 + 4 + c) : 0u;
+      st.q[kk][h] = live ? __ldcg(src + kk * 8 + c) : 0u;
+      st.q[kk][h + 2] = live ? __ldcg(src + kk * 8 + 4 + c) : 0u;
     }
   }
 #pragma unroll
   for (int d = 0; d < kHeadDim / 8; ++d) st.o[d][0] = st.o[d][1] = st.o[d][2] = st.o[d][3] = 0.0f;
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.0f;
-}
-
-// The query rows ([group][kHeadDim]) from global memory, through L2 (another SM of the same
-// launch may have written them).
-template <int kHeadDim>
-__device__ inline void LoadQueryRows(const __nv_bfloat16* q_rows, int group,
-                                     SliceState<kHeadDim>& st) {
-  GatherQueryRows(q_rows, kHeadDim, group, st, [](const unsigned int* w) { return __ldcg(w); });
-}
-
-// The query rows from shared memory, kStride elements apart (a fragment's 8 rows then fall in
-// distinct banks).
-template <int kHeadDim>
-__device__ inline void LoadQueryRowsShared(const __nv_bfloat16* q_rows, int group,
-                                           SliceState<kHeadDim>& st) {
-  GatherQueryRows(q_rows, kStride<kHeadDim>, group, st, [](const unsigned int* w) { return *w; });
 }
 
 // Slice `slice` (16 K and V rows) of page `block` of one KV head into a stage (cp.async by the
