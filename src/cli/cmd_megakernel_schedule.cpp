@@ -58,7 +58,9 @@ std::string TileSummary(const mk::TileShapes& t, int64_t batch) {
          ", lm " + std::to_string(t.lm_head_tile) + ", splits " + std::to_string(t.sliding_splits) +
          "/" + std::to_string(t.full_split_slots) +
          (mk::FusesNormAt(t, batch) ? ", fused norm" : "") +
-         (t.pick_items != 0 ? ", items by pick" : "");
+         (t.pick_items != 0 ? ", items by pick" : "") +
+         (mk::TopKInClaimsAt(t, batch) ? ", top-k in the claims" : "") +
+         (t.prime_router != 0 ? ", router primed" : "");
 }
 
 // The schedule `cache` selects for `batch` rows at `context` tokens, checked with every standard

@@ -4,6 +4,10 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.7: kFlagPrimeWeights (a router task copies its weight slice before its wait);
+//         kFlagTopKInClaims (by pick, the claims run the top-k: no kTopK task); router logits
+//         hold one [batch][experts] block per layer; by pick the bucket tables are the identity,
+//         set by the host, not written by the top-k.
 //   v1.6: kSample runs on the device: one task per member of a row's sampling team
 //         (kArgTeamRank, kArgTeamSize).
 //   v1.5: kFlagPickItems (expert items by pick: no finalize, no item records).
@@ -121,7 +125,19 @@ enum TaskFlag : uint32_t {
   // rows x top_k x arg[kArgTiles] items; a gate/up item signals unit a, a down item waits for unit
   // a to reach arg[kArgTiles2] (the gate/up tiles) and signals its row.
   kFlagPickItems = 1u << 7,
+  // kRouter: the task's weight slice (arg tile's experts x [k_begin, k_end)) is copied into
+  // shared memory before its wait (it depends on nothing the step computes), at most
+  // kMaxPrimedRouterBytes.
+  kFlagPrimeWeights = 1u << 8,
+  // Claims by pick (with kFlagPickItems) of a layer without kTopK tasks: they wait for the
+  // router tasks. A gate/up claim computes its rows' top-k itself (every claimer the same picks
+  // from the same logits) and runs the item of pick a on expert pick a's id; the item of tile 0
+  // writes pick a's id and weight (and routing record) before its arrival. A down claim reads
+  // topk_ids[a] after its item's wait, which covers that write.
+  kFlagTopKInClaims = 1u << 9,
 };
+
+inline constexpr uint32_t kMaxPrimedRouterBytes = 64 * 1024;
 
 // The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).
 // A task waits until counters[wait0_counter] >= wait0_target AND counters[wait1_counter] >=
@@ -262,7 +278,7 @@ MKSERVE_HOST_DEVICE inline ExpertWorkItem ExpertItemByPick(uint32_t index, uint3
 enum ScratchBuffer : uint32_t {
   kScratchAttnOut = 0,       // [layers][B][hidden] fp32, O-proj split-K adds
   kScratchFfnOut = 1,        // [layers][B][hidden] fp32, dense down split-K adds
-  kScratchRouterLogits = 2,  // [B][experts] fp32, router split-K adds
+  kScratchRouterLogits = 2,  // [layers][B][experts] fp32, router split-K adds
   kScratchExpertCounts = 3,  // [layers][experts] uint32, top-k bucket slots
   kScratchQueueHeads = 4,    // [queues] uint32, claim cursors
   kScratchBufferCount = 5,

@@ -67,7 +67,8 @@ TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
   EXPECT_EQ((per_op[{1, kAttentionCombine}]), 4);
   EXPECT_EQ((per_op[{1, kOProj}]), 32 * 4);
   EXPECT_EQ((per_op[{1, kRouter}]), 8 * 4);
-  EXPECT_EQ((per_op[{1, kTopK}]), 1);  // one row: expert items by pick, no finalize
+  // One row: expert items by pick, whose claims run the top-k: no top-k task, no finalize.
+  EXPECT_EQ((per_op[{1, kTopK}]), 0);
   EXPECT_EQ((per_op[{1, kMoeFinalize}]), 0);
   EXPECT_EQ((per_op[{1, kExpertGateUpClaim}]), 132);
   EXPECT_EQ((per_op[{1, kMoeCombine}]), 1);
@@ -259,7 +260,8 @@ TEST(ScheduleBuilderTest, AWaveCanBeKeptToAShareOfTheSms) {
 TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
   const ModelConfig config = NmcPreset(6);
   SchedulePolicy policy = SchedulePolicy::Default();
-  policy.tiles = {{"pick_items", 1}, {"topk_in_finalize", 1}};  // the latter ignored by pick
+  // topk_in_finalize is ignored by pick; top-k tasks, not the claims, pick here.
+  policy.tiles = {{"pick_items", 1}, {"topk_in_finalize", 1}, {"topk_in_claims_max_batch", 0}};
   for (int64_t batch : {1, 2, 8}) {
     const Schedule schedule = Build(config, batch, 8192, 132, policy);
     const TileShapes& tiles = schedule.tiles;
@@ -289,6 +291,39 @@ TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
     ExpectVerifies(config, schedule);
   }
   ExpectBuildRefuses(config, 1, {{"pick_items", 2}});
+}
+
+// The top-k in the claims (batch 1's default, up to topk_in_claims_max_batch rows by pick): no
+// top-k task and no finalize; the claims carry kFlagTopKInClaims and wait for every router task;
+// the router tasks of batch 1 prime their weights; the verifier accepts every instance. Larger
+// batches of the same policy keep their top-k tasks.
+TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
+  const ModelConfig config = NmcPreset(6);
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"pick_items", 1}, {"topk_in_claims_max_batch", 4}};
+  for (int64_t batch : {1, 4, 8}) {
+    const Schedule schedule = Build(config, batch, 8192, 132, policy);
+    const bool routes = batch <= 4;
+    int top_ks = 0, claims = 0, primed = 0;
+    for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+      EXPECT_NE(task->opcode, kMoeFinalize);
+      top_ks += task->opcode == kTopK;
+      primed += task->opcode == kRouter && (task->flags & kFlagPrimeWeights) != 0;
+      if (task->opcode != kExpertGateUpClaim && task->opcode != kExpertDownClaim) continue;
+      ++claims;
+      EXPECT_EQ(task->flags, kFlagPickItems | (routes ? kFlagTopKInClaims : 0u));
+      if (routes) EXPECT_EQ(task->wait0_target, (128u / 16) * 4);  // the router tasks
+    }
+    EXPECT_EQ(top_ks, routes ? 0 : config.num_moe_layers() * static_cast<int>(batch));
+    EXPECT_EQ(claims,
+              config.num_moe_layers() * 2 * static_cast<int>(schedule.tiles.expert_claimers));
+    EXPECT_EQ(primed, batch == 1 ? config.num_moe_layers() * 32 : 0);
+    ExpectVerifies(config, schedule);
+  }
+  ExpectBuildRefuses(config, 1, {{"topk_in_claims_max_batch", 5}});
+  ExpectBuildRefuses(config, 1, {{"topk_in_claims_max_batch", -1}});
+  ExpectBuildRefuses(config, 1, {{"prime_router", 2}});
+  ExpectBuildRefuses(config, 1, {{"prime_router", 1}, {"router_splits", 1}, {"router_tile", 32}});
 }
 
 // topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and

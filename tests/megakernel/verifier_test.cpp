@@ -209,13 +209,14 @@ TEST(VerifierTest, APolicyThatOrdersTheJoinFirstIsAnOrderViolation) {
 }
 
 // By pick the down claims build their waits from arg[kArgTiles2]: a wrong count there, or a
-// top-k that does not write the pick tables, must not pass.
+// top-k without the by-pick flag, must not pass.
 TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
   const ModelConfig config = TinyPreset();
   const ContextBucket bucket = BucketForContext(config, 1024);
   for (int64_t batch : {1, 3}) {
     TileShapes tiles = ChooseTileShapes(config, batch, bucket, 3);
     tiles.pick_items = 1;
+    tiles.topk_in_claims_max_batch = 0;  // top-k tasks (below: the claims running it)
     const Schedule good = BuildSchedule(config, batch, bucket, 3, tiles, SchedulePolicy::Default());
     const std::vector<RunTimeWork> work = StandardWork(config, batch, bucket);
     for (const RunTimeWork& w : work) {
@@ -243,6 +244,49 @@ TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
     EXPECT_TRUE(planted(kTopK, [](TaskDescriptor& t) {
                   t.flags &= ~kFlagPickItems;
                 }).Has(Kind::kBadDescriptor));
+  }
+}
+
+// With the top-k in the claims they wait for the routers and compute the picks themselves: those
+// schedules pass; a claim that skips the routers' wait reads unfinished logits, and a claim
+// without the flag, or a top-k task beside the claims, is a bad descriptor.
+TEST(VerifierTest, TopKInTheClaimsPassesAndItsMistakesAreCaught) {
+  const ModelConfig config = TinyPreset();
+  const ContextBucket bucket = BucketForContext(config, 1024);
+  for (int64_t batch : {1, 4}) {
+    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 3);
+    tiles.pick_items = 1;
+    tiles.topk_in_claims_max_batch = 4;
+    const Schedule good = BuildSchedule(config, batch, bucket, 3, tiles, SchedulePolicy::Default());
+    for (const auto& list : good.sm_tasks) {
+      for (const TaskDescriptor& task : list) EXPECT_NE(task.opcode, kTopK) << "a top-k task";
+    }
+    const std::vector<RunTimeWork> work = StandardWork(config, batch, bucket);
+    for (const RunTimeWork& w : work) {
+      const VerifyReport report = VerifySchedule(config, good, w);
+      EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
+    }
+    auto planted = [&](uint32_t opcode, auto change) {
+      Schedule bad = good;
+      for (auto& list : bad.sm_tasks) {
+        for (TaskDescriptor& task : list) {
+          if (task.opcode == opcode && task.layer == 1) {
+            change(task);
+            return VerifySchedule(config, bad, work[0]);
+          }
+        }
+      }
+      throw std::runtime_error("no such task");
+    };
+    EXPECT_TRUE(planted(kExpertGateUpClaim, [](TaskDescriptor& t) {
+                  t.wait0_counter = kNoCounter;
+                  t.wait0_target = 0;
+                }).Has(Kind::kReadWithoutDependency));
+    EXPECT_TRUE(planted(kExpertDownClaim, [](TaskDescriptor& t) {
+                  t.flags &= ~kFlagTopKInClaims;
+                }).Has(Kind::kBadDescriptor));
+    EXPECT_TRUE(
+        planted(kRouter, [](TaskDescriptor& t) { t.opcode = kTopK; }).Has(Kind::kBadDescriptor));
   }
 }
 

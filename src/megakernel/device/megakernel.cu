@@ -44,6 +44,8 @@ struct KernelSmem {
 // expert item streams.
 constexpr size_t kWeightRingOffset = offsetof(KernelSmem, op) + sizeof(GemvSmem);
 static_assert(offsetof(KernelSmem, op) % 128 == 0 && kWeightRingOffset % 128 == 0);
+static_assert(kMaxPrimedRouterBytes <= kWorkerWarps * kWeightRingWarpVecs * sizeof(uint4),
+              "a primed router slice lies in the weight ring");
 
 __device__ inline uint4* WeightRing(KernelSmem& s) {
   return reinterpret_cast<uint4*>(reinterpret_cast<char*>(&s) + kWeightRingOffset);
@@ -67,6 +69,10 @@ struct ControllerMailbox {
   uint32_t items_posted;  // item signals posted (worker thread 0)
   uint32_t items_made;    // item signals made (controller)
   ItemSignal items[kItemSignalSlots];
+  // The workers' only: a gate/up claim's own picks (kFlagTopKInClaims), kept across its items
+  // (the op scratch is the items' GEMM scratch).
+  int32_t pick_experts[kMaxTopKInClaimsBatch * kMaxTopK];
+  float pick_weights[kMaxTopKInClaimsBatch * kMaxTopK];
 };
 
 constexpr size_t kMailboxOffset =
@@ -181,23 +187,33 @@ __device__ inline Item LoadRecord(const Item* items, uint32_t index) {
 
 // Where a claim's items come from: the records of its queue, or, for expert items by pick
 // (kFlagPickItems, `records` null), their index: the fields follow from it and the expert is the
-// one load (the top-k's id of the pick).
+// one load (the top-k's id of the pick), or with kFlagTopKInClaims the claim's own pick (gate/up)
+// or a load after the item's wait (down: the pick's gate/up tile 0 wrote it). `AfterWait`
+// completes the record once the item's wait is met.
 template <class Item>
 struct ItemSource {
   const Item* records;
   __device__ Item operator()(const StepParams&, uint32_t index) const {
     return LoadRecord(records, index);
   }
+  __device__ void AfterWait(const StepParams&, uint32_t, Item&) const {}
 };
 template <>
 struct ItemSource<ExpertWorkItem> {
   const ExpertWorkItem* records;
   uint32_t tiles, up_tiles;  // by pick: this queue's tiles per pick, the gate/up tiles per pick
   bool down;
+  const int32_t* own_picks = nullptr;  // kFlagTopKInClaims, gate/up: the claim's picks
+  bool expert_after_wait = false;      // kFlagTopKInClaims, down
   __device__ ExpertWorkItem operator()(const StepParams& p, uint32_t index) const {
     if (records != nullptr) return LoadRecord(records, index);
-    return ExpertItemByPick(index, tiles, up_tiles, down,
-                            static_cast<uint32_t>(LoadCgI(p.topk_ids + index / tiles)));
+    const int32_t expert = own_picks != nullptr ? own_picks[index / tiles]
+                           : expert_after_wait  ? 0
+                                                : LoadCgI(p.topk_ids + index / tiles);
+    return ExpertItemByPick(index, tiles, up_tiles, down, static_cast<uint32_t>(expert));
+  }
+  __device__ void AfterWait(const StepParams& p, uint32_t index, ExpertWorkItem& item) const {
+    if (expert_after_wait) item.expert = static_cast<uint32_t>(LoadCgI(p.topk_ids + index / tiles));
   }
 };
 
@@ -222,6 +238,7 @@ __device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count,
         s.stop = 1;
         claimed = -1;
       }
+      source.AfterWait(p, index, staged);
       if (p.item_timeline != nullptr) s.claim_ready_ns = GlobalTimerNs();
     }
     s.claim = claimed;
@@ -238,13 +255,33 @@ __device__ inline void RecordItem(const StepParams& p, uint32_t queue, int index
       s.claim_start_ns, s.claim_ready_ns, GlobalTimerNs(), blockIdx.x, 1};
 }
 
+// kFlagTopKInClaims, gate/up: the picks of the claim's rows (a warp a row), computed here from
+// the layer's router logits, into the mailbox where they outlive the items' use of the op scratch.
+__device__ void RankOwnPicks(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int row = d.row_begin + warp; row < static_cast<int>(d.row_end); row += kWorkerWarps) {
+    const LanePick pick = WarpTopK(p, d.layer, row);
+    if (lane < p.top_k) {
+      Mailbox(s).pick_experts[row * p.top_k + lane] = pick.expert;
+      Mailbox(s).pick_weights[row * p.top_k + lane] = pick.weight;
+    }
+  }
+  WorkerSync();
+}
+
 __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bool down,
                                 KernelSmem& s) {
   const uint32_t queue = d.arg[kArgQueue];
   const bool by_pick = (d.flags & kFlagPickItems) != 0;
+  const bool routes = (d.flags & kFlagTopKInClaims) != 0;
+  if (routes && !down) RankOwnPicks(p, d, s);
   const ItemSource<ExpertWorkItem> source{
-      by_pick ? nullptr : p.expert_items + p.queue_offsets[queue], d.arg[kArgTiles],
-      d.arg[kArgTiles2], down};
+      by_pick ? nullptr : p.expert_items + p.queue_offsets[queue],
+      d.arg[kArgTiles],
+      d.arg[kArgTiles2],
+      down,
+      routes && !down ? Mailbox(s).pick_experts : nullptr,
+      routes && down};
   // The finalize wrote the count before the claim task's wait was met; it does not change. By
   // pick it is every pick's tiles.
   uint32_t count = 0;
@@ -258,6 +295,15 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
     const ExpertWorkItem item = s.expert_item;
     RunExpertItem(p, d.layer, item, down, s.op.gemv, RingRounds{WeightRing(s)});
     WorkerSync();
+    if (threadIdx.x == 0 && routes && !down && item.tile == 0) {  // pick a's record, once
+      const uint32_t a = item.bucket_begin;
+      p.topk_ids[a] = Mailbox(s).pick_experts[a];
+      p.topk_weights[a] = Mailbox(s).pick_weights[a];
+      if (p.routing != nullptr) {
+        p.routing[static_cast<int64_t>(d.layer) * p.batch * p.top_k + a] =
+            Mailbox(s).pick_experts[a];
+      }
+    }
     if (threadIdx.x == 0) {
       PostItemSignal(s, {d.arg[kArgItemSignalBase], item.signal_unit, item.arrive_weight,
                          item.bucket_begin, down ? item.row_count : 0u});
@@ -320,7 +366,7 @@ __device__ __forceinline__ void RunTask(const StepParams& p, const TaskDescripto
     case kDenseDown:
       return OpDenseDown(p, d, s.op.gemv, RingRounds{WeightRing(s)});
     case kRouter:
-      return OpRouter(p, d, s.op.gemv);
+      return OpRouter(p, d, s.op.gemv, WeightRing(s));
     case kTopK:
     case kMoeFinalize: {  // one call site of the top-k: with kFlagWithTopK the finalize runs it
       const bool routed_here = d.opcode == kMoeFinalize && (d.flags & kFlagWithTopK) != 0;
@@ -385,6 +431,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const TaskDescriptor& d = s.ring[i % kRingSlots];
     uint64_t start = 0;
     if (threadIdx.x == 0) start = GlobalTimerNs();
+    if ((d.flags & kFlagPrimeWeights) != 0) PrimeRouterWeights(p, d, WeightRing(s));
     uint64_t ready_at = 0;
     if (threadIdx.x == 0) {
       const bool ready = LoadAcquireCta(Mailbox(s).ready[i % kRingSlots]) == i + 1 ||

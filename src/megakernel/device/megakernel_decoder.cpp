@@ -99,7 +99,7 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.attn_out = Alloc(float_buffers_, L * B * H);
   p.ffn_out = Alloc(float_buffers_, L * B * H);
   p.ffn_hidden = Alloc(bf16_buffers_, B * std::max<int64_t>(config.dense_intermediate_size, 1));
-  p.router_logits = Alloc(float_buffers_, B * experts);
+  p.router_logits = Alloc(float_buffers_, L * B * experts);
   p.topk_ids = Alloc(int_buffers_, B * k);
   p.topk_weights = Alloc(float_buffers_, B * k);
   p.topk_slot = Alloc(int_buffers_, B * k);
@@ -107,6 +107,12 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.bucket_offsets = Alloc(int_buffers_, experts + 1);
   p.bucket_assignment = Alloc(int_buffers_, B * k);
   p.routed_position = Alloc(int_buffers_, B * k);
+  // By pick, bucket position a is pick a: both tables are this identity (Run points at it).
+  std::vector<int32_t> identity(static_cast<size_t>(B * k));
+  for (size_t a = 0; a < identity.size(); ++a) identity[a] = static_cast<int32_t>(a);
+  pick_identity_ = cuda::DeviceBuffer<int32_t>(B * k);
+  MKSERVE_CUDA_CHECK(cudaMemcpy(pick_identity_.data(), identity.data(), pick_identity_.bytes(),
+                                cudaMemcpyHostToDevice));
   p.moe_hidden = Alloc(bf16_buffers_, B * k * expert_width);
   p.moe_out = Alloc(float_buffers_, B * k * H);
   p.aborted = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, 1));
@@ -292,6 +298,7 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
                        .expert_up = static_cast<int32_t>(t.expert_up_tile),
                        .expert_down = static_cast<int32_t>(t.expert_down_tile),
                        .expert_rows = static_cast<int32_t>(t.expert_rows)};
+  if (t.pick_items != 0) p.bucket_assignment = p.routed_position = pick_identity_.data();
   p.layers = layer_params_.data();
   p.token_ids = base;
   p.positions = base + B;

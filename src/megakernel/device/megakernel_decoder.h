@@ -115,7 +115,8 @@ class MegakernelDecoder {
   cuda::DeviceBuffer<LayerParams> layer_params_;
   cuda::DeviceBuffer<TaskTimestamp> timeline_;
   cuda::DeviceBuffer<ItemTimestamp> item_timeline_;
-  cuda::DeviceBuffer<int32_t> routing_;  // [layers][max_batch][top_k] when record_routing
+  cuda::DeviceBuffer<int32_t> pick_identity_;  // [max_batch * top_k]: 0, 1, 2, ...
+  cuda::DeviceBuffer<int32_t> routing_;        // [layers][max_batch][top_k] when record_routing
   // kSample's exchanges, [max_batch] each when samples_in_step().
   cuda::DeviceBuffer<SampleBarriers> sample_barriers_;
   cuda::DeviceBuffer<SampleHistograms> sample_histograms_;

@@ -15,13 +15,35 @@ namespace mkserve::megakernel {
 inline constexpr int kMaxExperts = 256;
 inline constexpr int kRouterTokens = 8;  // activation rows per pass of a router tile
 
+// Row `row` of layer `layer`'s router logits: a [batch][experts] block per layer, zeroed before
+// the step, so no reader has to clear it for the next layer.
+__device__ inline float* RouterLogitsRow(const StepParams& p, int layer, int row) {
+  return p.router_logits + (static_cast<int64_t>(layer) * p.batch + row) * p.num_experts;
+}
+
+// kFlagPrimeWeights: the router task's weight slice, [tile experts][k1 - k0], copied into
+// `primed` by every worker before the task's wait and committed as one cp.async group.
+__device__ inline void PrimeRouterWeights(const StepParams& p, const TaskDescriptor& d,
+                                          uint4* primed) {
+  const int k0 = static_cast<int>(d.k_begin), vecs = (static_cast<int>(d.k_end) - k0) / 8;
+  const bf16* w =
+      p.layers[d.layer].router + static_cast<int64_t>(TileBegin(d, p.tiles.router)) * p.hidden + k0;
+  for (int i = threadIdx.x; i < p.tiles.router * vecs; i += kWorkerThreads) {
+    cuda::CpAsync16(primed + i, w + static_cast<int64_t>(i / vecs) * p.hidden + (i % vecs) * 8,
+                    true);
+  }
+  cuda::CpAsyncCommit();
+}
+
 // router_logits[row][e] (+)= w[e][k0:k1] . x_norm_f32[row][k0:k1], one warp per expert. The
 // rows' fp32 activations are staged in shared memory once per task (as many rows as fit), not
 // re-read from L2 for every expert: at batch 64 that re-reading made a router task 99 us, the
 // start of every MoE layer's critical path.
 // With kFlagFusedNorm the task computes the rows' norm itself (FusedNormRows), and the tasks of
 // tile 0 also write their K range of x_norm in bf16, the expert gate/up items' input.
-__device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, GemvSmem& s) {
+// With kFlagPrimeWeights the weights are read from `primed` (PrimeRouterWeights).
+__device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
+                                const uint4* primed) {
   constexpr int kStageFloats = sizeof(s.xs) / sizeof(float);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const LayerParams& layer = p.layers[d.layer];
@@ -31,6 +53,8 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
   const int rows_per_stage = kStageFloats / len;  // len <= 4096 (the decoder's hidden limit)
   float* xs = reinterpret_cast<float*>(s.xs);
   const int vecs = len / 4;
+  const bool is_primed = (d.flags & kFlagPrimeWeights) != 0;
+  if (is_primed) cuda::CpAsyncWait<0>();  // the staging's barrier then publishes every copy
   for (int row0 = d.row_begin; row0 < static_cast<int>(d.row_end); row0 += rows_per_stage) {
     const int rows = min(rows_per_stage, static_cast<int>(d.row_end) - row0);
     if (row0 > static_cast<int>(d.row_begin)) WorkerSync();  // the previous rows are done
@@ -59,8 +83,10 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
           // Read again for every 8 rows, so through L1 (__ldg allocates there): with
           // LoadStreaming (no L1 allocation) each reload was an L2 round trip, and a batch-64
           // router task took 52 us (H200 timeline).
+          const uint4 wv = is_primed ? primed[(e - e0) * (len / 8) + c / 8]
+                                     : __ldg(reinterpret_cast<const uint4*>(w + c));
           float wf[cuda::kVecElements];
-          cuda::Bf16x8ToFloat(cuda::Bf16x8{__ldg(reinterpret_cast<const uint4*>(w + c))}, wf);
+          cuda::Bf16x8ToFloat(cuda::Bf16x8{wv}, wf);
 #pragma unroll
           for (int t = 0; t < kRouterTokens; ++t) {
             if (t >= count) break;
@@ -76,8 +102,7 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
           if (t >= count) break;
           const float sum = cuda::WarpSum(acc[t]);
           if (lane == 0) {
-            StoreOut(p.router_logits + static_cast<int64_t>(row0 + first + t) * p.num_experts + e,
-                     sum, accumulate);
+            StoreOut(RouterLogitsRow(p, d.layer, row0 + first + t) + e, sum, accumulate);
           }
         }
       }
@@ -98,82 +123,84 @@ struct TopKSlots {
   bool by_pick = false;
 };
 
-// One warp per row: the top k by logit (ties to the lower id; a NaN logit counts as -inf), weights
-// as the config says, a slot in each chosen expert's bucket; the row's logits are cleared for the
-// next layer.
-__device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopKSlots out) {
+// Pick j of a row's top k, held by lane j of the warp that ranked the row.
+struct LanePick {
+  int32_t expert;
+  float weight;  // as the config says: divided by the picks' sum or not
+};
+
+// One warp: the top k of row `row` of layer `layer`'s router logits (ties to the lower id; a NaN
+// logit counts as -inf); lane j < top_k returns pick j. The picks come one after another, a warp
+// argmax each. Every pick at once (each expert's rank in its row counted by the block's threads)
+// ran slower in the H200 timeline (the batch-1 top-k task 4.9 -> 6.4 us), its code being longer.
+__device__ inline LanePick WarpTopK(const StepParams& p, int layer, int row) {
   constexpr int kPerLane = kMaxExperts / 32;
+  const int lane = threadIdx.x % 32;
+  const float* logits = RouterLogitsRow(p, layer, row);
+  float values[kPerLane];
+  bool taken[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + i * 32;
+    values[i] = e < p.num_experts ? LoadCgF(logits + e) : -INFINITY;
+    if (isnan(values[i])) values[i] = -INFINITY;  // else the picks would depend on the order
+    taken[i] = false;
+  }
+  float weights_sum = 0.0f, top_logit = 0.0f;
+  LanePick mine{0, 0.0f};
+  for (int j = 0; j < p.top_k; ++j) {
+    float best = -INFINITY;
+    int best_id = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + i * 32;
+      if (e < p.num_experts && !taken[i] && (best_id == INT_MAX || values[i] > best)) {
+        best = values[i];
+        best_id = e;
+      }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
+      if (other > best || (other == best && other_id < best_id)) {
+        best = other;
+        best_id = other_id;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (lane + i * 32 == best_id) taken[i] = true;
+    }
+    if (j == 0) top_logit = best;
+    const float w = p.sigmoid_router ? 1.0f / (1.0f + expf(-best)) : expf(best - top_logit);
+    weights_sum += w;
+    if (lane == j) mine = {best_id, w};
+  }
+  if (!p.sigmoid_router || p.renormalize) mine.weight /= weights_sum;
+  return mine;
+}
+
+// kTopK (and the finalize's, kFlagWithTopK), one warp per row: the picks, a slot in each chosen
+// expert's bucket unless by pick, the routing record when one is kept.
+__device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopKSlots out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int row = d.row_begin + warp; row < static_cast<int>(d.row_end); row += kWorkerWarps) {
-    float* logits = p.router_logits + static_cast<int64_t>(row) * p.num_experts;
-    float values[kPerLane];
-    bool taken[kPerLane];
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane + i * 32;
-      values[i] = e < p.num_experts ? LoadCgF(logits + e) : -INFINITY;
-      if (isnan(values[i])) values[i] = -INFINITY;  // else the picks would depend on the order
-      taken[i] = false;
-    }
-    float weights_sum = 0.0f, top_logit = 0.0f;
-    float my_weight = 0.0f;  // lane j keeps pick j
-    int my_id = 0;
-    for (int j = 0; j < p.top_k; ++j) {
-      float best = -INFINITY;
-      int best_id = INT_MAX;
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int e = lane + i * 32;
-        if (e < p.num_experts && !taken[i] && (best_id == INT_MAX || values[i] > best)) {
-          best = values[i];
-          best_id = e;
-        }
-      }
-      for (int offset = 16; offset > 0; offset /= 2) {
-        const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-        const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
-        if (other > best || (other == best && other_id < best_id)) {
-          best = other;
-          best_id = other_id;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        if (lane + i * 32 == best_id) taken[i] = true;
-      }
-      if (j == 0) top_logit = best;
-      const float w = p.sigmoid_router ? 1.0f / (1.0f + expf(-best)) : expf(best - top_logit);
-      weights_sum += w;
-      if (lane == j) {
-        my_weight = w;
-        my_id = best_id;
-      }
-    }
-    const bool divide = !p.sigmoid_router || p.renormalize;
-    if (lane < p.top_k) {  // the k bucket slots are taken concurrently, one lane each
-      const int a = row * p.top_k + lane;
-      p.topk_ids[a] = my_id;
-      p.topk_weights[a] = divide ? my_weight / weights_sum : my_weight;
-      if (out.by_pick) {  // the bucket tables are the identity; the claims read the ids
-        p.bucket_assignment[a] = a;
-        p.routed_position[a] = a;
+    const LanePick pick = WarpTopK(p, d.layer, row);
+    if (lane >= p.top_k) continue;  // the k bucket slots are taken concurrently, a lane each
+    const int a = row * p.top_k + lane;
+    p.topk_ids[a] = pick.expert;
+    p.topk_weights[a] = pick.weight;
+    if (!out.by_pick) {  // by pick the bucket tables are the decoder's identity
+      const int32_t slot = static_cast<int32_t>(atomicAdd(out.counts + pick.expert, 1u));
+      if (out.shared_ids != nullptr) {  // the finalize in this task reads them from here
+        out.shared_ids[a] = pick.expert;
+        out.shared_slots[a] = slot;
       } else {
-        const int32_t slot = static_cast<int32_t>(atomicAdd(out.counts + my_id, 1u));
-        if (out.shared_ids != nullptr) {  // the finalize in this task reads them from here
-          out.shared_ids[a] = my_id;
-          out.shared_slots[a] = slot;
-        } else {
-          p.topk_slot[a] = slot;
-        }
-      }
-      if (p.routing != nullptr) {
-        p.routing[(static_cast<int64_t>(d.layer) * p.batch + row) * p.top_k + lane] = my_id;
+        p.topk_slot[a] = slot;
       }
     }
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane + i * 32;
-      if (e < p.num_experts) logits[e] = 0.0f;
+    if (p.routing != nullptr) {
+      p.routing[static_cast<int64_t>(d.layer) * p.batch * p.top_k + a] = pick.expert;
     }
   }
 }

@@ -115,12 +115,13 @@ struct StepParams {
   float* attn_out = nullptr;          // [layers] blocks of [batch][hidden], zeroed per step
   float* ffn_out = nullptr;           // [layers] blocks, zeroed per step (dense down adds)
   bf16* ffn_hidden = nullptr;         // [dense I]
-  float* router_logits = nullptr;     // [experts], zeroed per step
+  float* router_logits = nullptr;     // [layers] blocks of [batch][experts], zeroed per step
   int32_t* topk_ids = nullptr;        // [top_k]
   float* topk_weights = nullptr;      // [top_k]
   int32_t* topk_slot = nullptr;       // [top_k]: slot inside the expert's bucket
   uint32_t* expert_counts = nullptr;  // [layers][experts], zeroed per step
   int32_t* bucket_offsets = nullptr;  // [experts + 1], written by kMoeFinalize
+  // Written by kMoeFinalize; by pick both are the identity, the decoder's constant.
   int32_t* bucket_assignment = nullptr;  // [batch * top_k]: bucket position -> row * top_k + j
   int32_t* routed_position = nullptr;    // [batch * top_k]: row * top_k + j -> bucket position
   bf16* moe_hidden = nullptr;            // [batch * top_k][expert I], bucket order

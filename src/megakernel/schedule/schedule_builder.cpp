@@ -162,7 +162,8 @@ class Builder {
     schedule.zero_before_step = {
         {kScratchAttnOut, layer_blocks},
         {kScratchFfnOut, layer_blocks},
-        {kScratchRouterLogits, rows * config_.num_experts * sizeof(float)},
+        {kScratchRouterLogits,
+         rows * config_.num_experts * sizeof(float) * static_cast<uint64_t>(config_.num_layers)},
         {kScratchExpertCounts,
          static_cast<uint64_t>(config_.num_layers * config_.num_experts) * sizeof(uint32_t)},
         {kScratchQueueHeads, schedule.queues.size() * sizeof(uint32_t)},
@@ -400,19 +401,23 @@ class Builder {
         task.k_end = static_cast<uint32_t>((split + 1) * split_width);
         SetRows(task, 0, batch_);
         task.signal_counter = router_done;
-        task.flags = kFlagAccumulate;
+        task.flags = kFlagAccumulate | (tiles_.prime_router != 0 ? kFlagPrimeWeights : 0u);
         SetInputWaits(task, input);
         wave(Wave::kRouter).push_back({task, 2.0 * tiles_.router_tile * split_width});
       }
     }
 
     // The finalize waits for the top-k tasks, or with topk_in_finalize runs the top-k itself; by
-    // pick, the claims wait for the top-k tasks and there is no finalize.
+    // pick, the claims wait for the top-k tasks and there is no finalize, or, where
+    // TopKInClaimsAt, the claims run the top-k and wait for the routers.
     const bool by_pick = tiles_.pick_items != 0;
     const bool topk_in_finalize = !by_pick && tiles_.topk_in_finalize != 0;
+    const bool topk_in_claims = TopKInClaimsAt(tiles_, batch_);
+    const uint32_t claim_flags =
+        by_pick ? kFlagPickItems | (topk_in_claims ? kFlagTopKInClaims : 0u) : 0u;
     uint32_t routed = router_done;
     uint32_t routed_target = static_cast<uint32_t>(router_tiles * router_splits);
-    if (!topk_in_finalize) {
+    if (!topk_in_finalize && !topk_in_claims) {
       routed = counters_.Add(Wave::kTopK, l, 1, static_cast<uint32_t>(row_groups_));
       routed_target = static_cast<uint32_t>(row_groups_);
       for (int64_t g = 0; g < row_groups_; ++g) {
@@ -474,7 +479,7 @@ class Builder {
       task.arg[kArgItemSignalBase] = up_done;
       task.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
       if (by_pick) {
-        task.flags = kFlagPickItems;
+        task.flags = claim_flags;
         task.arg[kArgTiles] = up_tiles;
       }
       wave(Wave::kExpertGateUp).push_back({task, claim_share * 2.0 / 3.0});
@@ -488,7 +493,7 @@ class Builder {
       task.arg[kArgItemSignalBase] = rows_done;
       task.arg[kArgTileRows] = static_cast<uint32_t>(tiles_.expert_rows);
       if (by_pick) {
-        task.flags = kFlagPickItems;
+        task.flags = claim_flags;
         task.arg[kArgTiles] = down_tiles;
         task.arg[kArgTiles2] = up_tiles;
       }

@@ -58,6 +58,7 @@ bool TensorReusesBuffer(Tensor tensor) {
     case Tensor::kAttnOut:
     case Tensor::kFfnOut:
     case Tensor::kKvNew:
+    case Tensor::kRouterLogits:  // a block per layer: claims that run the top-k read them late
     case Tensor::kLogits:
     case Tensor::kSampled:
       return false;
@@ -134,7 +135,7 @@ TensorExtent ExtentOf(const ModelConfig& config, const Schedule& schedule, Tenso
     case Tensor::kRouterLogits:
       return {batch, config.num_experts, config.hidden_size};
     case Tensor::kRouting:
-      return {batch, 1, 1};
+      return {batch, config.num_experts_per_token, 1};
     case Tensor::kSampled:  // a row's team writes it together, a K share per member
       return {batch, 1, SampleTeamSize(schedule.tiles, batch, schedule.num_sms)};
     case Tensor::kExpertQueues:
@@ -224,10 +225,10 @@ void TaskAccesses(const ModelConfig& config, const Schedule& schedule, const Tas
     case kMoeFinalize:  // with kFlagWithTopK the finalize runs the top-k first
       if (task.opcode == kTopK || (task.flags & kFlagWithTopK) != 0) {
         out.push_back(Read(Tensor::kRouterLogits, l, r0, r1, 0, config.num_experts));
-        out.push_back(Write(Tensor::kRouting, l, r0, r1, 0, 1));
+        out.push_back(Write(Tensor::kRouting, l, r0, r1, 0, config.num_experts_per_token));
       }
       if (task.opcode == kTopK) break;
-      out.push_back(Read(Tensor::kRouting, l, 0, schedule.batch, 0, 1));
+      out.push_back(Read(Tensor::kRouting, l, 0, schedule.batch, 0, config.num_experts_per_token));
       out.push_back(Write(Tensor::kExpertQueues, l, 0, 1, 0, 1));
       break;
     case kLmHead:
@@ -263,8 +264,14 @@ void ExpertItemAccesses(const ModelConfig& config, const Schedule& schedule, int
                         std::vector<Access>& out) {
   const int64_t b0 = item.bucket_begin, b1 = b0 + item.row_count;
   if (schedule.tiles.pick_items != 0) {  // the expert id and the row, from the pick's top-k
-    const int64_t row = queues.routed_row.at(b0);
-    out.push_back(Read(Tensor::kRouting, layer, row, row + 1, 0, 1));
+    // By pick the bucket position is the pick, row * top_k + k.
+    const int64_t row = queues.routed_row.at(b0), k = b0 % config.num_experts_per_token;
+    if (TopKInClaimsAt(schedule.tiles, schedule.batch) && !down) {  // the claimer's own top-k
+      out.push_back(Read(Tensor::kRouterLogits, layer, row, row + 1, 0, config.num_experts));
+      if (item.tile == 0) out.push_back(Write(Tensor::kRouting, layer, row, row + 1, k, k + 1));
+    } else {
+      out.push_back(Read(Tensor::kRouting, layer, row, row + 1, k, k + 1));
+    }
   } else {
     out.push_back(Read(Tensor::kExpertQueues, layer, 0, 1, 0, 1));
   }
@@ -288,7 +295,7 @@ void MoeCombineAccesses(const ModelConfig& config, const TaskDescriptor& task,
   const int64_t l = task.layer;
   const int64_t top_k = config.num_experts_per_token;
   for (int64_t row = task.row_begin; row < task.row_end; ++row) {
-    out.push_back(Read(Tensor::kRouting, l, row, row + 1, 0, 1));
+    out.push_back(Read(Tensor::kRouting, l, row, row + 1, 0, top_k));
     for (int64_t k = 0; k < top_k; ++k) {
       const int64_t position = queues.bucket_of.at(row * top_k + k);
       out.push_back(Read(Tensor::kMoeOut, l, position, position + 1, 0, config.hidden_size));

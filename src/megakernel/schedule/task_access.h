@@ -28,7 +28,7 @@ enum class Tensor : uint8_t {
   kDenseHidden,   // [B][dense intermediate]
   kFfnOut,        // [B][hidden], K = dense intermediate (dense) or 1 (MoE)
   kRouterLogits,  // [B][experts], K = hidden
-  kRouting,       // [B][1]: top-k ids, weights, bucket slots
+  kRouting,       // [B][top_k]: top-k ids, weights, bucket slots, a pick a column
   kExpertQueues,  // [1][1]: bucket offsets, routed positions and the expert item queues
   kMoeHidden,     // [B * top_k][expert intermediate], bucket order
   kMoeOut,        // [B * top_k][hidden], bucket order

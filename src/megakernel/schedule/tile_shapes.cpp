@@ -62,8 +62,9 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
     // 3.065-3.128 ms, 1K 2.846-2.871 against 2.970-2.986; 24 and 64 slower than 48). From 8
     // rows, 128: half the claims for the same bytes (batch 8 10.24 -> 10.13 ms, 32 22.29 ->
     // 22.01, 64 30.38 -> 29.80). Between them, 64.
-    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size,
-                                        batch == 1 ? 32 : batch < 8 ? 64 : 128);
+    tiles.expert_up_tile = DividingTile(config.expert_intermediate_size, batch == 1  ? 32
+                                                                         : batch < 8 ? 64
+                                                                                     : 128);
   }
   tiles.router_splits = config.hidden_size % (4 * 8) == 0 ? 4 : 1;  // K ranges of 8s
   // Up to 4 rows the finalize runs the top-k itself, handing counts and picks on in shared memory
@@ -75,9 +76,15 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // and the claims start after the top-k instead of the finalize. From two rows, rows that share
   // an expert would stream it once per pick (real routing shares more than random weights do).
   tiles.pick_items = batch == 1 ? 1 : 0;
+  // By pick at one row the gate/up claims pick the experts themselves: no top-k task and none of
+  // its two hops (H200: 1K batch 1 2.821 -> 2.742 ms, 8K 2.96 -> 2.95, the router primed in both).
+  tiles.topk_in_claims_max_batch = 1;
   // The fused norm: each QKV and router task normalises its rows one after another, so only at
   // the smallest batches, where the join's hop is the largest share of a layer.
   tiles.fused_norm_max_batch = 2;
+  // One row: the router tasks (16 KB of weights each) head the routing chain that holds the
+  // expert items back, and their weights are copied before their wait.
+  tiles.prime_router = batch == 1 ? 1 : 0;
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
   // Down items of 256 features from two rows on: half the claims and signals for the same
   // bytes, which the weight ring streams as fast (H200, 8K: batch 8 10.54 -> 10.27 ms, 16 16.04
@@ -120,7 +127,9 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"expert_claimers", &TileShapes::expert_claimers},
       {"topk_in_finalize", &TileShapes::topk_in_finalize},
       {"pick_items", &TileShapes::pick_items},
+      {"topk_in_claims_max_batch", &TileShapes::topk_in_claims_max_batch},
       {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
+      {"prime_router", &TileShapes::prime_router},
       {"sample_team", &TileShapes::sample_team},
   };
   for (const auto& [name, value] : overrides) {
@@ -161,6 +170,17 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     Require(tiles.topk_in_finalize == 0 || tiles.topk_in_finalize == 1,
             "topk_in_finalize must be 0 or 1");
     Require(tiles.pick_items == 0 || tiles.pick_items == 1, "pick_items must be 0 or 1");
+    Require(tiles.topk_in_claims_max_batch >= 0 &&
+                tiles.topk_in_claims_max_batch <= kMaxTopKInClaimsBatch,
+            "topk_in_claims_max_batch must be 0.." + std::to_string(kMaxTopKInClaimsBatch));
+    Require(tiles.prime_router == 0 || tiles.prime_router == 1, "prime_router must be 0 or 1");
+    const int64_t router_slice_bytes =
+        tiles.router_tile * (config.hidden_size / tiles.router_splits) * 2;
+    Require(tiles.prime_router == 0 || router_slice_bytes <= kMaxPrimedRouterBytes,
+            "prime_router needs a router slice (router_tile x hidden_size / router_splits bf16) "
+            "of at most " +
+                std::to_string(kMaxPrimedRouterBytes) + " bytes, got " +
+                std::to_string(router_slice_bytes));
   }
   Require(tiles.fused_norm_max_batch >= 0 && tiles.fused_norm_max_batch <= kMaxFusedNormBatch,
           "fused_norm_max_batch must be 0.." + std::to_string(kMaxFusedNormBatch));

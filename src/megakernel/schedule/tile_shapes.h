@@ -14,6 +14,7 @@ namespace mkserve::megakernel {
 inline constexpr int64_t kMaxBatch = 64;  // GEMM tiles put the batch on the MMA's N (<= 64 here)
 inline constexpr int64_t kMaxAttentionSplits = 32;  // KV splits per (row, KV head): partials slots
 inline constexpr int64_t kMaxFusedNormBatch = 8;    // a fused QKV task stages its rows as one chunk
+inline constexpr int64_t kMaxTopKInClaimsBatch = 4;  // picks a claim keeps: rows x top_k
 
 struct TileShapes {
   int64_t row_tile = 1;             // rows per task of per-row ops (embed, join, top-k, sample)
@@ -37,9 +38,16 @@ struct TileShapes {
   // 1: expert items by pick (kFlagPickItems): each routed (row, k) is its own item block, the
   // top-k's ids name the experts, no finalize task. An expert two rows pick streams twice.
   int64_t pick_items = 0;
+  // Batches up to this size (at most kMaxTopKInClaimsBatch), when by pick, have the expert claims
+  // run the top-k themselves (kFlagTopKInClaims): no top-k task, and none of its two hops,
+  // between the routers and the first expert item. 0: never.
+  int64_t topk_in_claims_max_batch = 0;
   // Batches up to this size fuse the norm: MoE layers' QKV and router tasks normalise their
   // input themselves (no join on the path). 0: never; at most kMaxFusedNormBatch.
   int64_t fused_norm_max_batch = 0;
+  // 1: router tasks copy their weight slice into shared memory before their wait
+  // (kFlagPrimeWeights; at most kMaxPrimedRouterBytes a task).
+  int64_t prime_router = 0;
   // The most members a row's sampling team (kSample) has; 0: kMaxSampleTeam. Fewer where the
   // SMs do not give every member of every row its own.
   int64_t sample_team = 0;
@@ -50,6 +58,11 @@ struct TileShapes {
 // Whether a schedule of `batch` rows fuses the norm (of every MoE layer after the first).
 inline bool FusesNormAt(const TileShapes& tiles, int64_t batch) {
   return batch <= tiles.fused_norm_max_batch;
+}
+
+// Whether a schedule of `batch` rows has its expert claims run the top-k (kFlagTopKInClaims).
+inline bool TopKInClaimsAt(const TileShapes& tiles, int64_t batch) {
+  return tiles.pick_items != 0 && batch <= tiles.topk_in_claims_max_batch;
 }
 
 // Members of each row's sampling team: as many as give every member of every row an SM of its

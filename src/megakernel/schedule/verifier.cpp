@@ -294,15 +294,34 @@ class Verifier {
         return "claims expert work in a dense layer";
       }
     }
+    if ((task.flags & kFlagPrimeWeights) != 0) {  // the kernel copies the slice blind
+      if (task.opcode != kRouter) return "kFlagPrimeWeights on a task that is not a router's";
+      const uint64_t bytes =
+          static_cast<uint64_t>(schedule_.tiles.router_tile) * (task.k_end - task.k_begin) * 2;
+      if (bytes > kMaxPrimedRouterBytes) {
+        return "primes a router slice of " + std::to_string(bytes) + " bytes, at most " +
+               std::to_string(kMaxPrimedRouterBytes);
+      }
+    }
     return ValidatePickItems(task);
   }
 
   // By pick (tiles.pick_items) the claims build their items from descriptor fields, so those must
-  // say what ExpertItemsForRouting assumes; the top-k writes the identity bucket tables only with
-  // the flag, and no finalize may run.
+  // say what ExpertItemsForRouting assumes; no finalize may run, and where the claims run the
+  // top-k (TopKInClaimsAt) no top-k task either, the claims flagged.
   std::string ValidatePickItems(const TaskDescriptor& task) const {
     const bool by_pick = schedule_.tiles.pick_items != 0;
+    const bool in_claims = TopKInClaimsAt(schedule_.tiles, schedule_.batch);
     const bool flagged = (task.flags & kFlagPickItems) != 0;
+    const bool routes = (task.flags & kFlagTopKInClaims) != 0;
+    if (routes && task.opcode != kExpertGateUpClaim && task.opcode != kExpertDownClaim) {
+      return "kFlagTopKInClaims on a task that is not an expert claim";
+    }
+    if (task.opcode == kTopK && in_claims) return "a top-k task in a schedule whose claims route";
+    if (routes && task.row_end - task.row_begin > kMaxTopKInClaimsBatch) {  // the kernel's picks
+      return "runs the top-k in a claim of more than " + std::to_string(kMaxTopKInClaimsBatch) +
+             " rows";
+    }
     const uint32_t up_tiles = ExpertGateUpTiles(config_, schedule_.tiles);
     const uint32_t down_tiles = ExpertDownTiles(config_, schedule_.tiles);
     switch (task.opcode) {
@@ -312,6 +331,10 @@ class Verifier {
         if (flagged != by_pick) {
           return by_pick ? "lacks kFlagPickItems in a schedule by pick"
                          : "has kFlagPickItems in a schedule with a finalize";
+        }
+        if (task.opcode != kTopK && routes != in_claims) {
+          return in_claims ? "lacks kFlagTopKInClaims in a schedule whose claims route"
+                           : "has kFlagTopKInClaims in a schedule with a top-k task";
         }
         break;
       case kMoeFinalize:

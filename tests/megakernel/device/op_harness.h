@@ -123,7 +123,7 @@ struct TinyModel {
     p.x_norm_f32 = Floats(B * H);
     p.attn_out = Floats(B * H, 0.0f);
     p.ffn_out = Floats(B * H, 0.0f);
-    p.router_logits = Floats(B * kExperts, 0.0f);
+    p.router_logits = Floats(2 * B * kExperts, 0.0f);  // a block per layer (0 and 1)
     p.topk_ids = Ints(B * top_k);
     p.topk_weights = Floats(B * top_k);
     p.topk_slot = Ints(B * top_k);

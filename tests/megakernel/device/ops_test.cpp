@@ -125,8 +125,9 @@ TEST(MegakernelOps, EmbedThenJoinAcrossSmsMatchCpu) {
 }
 
 // The fused norm: router tasks of layer 1 normalise layer 0's residual + attn_out + ffn_out
-// themselves (tile 0 also writes x_norm), beside a residual-only join of layer 0.
-TEST(MegakernelOps, FusedNormRouterAndResidualJoinMatchCpu) {
+// themselves (tile 0 also writes x_norm), beside a residual-only join of layer 0. `primed`: the
+// router tasks copy their weights before their wait (kFlagPrimeWeights).
+void RunFusedNormRouter(bool primed) {
   cuda::testing::RequireGpu();
   M m;
   const int B = M::kBatch, H = M::kHidden, E = M::kExperts;
@@ -136,7 +137,8 @@ TEST(MegakernelOps, FusedNormRouterAndResidualJoinMatchCpu) {
   std::vector<float> residual = r;
   residual.resize(2 * r.size(), NAN);
   DeviceBuffer<float> residual_d = ToDevice(residual), attn_d = ToDevice(a), ffn_d = ToDevice(f);
-  DeviceBuffer<float> logits_d = ToDevice(std::vector<float>(int64_t{B} * E, 0.0f));
+  // Router logits: a block per layer; these tasks are layer 1's.
+  DeviceBuffer<float> logits_d = ToDevice(std::vector<float>(2 * int64_t{B} * E, 0.0f));
   DeviceBuffer<bf16> x_norm_d = ToDeviceBf16(std::vector<float>(int64_t{B} * H, NAN));
   m.p.residual = residual_d.data();
   m.p.attn_out = attn_d.data();
@@ -156,7 +158,7 @@ TEST(MegakernelOps, FusedNormRouterAndResidualJoinMatchCpu) {
       t.k_begin = split * H / 2;
       t.k_end = (split + 1) * H / 2;
       t.row_end = B;
-      t.flags = kFlagAccumulate | kFlagFusedNorm;
+      t.flags = kFlagAccumulate | kFlagFusedNorm | (primed ? kFlagPrimeWeights : 0u);
       order.push_back(t);
     }
   }
@@ -183,8 +185,13 @@ TEST(MegakernelOps, FusedNormRouterAndResidualJoinMatchCpu) {
   ExpectClose(std::vector<float>(written.begin() + r.size(), written.end()), sum_want, 1e-5f, 1e-5f,
               "residual of layer 1");
   ExpectClose(ToHostFloat(x_norm_d), norm_want, 1e-2f, 1e-2f, "x_norm");
-  ExpectClose(ToHost(logits_d), logits_want, 1e-3f, 1e-3f, "router logits");
+  const std::vector<float> logits = ToHost(logits_d);
+  ExpectClose(std::vector<float>(logits.begin() + int64_t{B} * E, logits.end()), logits_want, 1e-3f,
+              1e-3f, "router logits");
 }
+
+TEST(MegakernelOps, FusedNormRouterAndResidualJoinMatchCpu) { RunFusedNormRouter(false); }
+TEST(MegakernelOps, PrimedFusedNormRouterMatchesCpu) { RunFusedNormRouter(true); }
 
 // A paged cache of one layer, three rows, a sliding window the rows' contexts cross.
 struct AttentionCase {
@@ -305,9 +312,12 @@ TEST(MegakernelOps, SlidingAttentionThreeSplitsAndCombine) { RunSlidingAttention
 
 // Router -> top-k -> finalize -> claimed expert gate/up and down -> combine, in one launch:
 // `batch` rows routed to `top_k` of 16 experts, `rows_per_block` routed rows per expert item.
-void RunMoeChain(int batch, int top_k, int rows_per_block) {
+// `topk_in_claims`: router -> claims by pick that run the top-k themselves -> combine (no top-k
+// task, no finalize; the bucket tables are the identity, as the decoder sets them).
+void RunMoeChain(int batch, int top_k, int rows_per_block, bool topk_in_claims = false) {
   cuda::testing::RequireGpu();
   M m(batch, top_k);
+  if (topk_in_claims) rows_per_block = 1;
   const int B = batch, H = M::kHidden, E = M::kExperts, K = top_k, I = M::kExpertWidth;
   const std::vector<float> x = RandomBf16Values(int64_t{B} * H, 31);
   m.p.x_norm = m.Bf16(x);
@@ -331,7 +341,11 @@ void RunMoeChain(int batch, int top_k, int rows_per_block) {
   m.p.queue_counts = queue_counts.data();
   m.p.queue_heads = queue_heads.data();
   const uint32_t router_done = 0, topk_done = 1, finalize_done = 2, up_done = 3;
-  const uint32_t rows_done = up_done + E * blocks_per_expert;
+  const uint32_t rows_done = up_done + (topk_in_claims ? B * top_k : E * blocks_per_expert);
+  std::vector<int32_t> identity(B * top_k);
+  std::iota(identity.begin(), identity.end(), 0);
+  DeviceBuffer<int32_t> identity_d = ToDevice(identity);
+  if (topk_in_claims) m.p.bucket_assignment = m.p.routed_position = identity_d.data();
   DeviceBuffer<uint32_t> counters = ToDevice(std::vector<uint32_t>(rows_done + B, 0));
   m.p.counters = counters.data();
 
@@ -348,45 +362,58 @@ void RunMoeChain(int batch, int top_k, int rows_per_block) {
       order.push_back(t);
     }
   }
-  const int topk_groups = (B + 3) / 4;
-  for (int g = 0; g < topk_groups; ++g) {
-    TaskDescriptor t = Task(kTopK);
-    t.row_begin = 4 * g;
-    t.row_end = std::min(B, 4 * g + 4);
-    t.wait0_counter = router_done;
-    t.wait0_target = 2 * E / 8;
-    t.signal_counter = topk_done;
-    order.push_back(t);
+  // What the claims wait for, and how they take their items.
+  uint32_t items_ready = finalize_done, claim_flags = 0;
+  if (topk_in_claims) {
+    items_ready = router_done;
+    claim_flags = kFlagPickItems | kFlagTopKInClaims;
+  } else {
+    const int topk_groups = (B + 3) / 4;
+    for (int g = 0; g < topk_groups; ++g) {
+      TaskDescriptor t = Task(kTopK);
+      t.row_begin = 4 * g;
+      t.row_end = std::min(B, 4 * g + 4);
+      t.wait0_counter = router_done;
+      t.wait0_target = 2 * E / 8;
+      t.signal_counter = topk_done;
+      order.push_back(t);
+    }
+    TaskDescriptor fin = Task(kMoeFinalize);
+    fin.row_end = B;
+    fin.wait0_counter = topk_done;
+    fin.wait0_target = topk_groups;
+    fin.signal_counter = finalize_done;
+    fin.arg[kArgQueue] = 0;
+    fin.arg[kArgQueue2] = 1;
+    fin.arg[kArgTileRows] = rows_per_block;
+    fin.arg[kArgTiles] = up_tiles;
+    fin.arg[kArgTiles2] = down_tiles;
+    order.push_back(fin);
   }
-  TaskDescriptor fin = Task(kMoeFinalize);
-  fin.row_end = B;
-  fin.wait0_counter = topk_done;
-  fin.wait0_target = topk_groups;
-  fin.signal_counter = finalize_done;
-  fin.arg[kArgQueue] = 0;
-  fin.arg[kArgQueue2] = 1;
-  fin.arg[kArgTileRows] = rows_per_block;
-  fin.arg[kArgTiles] = up_tiles;
-  fin.arg[kArgTiles2] = down_tiles;
-  order.push_back(fin);
+  const uint32_t ready_target = topk_in_claims ? 2 * E / 8 : 1;
   for (int c = 0; c < 6; ++c) {
     TaskDescriptor t = Task(kExpertGateUpClaim);
     t.row_end = B;
-    t.wait0_counter = finalize_done;
-    t.wait0_target = 1;
+    t.wait0_counter = items_ready;
+    t.wait0_target = ready_target;
+    t.flags = claim_flags;
     t.arg[kArgQueue] = 0;
     t.arg[kArgItemWaitBase] = kNoCounter;
     t.arg[kArgItemSignalBase] = up_done;
+    t.arg[kArgTiles] = up_tiles;
     order.push_back(t);
   }
   for (int c = 0; c < 6; ++c) {
     TaskDescriptor t = Task(kExpertDownClaim);
     t.row_end = B;
-    t.wait0_counter = finalize_done;
-    t.wait0_target = 1;
+    t.wait0_counter = items_ready;
+    t.wait0_target = ready_target;
+    t.flags = claim_flags;
     t.arg[kArgQueue] = 1;
     t.arg[kArgItemWaitBase] = up_done;
     t.arg[kArgItemSignalBase] = rows_done;
+    t.arg[kArgTiles] = down_tiles;
+    t.arg[kArgTiles2] = up_tiles;
     order.push_back(t);
   }
   for (int r = 0; r < B; ++r) {
@@ -438,8 +465,8 @@ void RunMoeChain(int batch, int top_k, int rows_per_block) {
 }
 
 // The top-k on logits written straight into router_logits: ties go to the lower id, a NaN ranks
-// as -inf, every logit is cleared, each expert's bucket slots are 0..count-1. `softmax`: weights
-// exp(l - top) / sum, else sigmoid(l) undivided.
+// as -inf, the logits are left as they were (a block per layer), each expert's bucket slots are
+// 0..count-1. `softmax`: weights exp(l - top) / sum, else sigmoid(l) undivided.
 void RunTopK(bool softmax) {
   cuda::testing::RequireGpu();
   constexpr int B = 4, K = 4, E = M::kExperts;
@@ -461,7 +488,7 @@ void RunTopK(bool softmax) {
 
   const std::vector<int32_t> ids = ToHost(m.ints[0]), slots = ToHost(m.ints[1]);
   const std::vector<float> weights = ToHost(m.floats[5]);
-  const std::vector<float> cleared = ToHost(m.floats.back());
+  const std::vector<float> after = ToHost(m.floats.back());
   const std::vector<int32_t> counts = ToHost(m.ints[2]);
   std::vector<int> want_counts(E, 0);
   std::vector<std::vector<int>> seen_slots(E);
@@ -499,13 +526,20 @@ void RunTopK(bool softmax) {
       EXPECT_EQ(seen_slots[e][i], i) << "expert " << e;
     }
   }
-  for (int i = 0; i < B * E; ++i) EXPECT_EQ(cleared[i], 0.0f) << "logit " << i;
+  for (int i = 0; i < B * E; ++i) {
+    EXPECT_TRUE(after[i] == logits[i] || (std::isnan(after[i]) && std::isnan(logits[i])))
+        << "logit " << i;
+  }
 }
 
 TEST(MegakernelOps, TopKSigmoidTiesAndNan) { RunTopK(false); }
 TEST(MegakernelOps, TopKSoftmaxTiesAndNan) { RunTopK(true); }
 
 TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
+TEST(MegakernelOps, MoeChainWithTheTopKInTheClaimsMatchesCpu) {
+  RunMoeChain(1, 4, 1, true);
+  RunMoeChain(4, 8, 1, true);
+}
 // Blocks of up to 64 routed rows (batch 64's expert_rows): several staging passes per item.
 TEST(MegakernelOps, MoeChainLargeBlocksMatchesCpu) { RunMoeChain(48, 8, 64); }
 
