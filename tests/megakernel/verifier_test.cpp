@@ -208,6 +208,22 @@ TEST(VerifierTest, APolicyThatOrdersTheJoinFirstIsAnOrderViolation) {
   EXPECT_TRUE(report.Has(Kind::kOrderViolation)) << report.Summary();
 }
 
+// `schedule` with `change` applied to its first `opcode` task of layer 1 (the first MoE layer),
+// verified with `work`.
+template <class Change>
+VerifyReport VerifyPlanted(const ModelConfig& config, Schedule schedule, const RunTimeWork& work,
+                           uint32_t opcode, Change change) {
+  for (auto& list : schedule.sm_tasks) {
+    for (TaskDescriptor& task : list) {
+      if (task.opcode == opcode && task.layer == 1) {
+        change(task);
+        return VerifySchedule(config, schedule, work);
+      }
+    }
+  }
+  throw std::runtime_error("no such task");
+}
+
 // By pick the down claims build their waits from arg[kArgTiles2]: a wrong count there, or a
 // top-k without the by-pick flag, must not pass.
 TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
@@ -224,16 +240,7 @@ TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
       EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
     }
     auto planted = [&](uint32_t opcode, auto change) {
-      Schedule bad = good;
-      for (auto& list : bad.sm_tasks) {
-        for (TaskDescriptor& task : list) {
-          if (task.opcode == opcode) {
-            change(task);
-            return VerifySchedule(config, bad, work[0]);
-          }
-        }
-      }
-      throw std::runtime_error("no such task");
+      return VerifyPlanted(config, good, work[0], opcode, change);
     };
     EXPECT_TRUE(planted(kExpertDownClaim, [](TaskDescriptor& t) {
                   t.arg[kArgTiles2] += 1;
@@ -267,16 +274,7 @@ TEST(VerifierTest, TopKInTheClaimsPassesAndItsMistakesAreCaught) {
       EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
     }
     auto planted = [&](uint32_t opcode, auto change) {
-      Schedule bad = good;
-      for (auto& list : bad.sm_tasks) {
-        for (TaskDescriptor& task : list) {
-          if (task.opcode == opcode && task.layer == 1) {
-            change(task);
-            return VerifySchedule(config, bad, work[0]);
-          }
-        }
-      }
-      throw std::runtime_error("no such task");
+      return VerifyPlanted(config, good, work[0], opcode, change);
     };
     EXPECT_TRUE(planted(kExpertGateUpClaim, [](TaskDescriptor& t) {
                   t.wait0_counter = kNoCounter;
