@@ -208,40 +208,49 @@ TEST(VerifierTest, APolicyThatOrdersTheJoinFirstIsAnOrderViolation) {
   EXPECT_TRUE(report.Has(Kind::kOrderViolation)) << report.Summary();
 }
 
-// `schedule` with `change` applied to its first `opcode` task of layer 1 (the first MoE layer),
-// verified with `work`.
-template <class Change>
-VerifyReport VerifyPlanted(const ModelConfig& config, Schedule schedule, const RunTimeWork& work,
-                           uint32_t opcode, Change change) {
-  for (auto& list : schedule.sm_tasks) {
-    for (TaskDescriptor& task : list) {
-      if (task.opcode == opcode && task.layer == 1) {
-        change(task);
-        return VerifySchedule(config, schedule, work);
-      }
-    }
-  }
-  throw std::runtime_error("no such task");
-}
+// A by-pick schedule of the tiny model on 3 SMs (`topk_in_claims_max_batch` says whether the
+// claims run the top-k), which the verifier must accept for every standard instance.
+struct ByPick {
+  ModelConfig config = TinyPreset();
+  Schedule good;
+  std::vector<RunTimeWork> work;
 
-// By pick the down claims build their waits from arg[kArgTiles2]: a wrong count there, or a
-// top-k without the by-pick flag, must not pass.
-TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
-  const ModelConfig config = TinyPreset();
-  const ContextBucket bucket = BucketForContext(config, 1024);
-  for (int64_t batch : {1, 3}) {
+  ByPick(int64_t batch, int64_t topk_in_claims_max_batch) {
+    const ContextBucket bucket = BucketForContext(config, 1024);
     TileShapes tiles = ChooseTileShapes(config, batch, bucket, 3);
     tiles.pick_items = 1;
-    tiles.topk_in_claims_max_batch = 0;  // top-k tasks (below: the claims running it)
-    const Schedule good = BuildSchedule(config, batch, bucket, 3, tiles, SchedulePolicy::Default());
-    const std::vector<RunTimeWork> work = StandardWork(config, batch, bucket);
+    tiles.topk_in_claims_max_batch = topk_in_claims_max_batch;
+    good = BuildSchedule(config, batch, bucket, 3, tiles, SchedulePolicy::Default());
+    work = StandardWork(config, batch, bucket);
     for (const RunTimeWork& w : work) {
       const VerifyReport report = VerifySchedule(config, good, w);
       EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
     }
-    auto planted = [&](uint32_t opcode, auto change) {
-      return VerifyPlanted(config, good, work[0], opcode, change);
-    };
+  }
+
+  // The schedule with `change` applied to its first `opcode` task of layer 1 (the first MoE
+  // layer), verified with the first instance.
+  template <class Change>
+  VerifyReport Planted(uint32_t opcode, Change change) const {
+    Schedule bad = good;
+    for (auto& list : bad.sm_tasks) {
+      for (TaskDescriptor& task : list) {
+        if (task.opcode == opcode && task.layer == 1) {
+          change(task);
+          return VerifySchedule(config, bad, work[0]);
+        }
+      }
+    }
+    throw std::runtime_error("no such task");
+  }
+};
+
+// By pick the down claims build their waits from arg[kArgTiles2]: a wrong count there, or a
+// top-k without the by-pick flag, must not pass.
+TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
+  for (int64_t batch : {1, 3}) {
+    const ByPick by_pick(batch, 0);  // top-k tasks (below: the claims running it)
+    auto planted = [&](uint32_t opcode, auto change) { return by_pick.Planted(opcode, change); };
     EXPECT_TRUE(planted(kExpertDownClaim, [](TaskDescriptor& t) {
                   t.arg[kArgTiles2] += 1;
                 }).Has(Kind::kBadDescriptor));
@@ -258,24 +267,12 @@ TEST(VerifierTest, PickItemsDescriptorsThatDisagreeWithTheTilesAreCaught) {
 // schedules pass; a claim that skips the routers' wait reads unfinished logits, and a claim
 // without the flag, or a top-k task beside the claims, is a bad descriptor.
 TEST(VerifierTest, TopKInTheClaimsPassesAndItsMistakesAreCaught) {
-  const ModelConfig config = TinyPreset();
-  const ContextBucket bucket = BucketForContext(config, 1024);
   for (int64_t batch : {1, 4}) {
-    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 3);
-    tiles.pick_items = 1;
-    tiles.topk_in_claims_max_batch = 4;
-    const Schedule good = BuildSchedule(config, batch, bucket, 3, tiles, SchedulePolicy::Default());
-    for (const auto& list : good.sm_tasks) {
+    const ByPick by_pick(batch, 4);
+    for (const auto& list : by_pick.good.sm_tasks) {
       for (const TaskDescriptor& task : list) EXPECT_NE(task.opcode, kTopK) << "a top-k task";
     }
-    const std::vector<RunTimeWork> work = StandardWork(config, batch, bucket);
-    for (const RunTimeWork& w : work) {
-      const VerifyReport report = VerifySchedule(config, good, w);
-      EXPECT_TRUE(report.ok()) << "batch " << batch << ": " << report.Summary();
-    }
-    auto planted = [&](uint32_t opcode, auto change) {
-      return VerifyPlanted(config, good, work[0], opcode, change);
-    };
+    auto planted = [&](uint32_t opcode, auto change) { return by_pick.Planted(opcode, change); };
     EXPECT_TRUE(planted(kExpertGateUpClaim, [](TaskDescriptor& t) {
                   t.wait0_counter = kNoCounter;
                   t.wait0_target = 0;

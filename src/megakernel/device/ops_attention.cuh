@@ -230,8 +230,8 @@ __device__ inline void AttendSplit(const StepParams& p, const LayerParams& layer
   WorkerSync();  // every warp is done with its stages: they become the merge area
   StoreHeadState(st, warp * mma::kRows, per_kv, &s.merge.o[0][0], &s.merge.ml[0][0]);
   WorkerSync();
-  // Warp h merges query head h (and h + 8): the warps' weights once, lane s of them for warp
-  // s's state, then 4 dims a lane, the outputs added in warp order as MergeWarpStates adds
+  // Warp h merges query head h (at most 8 a KV head): the warps' weights once, lane s of them for
+  // warp s's state, then 4 dims a lane, the outputs added in warp order as MergeWarpStates adds
   // them. A thread per (head, dim) recomputed the 8 weights for every dim: batch 1 measured
   // the same, batches 2-64 up to 1 % faster.
   static_assert(kAttnHeadDim == 32 * 4 && kWorkerWarps <= 32, "a lane's 4 dims, a lane a warp");
