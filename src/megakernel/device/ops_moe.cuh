@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cmath>
+#include <type_traits>
 
 #include "megakernel/device/ops_linear.cuh"
 #include "megakernel/device/ops_rows.cuh"
@@ -74,38 +75,51 @@ __device__ inline void OpRouter(const StepParams& p, const TaskDescriptor& d, Ge
       }
       WorkerSync();
     }
-    for (int e = e0 + warp; e < e0 + p.tiles.router; e += kWorkerWarps) {
-      const bf16* w = layer.router + static_cast<int64_t>(e) * p.hidden + k0;
-      for (int first = 0; first < rows; first += kRouterTokens) {
-        const int count = min(kRouterTokens, rows - first);
-        float acc[kRouterTokens] = {};
-        for (int c = lane * cuda::kVecElements; c < len; c += 32 * cuda::kVecElements) {
-          // Read again for every 8 rows, so through L1 (__ldg allocates there): with
-          // LoadStreaming (no L1 allocation) each reload was an L2 round trip, and a batch-64
-          // router task took 52 us (H200 timeline).
-          const uint4 wv = is_primed ? primed[(e - e0) * (len / 8) + c / 8]
-                                     : __ldg(reinterpret_cast<const uint4*>(w + c));
-          float wf[cuda::kVecElements];
-          cuda::Bf16x8ToFloat(cuda::Bf16x8{wv}, wf);
+    // One loop per weight source, so the unprimed batches run the loop they had before
+    // kFlagPrimeWeights.
+    auto experts = [&](auto from_primed) {
+      for (int e = e0 + warp; e < e0 + p.tiles.router; e += kWorkerWarps) {
+        const bf16* w = layer.router + static_cast<int64_t>(e) * p.hidden + k0;
+        for (int first = 0; first < rows; first += kRouterTokens) {
+          const int count = min(kRouterTokens, rows - first);
+          float acc[kRouterTokens] = {};
+          for (int c = lane * cuda::kVecElements; c < len; c += 32 * cuda::kVecElements) {
+            // Read again for every 8 rows, so through L1 (__ldg allocates there): with
+            // LoadStreaming (no L1 allocation) each reload was an L2 round trip, and a batch-64
+            // router task took 52 us (H200 timeline).
+            uint4 wv;
+            if constexpr (decltype(from_primed)::value) {
+              wv = primed[(e - e0) * (len / 8) + c / 8];
+            } else {
+              wv = __ldg(reinterpret_cast<const uint4*>(w + c));
+            }
+            float wf[cuda::kVecElements];
+            cuda::Bf16x8ToFloat(cuda::Bf16x8{wv}, wf);
+#pragma unroll
+            for (int t = 0; t < kRouterTokens; ++t) {
+              if (t >= count) break;
+              const float4 lo = *reinterpret_cast<const float4*>(xs + (first + t) * len + c);
+              const float4 hi = *reinterpret_cast<const float4*>(xs + (first + t) * len + c + 4);
+              const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+              for (int i = 0; i < 8; ++i) acc[t] = fmaf(wf[i], xv[i], acc[t]);
+            }
+          }
 #pragma unroll
           for (int t = 0; t < kRouterTokens; ++t) {
             if (t >= count) break;
-            const float4 lo = *reinterpret_cast<const float4*>(xs + (first + t) * len + c);
-            const float4 hi = *reinterpret_cast<const float4*>(xs + (first + t) * len + c + 4);
-            const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc[t] = fmaf(wf[i], xv[i], acc[t]);
-          }
-        }
-#pragma unroll
-        for (int t = 0; t < kRouterTokens; ++t) {
-          if (t >= count) break;
-          const float sum = cuda::WarpSum(acc[t]);
-          if (lane == 0) {
-            StoreOut(RouterLogitsRow(p, d.layer, row0 + first + t) + e, sum, accumulate);
+            const float sum = cuda::WarpSum(acc[t]);
+            if (lane == 0) {
+              StoreOut(RouterLogitsRow(p, d.layer, row0 + first + t) + e, sum, accumulate);
+            }
           }
         }
       }
+    };
+    if (is_primed) {
+      experts(std::true_type{});
+    } else {
+      experts(std::false_type{});
     }
   }
 }
