@@ -272,16 +272,16 @@ MKSERVE_HOST_DEVICE inline ExpertWorkItem ExpertItemByPick(uint32_t index, uint3
 }
 
 // Buffers the host zeroes before every step (together with all counters and queue cursors),
-// because tasks add into them. attn_out and ffn_out have a row block per layer; the router logits
-// hold one layer at a time (top-k clears the row it read, so the next layer's adds start from
-// zero again).
+// because tasks add into them, or, for the published picks, read a zero as "not yet written".
+// All but the queue cursors have a block per layer.
 enum ScratchBuffer : uint32_t {
-  kScratchAttnOut = 0,       // [layers][B][hidden] fp32, O-proj split-K adds
-  kScratchFfnOut = 1,        // [layers][B][hidden] fp32, dense down split-K adds
-  kScratchRouterLogits = 2,  // [layers][B][experts] fp32, router split-K adds
-  kScratchExpertCounts = 3,  // [layers][experts] uint32, top-k bucket slots
-  kScratchQueueHeads = 4,    // [queues] uint32, claim cursors
-  kScratchBufferCount = 5,
+  kScratchAttnOut = 0,         // [layers][B][hidden] fp32, O-proj split-K adds
+  kScratchFfnOut = 1,          // [layers][B][hidden] fp32, dense down split-K adds
+  kScratchRouterLogits = 2,    // [layers][B][experts] fp32, router split-K adds
+  kScratchExpertCounts = 3,    // [layers][experts] uint32, top-k bucket slots
+  kScratchQueueHeads = 4,      // [queues] uint32, claim cursors
+  kScratchPublishedPicks = 5,  // [layers][B][top_k] uint64, kFlagTopKInClaims's picks
+  kScratchBufferCount = 6,
 };
 
 // Timeline (optional): the kernel writes one record per executed task at

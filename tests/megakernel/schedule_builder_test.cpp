@@ -295,8 +295,9 @@ TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
 
 // The top-k in the claims (batch 1's default, up to topk_in_claims_max_batch rows by pick): no
 // top-k task and no finalize; the claims carry kFlagTopKInClaims and wait for every router task;
-// the router tasks of batch 1 prime their weights; the verifier accepts every instance. Larger
-// batches of the same policy keep their top-k tasks.
+// the router tasks of batch 1 prime their weights; the published picks are zeroed before the
+// step; the verifier accepts every instance. Larger batches of the same policy keep their top-k
+// tasks.
 TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
   const ModelConfig config = NmcPreset(6);
   SchedulePolicy policy = SchedulePolicy::Default();
@@ -318,6 +319,11 @@ TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
     EXPECT_EQ(claims,
               config.num_moe_layers() * 2 * static_cast<int>(schedule.tiles.expert_claimers));
     EXPECT_EQ(primed, batch == 1 ? config.num_moe_layers() * 32 : 0);
+    uint64_t published_bytes = 0;
+    for (const ScratchToZero& zero : schedule.zero_before_step) {
+      if (zero.buffer == kScratchPublishedPicks) published_bytes += zero.bytes;
+    }
+    EXPECT_EQ(published_bytes, routes ? 6u * static_cast<uint64_t>(batch) * 8 * 8 : 0u);
     ExpectVerifies(config, schedule);
   }
   ExpectBuildRefuses(config, 1, {{"topk_in_claims_max_batch", 5}});

@@ -255,12 +255,28 @@ __device__ inline void RecordItem(const StepParams& p, uint32_t queue, int index
       s.claim_start_ns, s.claim_ready_ns, GlobalTimerNs(), blockIdx.x, 1};
 }
 
-// kFlagTopKInClaims, gate/up: the picks of the claim's rows (a warp a row), computed here from
-// the layer's router logits, into the mailbox where they outlive the items' use of the op scratch.
-__device__ void RankOwnPicks(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
+// kFlagTopKInClaims, gate/up: the picks of the claim's rows (a warp a row) into the mailbox, where
+// they outlive the items' use of the op scratch. The first claims to get here rank them from the
+// layer's router logits and publish them; the later ones, whose SMs ran QKV or attention
+// meanwhile, read them and skip the ranking. Every ranker writes the same words, and a word is a
+// whole pick, so a reader that finds one of its row's k still zero ranks the row itself.
+__device__ void TakePicks(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int row = d.row_begin + warp; row < static_cast<int>(d.row_end); row += kWorkerWarps) {
-    const LanePick pick = WarpTopK(p, d.layer, row);
+    uint64_t* published =
+        p.published_picks + (static_cast<int64_t>(d.layer) * p.batch + row) * p.top_k;
+    const uint64_t word = lane < p.top_k ? LoadRelaxed(published + lane) : 1u;
+    const RowKeys keys = LoadRowKeys(p, d.layer, row);  // in flight beside the word
+    LanePick pick;
+    if (__all_sync(0xffffffffu, word != 0)) {
+      pick = {static_cast<int32_t>(word >> 32) - 1, __uint_as_float(static_cast<uint32_t>(word))};
+    } else {
+      pick = WarpTopK(p, keys);
+      if (lane < p.top_k) {
+        StoreRelaxed(published + lane,
+                     (static_cast<uint64_t>(pick.expert + 1) << 32) | __float_as_uint(pick.weight));
+      }
+    }
     if (lane < p.top_k) {
       Mailbox(s).pick_experts[row * p.top_k + lane] = pick.expert;
       Mailbox(s).pick_weights[row * p.top_k + lane] = pick.weight;
@@ -274,7 +290,7 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
   const uint32_t queue = d.arg[kArgQueue];
   const bool by_pick = (d.flags & kFlagPickItems) != 0;
   const bool routes = (d.flags & kFlagTopKInClaims) != 0;
-  if (routes && !down) RankOwnPicks(p, d, s);
+  if (routes && !down) TakePicks(p, d, s);
   const ItemSource<ExpertWorkItem> source{
       by_pick ? nullptr : p.expert_items + p.queue_offsets[queue],
       d.arg[kArgTiles],

@@ -100,6 +100,8 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.ffn_out = Alloc(float_buffers_, L * B * H);
   p.ffn_hidden = Alloc(bf16_buffers_, B * std::max<int64_t>(config.dense_intermediate_size, 1));
   p.router_logits = Alloc(float_buffers_, L * B * experts);
+  // Two int32 a pick: the buffers are 256-byte aligned.
+  p.published_picks = reinterpret_cast<uint64_t*>(Alloc(int_buffers_, 2 * L * B * k));
   p.topk_ids = Alloc(int_buffers_, B * k);
   p.topk_weights = Alloc(float_buffers_, B * k);
   p.topk_slot = Alloc(int_buffers_, B * k);
@@ -342,8 +344,10 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
       zero.push_back({p.sample_histograms, B * static_cast<int64_t>(sizeof(SampleHistograms) / 4)});
     }
   }
-  void* const buffers[kScratchBufferCount] = {p.attn_out, p.ffn_out, p.router_logits,
-                                              p.expert_counts, up.queue_heads.data()};
+  void* const buffers[kScratchBufferCount] = {
+      p.attn_out,        p.ffn_out, p.router_logits, p.expert_counts, up.queue_heads.data(),
+      p.published_picks,
+  };
   for (const ScratchToZero& scratch : schedule.zero_before_step) {
     zero.push_back(
         {buffers[scratch.buffer], static_cast<int64_t>(scratch.bytes / sizeof(uint32_t))});

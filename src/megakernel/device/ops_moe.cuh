@@ -143,52 +143,64 @@ struct LanePick {
   float weight;  // as the config says: divided by the picks' sum or not
 };
 
-// One warp: the top k of row `row` of layer `layer`'s router logits (ties to the lower id; a NaN
-// logit counts as -inf); lane j < top_k returns pick j. The picks come one after another, a warp
-// argmax each. Every pick at once (each expert's rank in its row counted by the block's threads)
-// ran slower in the H200 timeline (the batch-1 top-k task 4.9 -> 6.4 us), its code being longer.
-__device__ inline LanePick WarpTopK(const StepParams& p, int layer, int row) {
-  constexpr int kPerLane = kMaxExperts / 32;
+// A logit as an unsigned key that orders as the float does, -0 and +0 made one (they tie, and a
+// tie goes to the lower id); 0 is below every key, so it marks an expert already taken or absent.
+__device__ inline uint32_t LogitKey(float v) {
+  if (v == 0.0f) v = 0.0f;
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) != 0 ? ~u : u | 0x80000000u;
+}
+__device__ inline float LogitOfKey(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) != 0 ? key & 0x7FFFFFFFu : ~key);
+}
+
+// Row `row` of layer `layer`'s router logits as keys, expert lane + 32 i in keys[i] (a NaN logit
+// counts as -inf, else the picks would depend on the order).
+struct RowKeys {
+  uint32_t keys[kMaxExperts / 32];
+};
+__device__ inline RowKeys LoadRowKeys(const StepParams& p, int layer, int row) {
   const int lane = threadIdx.x % 32;
   const float* logits = RouterLogitsRow(p, layer, row);
-  float values[kPerLane];
-  bool taken[kPerLane];
+  RowKeys row_keys;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
+  for (int i = 0; i < kMaxExperts / 32; ++i) {
     const int e = lane + i * 32;
-    values[i] = e < p.num_experts ? LoadCgF(logits + e) : -INFINITY;
-    if (isnan(values[i])) values[i] = -INFINITY;  // else the picks would depend on the order
-    taken[i] = false;
+    const float v = e < p.num_experts ? LoadCgF(logits + e) : NAN;
+    row_keys.keys[i] = e < p.num_experts ? LogitKey(isnan(v) ? -INFINITY : v) : 0u;
   }
+  return row_keys;
+}
+
+// One warp: the top k of a row's keys (ties to the lower id); lane j < top_k returns pick j. The
+// picks come one after another: a lane's best key, the warp's largest (redux), the lowest id that
+// holds it (redux). With a shuffle tree of value and id for each pick instead, a batch-1 claim
+// took 3.3-3.8 us from its wait to its first item (H200 timeline). Every pick at once (each
+// expert's rank counted by the block's threads) ran slower still: the top-k task 4.9 -> 6.4 us.
+__device__ inline LanePick WarpTopK(const StepParams& p, RowKeys row) {
+  const int lane = threadIdx.x % 32;
   float weights_sum = 0.0f, top_logit = 0.0f;
   LanePick mine{0, 0.0f};
   for (int j = 0; j < p.top_k; ++j) {
-    float best = -INFINITY;
-    int best_id = INT_MAX;
+    uint32_t best = 0, best_id = 0xFFFFFFFFu;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane + i * 32;
-      if (e < p.num_experts && !taken[i] && (best_id == INT_MAX || values[i] > best)) {
-        best = values[i];
-        best_id = e;
+    for (int i = 0; i < kMaxExperts / 32; ++i) {
+      if (row.keys[i] > best) {  // strictly: the lane's lower id keeps a tie
+        best = row.keys[i];
+        best_id = static_cast<uint32_t>(lane + i * 32);
       }
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
-      if (other > best || (other == best && other_id < best_id)) {
-        best = other;
-        best_id = other_id;
-      }
-    }
+    const uint32_t top = __reduce_max_sync(0xffffffffu, best);
+    const uint32_t id = __reduce_min_sync(0xffffffffu, best == top ? best_id : 0xFFFFFFFFu);
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      if (lane + i * 32 == best_id) taken[i] = true;
+    for (int i = 0; i < kMaxExperts / 32; ++i) {
+      if (static_cast<uint32_t>(lane + i * 32) == id) row.keys[i] = 0;
     }
-    if (j == 0) top_logit = best;
-    const float w = p.sigmoid_router ? 1.0f / (1.0f + expf(-best)) : expf(best - top_logit);
+    const float logit = LogitOfKey(top);
+    if (j == 0) top_logit = logit;
+    const float w = p.sigmoid_router ? 1.0f / (1.0f + expf(-logit)) : expf(logit - top_logit);
     weights_sum += w;
-    if (lane == j) mine = {best_id, w};
+    if (lane == j) mine = {static_cast<int32_t>(id), w};
   }
   if (!p.sigmoid_router || p.renormalize) mine.weight /= weights_sum;
   return mine;
@@ -199,7 +211,7 @@ __device__ inline LanePick WarpTopK(const StepParams& p, int layer, int row) {
 __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopKSlots out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int row = d.row_begin + warp; row < static_cast<int>(d.row_end); row += kWorkerWarps) {
-    const LanePick pick = WarpTopK(p, d.layer, row);
+    const LanePick pick = WarpTopK(p, LoadRowKeys(p, d.layer, row));
     if (lane >= p.top_k) continue;  // the k bucket slots are taken concurrently, a lane each
     const int a = row * p.top_k + lane;
     p.topk_ids[a] = pick.expert;

@@ -104,18 +104,21 @@ struct StepParams {
   const int32_t* positions = nullptr;  // [batch]: the new token's position = context length
 
   // Scratch, all [batch][...] unless said otherwise.
-  float* residual = nullptr;          // [layers + 1] blocks of [batch][hidden]: each layer's input
-  bf16* x_norm = nullptr;             // [hidden]
-  float* x_norm_f32 = nullptr;        // [hidden], the router's input
-  bf16* q = nullptr;                  // [num_heads * head_dim], RoPE applied
-  float* attn_partial = nullptr;      // [num_heads][max_splits][head_dim]
-  float* attn_stats = nullptr;        // [num_heads][max_splits][2]: max (log2), sum
-  int32_t max_splits = 0;             // split slots per (row, head)
-  bf16* attn_in = nullptr;            // [num_heads * head_dim], O-proj input
-  float* attn_out = nullptr;          // [layers] blocks of [batch][hidden], zeroed per step
-  float* ffn_out = nullptr;           // [layers] blocks, zeroed per step (dense down adds)
-  bf16* ffn_hidden = nullptr;         // [dense I]
-  float* router_logits = nullptr;     // [layers] blocks of [batch][experts], zeroed per step
+  float* residual = nullptr;       // [layers + 1] blocks of [batch][hidden]: each layer's input
+  bf16* x_norm = nullptr;          // [hidden]
+  float* x_norm_f32 = nullptr;     // [hidden], the router's input
+  bf16* q = nullptr;               // [num_heads * head_dim], RoPE applied
+  float* attn_partial = nullptr;   // [num_heads][max_splits][head_dim]
+  float* attn_stats = nullptr;     // [num_heads][max_splits][2]: max (log2), sum
+  int32_t max_splits = 0;          // split slots per (row, head)
+  bf16* attn_in = nullptr;         // [num_heads * head_dim], O-proj input
+  float* attn_out = nullptr;       // [layers] blocks of [batch][hidden], zeroed per step
+  float* ffn_out = nullptr;        // [layers] blocks, zeroed per step (dense down adds)
+  bf16* ffn_hidden = nullptr;      // [dense I]
+  float* router_logits = nullptr;  // [layers] blocks of [batch][experts], zeroed per step
+  // kFlagTopKInClaims: [layers] blocks of [batch][top_k] picks, (expert + 1) << 32 | the weight's
+  // bits, zeroed per step; the first claims rank and write them, later ones read them.
+  uint64_t* published_picks = nullptr;
   int32_t* topk_ids = nullptr;        // [top_k]
   float* topk_weights = nullptr;      // [top_k]
   int32_t* topk_slot = nullptr;       // [top_k]: slot inside the expert's bucket

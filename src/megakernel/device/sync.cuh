@@ -90,4 +90,14 @@ __device__ inline float4 LoadCgF4(const float* p) {
 __device__ inline int32_t LoadCgI(const int32_t* p) { return __ldcg(p); }
 __device__ inline uint32_t LoadCgU(const uint32_t* p) { return __ldcg(p); }
 
+// A 64-bit word other SMs may be storing meanwhile: each load sees a whole store or none.
+__device__ inline uint64_t LoadRelaxed(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ inline void StoreRelaxed(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 }  // namespace mkserve::megakernel

@@ -168,6 +168,11 @@ class Builder {
          static_cast<uint64_t>(config_.num_layers * config_.num_experts) * sizeof(uint32_t)},
         {kScratchQueueHeads, schedule.queues.size() * sizeof(uint32_t)},
     };
+    if (TopKInClaimsAt(tiles_, batch_)) {
+      schedule.zero_before_step.push_back(
+          {kScratchPublishedPicks, rows * config_.num_experts_per_token * sizeof(uint64_t) *
+                                       static_cast<uint64_t>(config_.num_layers)});
+    }
     return schedule;
   }
 

@@ -135,6 +135,9 @@ struct TinyModel {
     p.moe_out = Floats(B * top_k * H);
     p.logits = Floats(B * kVocab);
     p.max_splits = 4;
+    // Two int32 a pick, a block per layer (0 and 1); last, so the tests' indices into `ints`
+    // stay as they were.
+    p.published_picks = reinterpret_cast<uint64_t*>(Ints(2 * 2 * B * top_k, 0));
   }
 };
 

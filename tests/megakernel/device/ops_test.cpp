@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -313,8 +314,11 @@ TEST(MegakernelOps, SlidingAttentionThreeSplitsAndCombine) { RunSlidingAttention
 // Router -> top-k -> finalize -> claimed expert gate/up and down -> combine, in one launch:
 // `batch` rows routed to `top_k` of 16 experts, `rows_per_block` routed rows per expert item.
 // `topk_in_claims`: router -> claims by pick that run the top-k themselves -> combine (no top-k
-// task, no finalize; the bucket tables are the identity, as the decoder sets them).
-void RunMoeChain(int batch, int top_k, int rows_per_block, bool topk_in_claims = false) {
+// task, no finalize; the bucket tables are the identity, as the decoder sets them). `planted`:
+// every row's picks are published before the step, in reverse order, so no claim ranks: the ids
+// come out in that order (the sum does not depend on it).
+void RunMoeChain(int batch, int top_k, int rows_per_block, bool topk_in_claims = false,
+                 bool planted = false) {
   cuda::testing::RequireGpu();
   M m(batch, top_k);
   if (topk_in_claims) rows_per_block = 1;
@@ -424,23 +428,41 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool topk_in_claims =
     t.wait0_target = K * down_tiles;
     order.push_back(t);
   }
+  // Each row's picks (logit, expert), best first; planted, last first.
+  std::vector<std::vector<std::pair<float, int>>> picks(B);
+  for (int r = 0; r < B; ++r) {
+    for (int e = 0; e < E; ++e) {
+      double dot = 0;
+      for (int k = 0; k < H; ++k) dot += m.router[e * H + k] * x[r * H + k];
+      picks[r].push_back({static_cast<float>(dot), e});
+    }
+    std::stable_sort(picks[r].begin(), picks[r].end(),
+                     [](auto a, auto b) { return a.first > b.first; });
+    picks[r].resize(K);
+    if (planted) std::reverse(picks[r].begin(), picks[r].end());
+  }
+  if (planted) {
+    std::vector<uint64_t> words;
+    for (int r = 0; r < B; ++r) {
+      for (const auto& [logit, e] : picks[r]) {
+        const float weight = 1.0f / (1.0f + std::exp(-logit));
+        uint32_t bits;
+        std::memcpy(&bits, &weight, sizeof(bits));
+        words.push_back((static_cast<uint64_t>(e + 1) << 32) | bits);
+      }
+    }
+    MKSERVE_CUDA_CHECK(cudaMemcpy(m.p.published_picks, words.data(),
+                                  words.size() * sizeof(uint64_t), cudaMemcpyHostToDevice));
+  }
   RunLists(m.p, RoundRobin(order));
 
   std::vector<float> want(int64_t{B} * H, 0.0f);
   std::vector<int32_t> want_ids;
   for (int r = 0; r < B; ++r) {
-    std::vector<std::pair<float, int>> logits;
-    for (int e = 0; e < E; ++e) {
-      double dot = 0;
-      for (int k = 0; k < H; ++k) dot += m.router[e * H + k] * x[r * H + k];
-      logits.push_back({static_cast<float>(dot), e});
-    }
-    std::stable_sort(logits.begin(), logits.end(),
-                     [](auto a, auto b) { return a.first > b.first; });
     for (int j = 0; j < K; ++j) {
-      const int e = logits[j].second;
+      const int e = picks[r][j].second;
       want_ids.push_back(e);
-      const float weight = 1.0f / (1.0f + std::exp(-logits[j].first));
+      const float weight = 1.0f / (1.0f + std::exp(-picks[r][j].first));
       std::vector<float> h(I);
       for (int i = 0; i < I; ++i) {
         double g = 0, u = 0;
@@ -464,12 +486,12 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool topk_in_claims =
   ExpectClose(ToHost(m.floats[3]), want, 2e-3f, 2e-2f, "ffn_out");
 }
 
-// The top-k on logits written straight into router_logits: ties go to the lower id, a NaN ranks
-// as -inf, the logits are left as they were (a block per layer), each expert's bucket slots are
-// 0..count-1. `softmax`: weights exp(l - top) / sum, else sigmoid(l) undivided.
+// The top-k on logits written straight into router_logits: ties go to the lower id (-0 and +0
+// tie), a NaN ranks as -inf, the logits are left as they were (a block per layer), each expert's
+// bucket slots are 0..count-1. `softmax`: weights exp(l - top) / sum, else sigmoid(l) undivided.
 void RunTopK(bool softmax) {
   cuda::testing::RequireGpu();
-  constexpr int B = 4, K = 4, E = M::kExperts;
+  constexpr int B = 5, K = 4, E = M::kExperts;
   M m(B, K);
   m.p.sigmoid_router = softmax ? 0 : 1;
   const float inf = INFINITY, nan = NAN;
@@ -479,7 +501,10 @@ void RunTopK(bool softmax) {
   }
   std::mt19937 rng(7);  // rows 2 and 3: distinct random values
   std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
-  for (int i = 2 * E; i < B * E; ++i) logits[i] = uniform(rng);
+  for (int i = 2 * E; i < 4 * E; ++i) logits[i] = uniform(rng);
+  for (int e = 0; e < E; ++e) {  // row 4: zeros of both signs above -1s
+    logits[4 * E + e] = e == 2 || e == 9 ? -0.0f : e == 5 || e == 12 ? 0.0f : -1.0f;
+  }
   m.floats.push_back(ToDevice(logits));
   m.p.router_logits = m.floats.back().data();
   TaskDescriptor t = Task(kTopK);
@@ -519,6 +544,8 @@ void RunTopK(bool softmax) {
   EXPECT_EQ(ids[K], 7);  // the tie of 2.0s: the lower id first
   EXPECT_EQ(ids[K + 1], 9);
   EXPECT_EQ(ids[K + 3], 0);  // -inf and NaN tie below 1.0: id 0 (a NaN) is the lowest
+  EXPECT_EQ(ids[4 * K], 2);  // -0 before +0 only by its lower id
+  EXPECT_EQ(ids[4 * K + 1], 5);
   for (int e = 0; e < E; ++e) {
     EXPECT_EQ(counts[e], want_counts[e]) << "expert " << e;
     std::sort(seen_slots[e].begin(), seen_slots[e].end());
@@ -539,6 +566,10 @@ TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
 TEST(MegakernelOps, MoeChainWithTheTopKInTheClaimsMatchesCpu) {
   RunMoeChain(1, 4, 1, true);
   RunMoeChain(4, 8, 1, true);
+}
+TEST(MegakernelOps, MoeChainTakesPublishedPicks) {
+  RunMoeChain(1, 4, 1, true, true);
+  RunMoeChain(4, 8, 1, true, true);
 }
 // Blocks of up to 64 routed rows (batch 64's expert_rows): several staging passes per item.
 TEST(MegakernelOps, MoeChainLargeBlocksMatchesCpu) { RunMoeChain(48, 8, 64); }
