@@ -3,7 +3,6 @@
 // counts into offsets and expert work items, and the claim loop that runs those items.
 #pragma once
 
-#include <climits>
 #include <cmath>
 #include <type_traits>
 
@@ -174,9 +173,10 @@ __device__ inline RowKeys LoadRowKeys(const StepParams& p, int layer, int row) {
 
 // One warp: the top k of a row's keys (ties to the lower id); lane j < top_k returns pick j. The
 // picks come one after another: a lane's best key, the warp's largest (redux), the lowest id that
-// holds it (redux). With a shuffle tree of value and id for each pick instead, a batch-1 claim
-// took 3.3-3.8 us from its wait to its first item (H200 timeline). Every pick at once (each
-// expert's rank counted by the block's threads) ran slower still: the top-k task 4.9 -> 6.4 us.
+// holds it (redux). A chain of dependent instructions in one warp either way: a batch-1 claim
+// that ranks took 3.1 us from its wait to its first item this way, 3.3-3.8 with a shuffle tree
+// of value and id (H200 timeline). Every pick at once (each expert's rank counted by the block's
+// threads) ran slower still: the top-k task 4.9 -> 6.4 us.
 __device__ inline LanePick WarpTopK(const StepParams& p, RowKeys row) {
   const int lane = threadIdx.x % 32;
   float weights_sum = 0.0f, top_logit = 0.0f;
