@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One layer of a recorded megakernel step (megakernel_bench with MEGAKERNEL_BENCH_TRACE=DIR).
 
-Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us]
+Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us] [sm,sm,...]
 
 Times are microseconds from when the layer's input was ready (its QKV tasks' first wait ends);
 the layer ends when the next layer's input is ready. Prints every layer's span by kind (sliding
@@ -10,7 +10,10 @@ per item queue: count, first start, first ready, last end, mean wait and mean ru
 between SMs on the layer's chains (a producer's last end to its consumer's first ready); then how
 busy the SMs were over the layer (time inside a task or an item after its wait), how items
 spread over the SMs, the busiest and idlest SMs, and, every bucket_us (default 2.5), how many
-SMs were running and what.
+SMs were running and what. Last, what each of the given SMs ran from the layer's start to the
+next layer's (default: the two whose work of the layer that ended before the next layer's input
+ended last, which is where a layer's end comes from): every task and item with its start, ready
+and end.
 """
 import collections
 import csv
@@ -21,6 +24,7 @@ def main():
     path = sys.argv[1]
     layer = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     bucket = float(sys.argv[3]) if len(sys.argv) > 3 else 2.5
+    chosen = [int(sm) for sm in sys.argv[4].split(",")] if len(sys.argv) > 4 else []
     tasks, items = [], []
     with open(path) as f:
         for row in csv.DictReader(f):
@@ -139,6 +143,19 @@ def main():
         top = " ".join(f"{name} {n:.0f}" for name, n in share.most_common(3))
         print(f"  {t:6.1f} {sum(share.values()):6.1f}  {top}")
         t += bucket
+
+    if not chosen:
+        last_end = collections.defaultdict(float)
+        for r in tasks + items:
+            if r["layer"] == layer and r["opcode"] not in claim_ops and r["end"] <= layer_end:
+                last_end[r["sm"]] = max(last_end[r["sm"]], r["end"])
+        chosen = sorted(last_end, key=lambda sm: -last_end[sm])[:2]
+    for sm in chosen:
+        print(f"\nSM {sm} (us: start, ready, end):")
+        for r in sorted((r for r in tasks + items if r["sm"] == sm and r["end"] >= origin and
+                         r["start"] <= layer_end), key=lambda r: r["start"]):
+            print(f"  {r['what']:4} {r['opcode']:22} layer {r['layer']:2} "
+                  f"{r['start'] - origin:6.1f} {r['ready'] - origin:6.1f} {r['end'] - origin:6.1f}")
 
 
 if __name__ == "__main__":
