@@ -312,13 +312,8 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
     RunExpertItem(p, d.layer, item, down, s.op.gemv, RingRounds{WeightRing(s)});
     WorkerSync();
     if (threadIdx.x == 0 && routes && !down && item.tile == 0) {  // pick a's record, once
-      const uint32_t a = item.bucket_begin;
-      p.topk_ids[a] = Mailbox(s).pick_experts[a];
-      p.topk_weights[a] = Mailbox(s).pick_weights[a];
-      if (p.routing != nullptr) {
-        p.routing[static_cast<int64_t>(d.layer) * p.batch * p.top_k + a] =
-            Mailbox(s).pick_experts[a];
-      }
+      const int a = static_cast<int>(item.bucket_begin);
+      WritePick(p, d.layer, a, Mailbox(s).pick_experts[a], Mailbox(s).pick_weights[a]);
     }
     if (threadIdx.x == 0) {
       PostItemSignal(s, {d.arg[kArgItemSignalBase], item.signal_unit, item.arrive_weight,

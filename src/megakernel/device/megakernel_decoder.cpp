@@ -1,6 +1,7 @@
 #include "megakernel/device/megakernel_decoder.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "backends/cuda/core/cuda_check.h"
@@ -111,7 +112,7 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.routed_position = Alloc(int_buffers_, B * k);
   // By pick, bucket position a is pick a: both tables are this identity (Run points at it).
   std::vector<int32_t> identity(static_cast<size_t>(B * k));
-  for (size_t a = 0; a < identity.size(); ++a) identity[a] = static_cast<int32_t>(a);
+  std::iota(identity.begin(), identity.end(), 0);
   pick_identity_ = cuda::DeviceBuffer<int32_t>(B * k);
   MKSERVE_CUDA_CHECK(cudaMemcpy(pick_identity_.data(), identity.data(), pick_identity_.bytes(),
                                 cudaMemcpyHostToDevice));
@@ -345,9 +346,8 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
     }
   }
   void* const buffers[kScratchBufferCount] = {
-      p.attn_out,        p.ffn_out, p.router_logits, p.expert_counts, up.queue_heads.data(),
-      p.published_picks,
-  };
+      p.attn_out,       p.ffn_out, p.router_logits, p.expert_counts, up.queue_heads.data(),
+      p.published_picks};
   for (const ScratchToZero& scratch : schedule.zero_before_step) {
     zero.push_back(
         {buffers[scratch.buffer], static_cast<int64_t>(scratch.bytes / sizeof(uint32_t))});

@@ -206,16 +206,24 @@ __device__ inline LanePick WarpTopK(const StepParams& p, RowKeys row) {
   return mine;
 }
 
-// kTopK (and the finalize's, kFlagWithTopK), one warp per row: the picks, a slot in each chosen
-// expert's bucket unless by pick, the routing record when one is kept.
+// Pick a (row * top_k + j) of layer `layer` where the combine, the down claims and the host read
+// it: its id and weight, and the routing record when one is kept.
+__device__ inline void WritePick(const StepParams& p, int layer, int a, int32_t expert,
+                                 float weight) {
+  p.topk_ids[a] = expert;
+  p.topk_weights[a] = weight;
+  if (p.routing != nullptr) p.routing[static_cast<int64_t>(layer) * p.batch * p.top_k + a] = expert;
+}
+
+// kTopK (and the finalize's, kFlagWithTopK), one warp per row: the picks (WritePick) and a slot in
+// each chosen expert's bucket unless by pick.
 __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopKSlots out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int row = d.row_begin + warp; row < static_cast<int>(d.row_end); row += kWorkerWarps) {
     const LanePick pick = WarpTopK(p, LoadRowKeys(p, d.layer, row));
     if (lane >= p.top_k) continue;  // the k bucket slots are taken concurrently, a lane each
     const int a = row * p.top_k + lane;
-    p.topk_ids[a] = pick.expert;
-    p.topk_weights[a] = pick.weight;
+    WritePick(p, d.layer, a, pick.expert, pick.weight);
     if (!out.by_pick) {  // by pick the bucket tables are the decoder's identity
       const int32_t slot = static_cast<int32_t>(atomicAdd(out.counts + pick.expert, 1u));
       if (out.shared_ids != nullptr) {  // the finalize in this task reads them from here
@@ -224,9 +232,6 @@ __device__ inline void OpTopK(const StepParams& p, const TaskDescriptor& d, TopK
       } else {
         p.topk_slot[a] = slot;
       }
-    }
-    if (p.routing != nullptr) {
-      p.routing[static_cast<int64_t>(d.layer) * p.batch * p.top_k + a] = pick.expert;
     }
   }
 }
