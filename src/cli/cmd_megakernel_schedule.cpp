@@ -60,7 +60,9 @@ std::string TileSummary(const mk::TileShapes& t, int64_t batch) {
          (mk::FusesNormAt(t, batch) ? ", fused norm" : "") +
          (t.pick_items != 0 ? ", items by pick" : "") +
          (mk::TopKInClaimsAt(t, batch) ? ", top-k in the claims" : "") +
-         (t.prime_router != 0 ? ", router primed" : "");
+         (t.prime_router != 0 ? ", router primed" : "") +
+         (t.early_expert_items != 0 ? ", early expert items " + std::to_string(t.early_expert_items)
+                                    : "");
 }
 
 // The schedule `cache` selects for `batch` rows at `context` tokens, checked with every standard

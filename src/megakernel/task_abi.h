@@ -4,6 +4,7 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.8: kArgMaxItems (a claim that stops after that many items; 0: until its queue is empty).
 //   v1.7: kFlagPrimeWeights (a router task copies its weight slice before its wait);
 //         kFlagTopKInClaims (by pick, the claims run the top-k: no kTopK task); router logits
 //         hold one [batch][experts] block per layer; by pick the bucket tables are the identity,
@@ -194,6 +195,9 @@ enum TaskArg : uint32_t {
   kArgOutEnd = 12,
   kArgTeamRank = 13,  // kSample: this member's rank in its row's team, 0..size-1
   kArgTeamSize = 14,  // kSample: members of the row's team, 1..kMaxSampleTeam
+  // Claim ops whose items never wait: claim at most this many items, then end (0: until the queue
+  // is empty). Such a claim may take none; the queue's unlimited claimers take the rest.
+  kArgMaxItems = 15,
   // Every task: its position in the schedule's global (wave) order. The device ignores it; the
   // verifier checks lists against it and the timeline export names tasks by it.
   kArgSequence = 17,

@@ -275,7 +275,7 @@ TEST(ScheduleBuilderTest, ExpertItemsByPickNeedNoFinalize) {
         EXPECT_EQ(task->flags, kFlagPickItems);
       }
       if (task->opcode == kExpertGateUpClaim || task->opcode == kExpertDownClaim) {
-        ++claims;
+        claims += task->arg[kArgMaxItems] == 0 ? 1 : 0;  // early claims aside
         EXPECT_EQ(task->flags, kFlagPickItems);
         EXPECT_EQ(task->wait0_target, row_groups);
         const bool down = task->opcode == kExpertDownClaim;
@@ -311,7 +311,7 @@ TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
       top_ks += task->opcode == kTopK;
       primed += task->opcode == kRouter && (task->flags & kFlagPrimeWeights) != 0;
       if (task->opcode != kExpertGateUpClaim && task->opcode != kExpertDownClaim) continue;
-      ++claims;
+      claims += task->arg[kArgMaxItems] == 0 ? 1 : 0;  // early claims aside
       EXPECT_EQ(task->flags, kFlagPickItems | (routes ? kFlagTopKInClaims : 0u));
       if (routes) EXPECT_EQ(task->wait0_target, (128u / 16) * 4);  // the router tasks
     }
@@ -330,6 +330,40 @@ TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
   ExpectBuildRefuses(config, 1, {{"topk_in_claims_max_batch", -1}});
   ExpectBuildRefuses(config, 1, {{"prime_router", 2}});
   ExpectBuildRefuses(config, 1, {{"prime_router", 1}, {"router_splits", 1}, {"router_tile", 32}});
+}
+
+// early_expert_items: every SM that holds no QKV task of a MoE layer takes a bounded copy of the
+// layer's gate/up claim, ahead of its attention tasks; the SMs with QKV tasks take none.
+TEST(ScheduleBuilderTest, EarlyExpertClaimsGoToTheSmsWithoutQkv) {
+  const ModelConfig config = NmcPreset(6);
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"early_expert_items", 2}};
+  for (int64_t batch : {1, 8}) {
+    const Schedule schedule = Build(config, batch, 8192, 132, policy);
+    for (int64_t layer = 1; layer < config.num_layers; ++layer) {
+      int early = 0, without_qkv = 0;
+      for (const auto& list : schedule.sm_tasks) {
+        bool qkv = false, attention_seen = false, early_here = false;
+        for (const TaskDescriptor& task : list) {
+          if (task.layer != static_cast<uint32_t>(layer)) continue;
+          qkv |= task.opcode == kQkv;
+          attention_seen |= task.opcode == kAttention || task.opcode == kAttentionClaim;
+          if (task.opcode != kExpertGateUpClaim || task.arg[kArgMaxItems] == 0) continue;
+          EXPECT_EQ(task.arg[kArgMaxItems], 2u);
+          EXPECT_FALSE(attention_seen) << "an early claim after its SM's attention";
+          EXPECT_FALSE(early_here) << "two early claims on one SM";
+          early_here = true;
+        }
+        without_qkv += !qkv;
+        early += early_here;
+        EXPECT_FALSE(qkv && early_here) << "an early claim on an SM with a QKV tile";
+      }
+      EXPECT_EQ(early, without_qkv) << "layer " << layer;
+      EXPECT_GT(early, 0);
+    }
+    ExpectVerifies(config, schedule);
+  }
+  ExpectBuildRefuses(config, 1, {{"early_expert_items", -1}});
 }
 
 // topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and

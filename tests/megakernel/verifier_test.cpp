@@ -215,12 +215,15 @@ struct ByPick {
   Schedule good;
   std::vector<RunTimeWork> work;
 
-  ByPick(int64_t batch, int64_t topk_in_claims_max_batch) {
+  // early_expert_items on `num_sms` SMs: bounded gate/up claims where a layer has SMs without QKV.
+  ByPick(int64_t batch, int64_t topk_in_claims_max_batch, int64_t early_expert_items = 0,
+         int64_t num_sms = 3) {
     const ContextBucket bucket = BucketForContext(config, 1024);
-    TileShapes tiles = ChooseTileShapes(config, batch, bucket, 3);
+    TileShapes tiles = ChooseTileShapes(config, batch, bucket, num_sms);
     tiles.pick_items = 1;
     tiles.topk_in_claims_max_batch = topk_in_claims_max_batch;
-    good = BuildSchedule(config, batch, bucket, 3, tiles, SchedulePolicy::Default());
+    tiles.early_expert_items = early_expert_items;
+    good = BuildSchedule(config, batch, bucket, num_sms, tiles, SchedulePolicy::Default());
     work = StandardWork(config, batch, bucket);
     for (const RunTimeWork& w : work) {
       const VerifyReport report = VerifySchedule(config, good, w);
@@ -282,6 +285,34 @@ TEST(VerifierTest, TopKInTheClaimsPassesAndItsMistakesAreCaught) {
                 }).Has(Kind::kBadDescriptor));
     EXPECT_TRUE(
         planted(kRouter, [](TaskDescriptor& t) { t.opcode = kTopK; }).Has(Kind::kBadDescriptor));
+  }
+}
+
+// A bounded claim (kArgMaxItems) only on gate/up claims, whose items never wait, and never as a
+// queue's only kind of claimer: the items it leaves need a claimer that takes the rest.
+TEST(VerifierTest, BoundedClaimsPassAndTheirMistakesAreCaught) {
+  for (int64_t batch : {1, 4}) {
+    const ByPick bounded(batch, 4, /*early_expert_items=*/1, /*num_sms=*/32);
+    int bounded_claims = 0;
+    for (const auto& list : bounded.good.sm_tasks) {
+      for (const TaskDescriptor& task : list) bounded_claims += task.arg[kArgMaxItems] != 0;
+    }
+    EXPECT_GT(bounded_claims, 0);
+    auto planted = [&](uint32_t opcode, auto change) { return bounded.Planted(opcode, change); };
+    EXPECT_TRUE(planted(kExpertDownClaim, [](TaskDescriptor& t) {
+                  t.arg[kArgMaxItems] = 1;
+                }).Has(Kind::kBadDescriptor));
+    EXPECT_TRUE(planted(kRouter, [](TaskDescriptor& t) {
+                  t.arg[kArgMaxItems] = 1;
+                }).Has(Kind::kBadDescriptor));
+    Schedule all_bounded = bounded.good;
+    for (auto& list : all_bounded.sm_tasks) {
+      for (TaskDescriptor& task : list) {
+        if (task.opcode == kExpertGateUpClaim) task.arg[kArgMaxItems] = 1;
+      }
+    }
+    const VerifyReport report = VerifySchedule(bounded.config, all_bounded, bounded.work[0]);
+    EXPECT_TRUE(report.Has(Kind::kBadDescriptor)) << report.Summary();
   }
 }
 

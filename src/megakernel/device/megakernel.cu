@@ -305,7 +305,8 @@ __device__ void RunExpertClaims(const StepParams& p, const TaskDescriptor& d, bo
     count = by_pick ? (d.row_end - d.row_begin) * p.top_k * d.arg[kArgTiles]
                     : LoadCgU(p.queue_counts + queue);
   }
-  for (;;) {
+  const uint32_t max_items = d.arg[kArgMaxItems];  // 0: until the queue is empty
+  for (uint32_t taken = 0; max_items == 0 || taken < max_items; ++taken) {
     const int index = ClaimNext(p, queue, count, source, d.arg[kArgItemWaitBase], s.expert_item, s);
     if (index < 0) return;
     const ExpertWorkItem item = s.expert_item;

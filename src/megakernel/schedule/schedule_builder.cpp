@@ -122,7 +122,14 @@ class Builder {
     for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
       WaveTasks waves;
       const LayerEnd end = BuildLayer(layer, input, waves);
-      for (Wave wave : policy.layer_waves) Emit(schedule, wave, waves[static_cast<int>(wave)]);
+      std::vector<bool> runs_qkv(num_sms_, false);
+      for (Wave wave : policy.layer_waves) {
+        if (wave == Wave::kAttention) {
+          EmitEarlyExpertClaims(schedule, waves[static_cast<int>(Wave::kExpertGateUp)], runs_qkv);
+        }
+        const std::vector<bool> placed = Emit(schedule, wave, waves[static_cast<int>(wave)]);
+        if (wave == Wave::kQkv) runs_qkv = placed;
+      }
       if (end.join_done != kNoCounter) {
         input = {end.join_done, static_cast<uint32_t>(row_groups_)};
       } else {
@@ -522,8 +529,10 @@ class Builder {
     return static_cast<uint32_t>(queues_.size() - 1);
   }
 
-  // Appends a wave to the global order and places each task on an SM (of the wave's share).
-  void Emit(Schedule& schedule, Wave wave, std::vector<PendingTask>& tasks) {
+  // Appends a wave to the global order and places each task on an SM (of the wave's share);
+  // returns which SMs got one.
+  std::vector<bool> Emit(Schedule& schedule, Wave wave, std::vector<PendingTask>& tasks) {
+    std::vector<bool> placed(num_sms_, false);
     int64_t first = 0, last = num_sms_;
     if (auto share = wave_sms_.find(wave); share != wave_sms_.end()) {
       // Both ends rounded the same way, so shares that meet at a fraction divide the SMs.
@@ -540,6 +549,29 @@ class Builder {
       }
       sm_cost_[sm] += pending.cost + kTaskOverheadBytes;
       schedule.sm_tasks[sm].push_back(pending.task);
+      placed[sm] = true;
+    }
+    return placed;
+  }
+
+  // With tiles.early_expert_items, each SM that holds no QKV task of the layer gets, where the
+  // attention wave begins, a copy of the layer's gate/up claim that stops after that many items:
+  // such an SM would otherwise wait from its router task until the QKV tiles end for its
+  // attention task. The attention it then starts later has slack: its O-proj runs after the down
+  // claims. Only gate/up claims, whose items never wait (the verifier requires that of a bounded
+  // claim).
+  void EmitEarlyExpertClaims(Schedule& schedule, const std::vector<PendingTask>& gate_up_claims,
+                             const std::vector<bool>& runs_qkv) {
+    if (tiles_.early_expert_items == 0 || gate_up_claims.empty()) return;
+    PendingTask early = gate_up_claims.front();
+    early.task.arg[kArgMaxItems] = static_cast<uint32_t>(tiles_.early_expert_items);
+    const double item_bytes =
+        2.0 * 2.0 * tiles_.expert_up_tile * config_.hidden_size * tiles_.early_expert_items;
+    for (int64_t sm = 0; sm < num_sms_; ++sm) {
+      if (runs_qkv[sm]) continue;
+      early.task.arg[kArgSequence] = sequence_++;
+      sm_cost_[sm] += item_bytes + kTaskOverheadBytes;
+      schedule.sm_tasks[sm].push_back(early.task);
     }
   }
 

@@ -85,6 +85,12 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // One row: the router tasks (16 KB of weights each) head the routing chain that holds the
   // expert items back, and their weights are copied before their wait.
   tiles.prime_router = batch == 1 ? 1 : 0;
+  // Batches 2-4: one early gate/up item on each SM without a QKV tile, whose attention task
+  // would wait for the QKV tiles (H200, 8K, kernel ms, two rounds: batch 2 4.185 / 4.207 ->
+  // 4.114 / 4.131, 3 5.480 / 5.519 -> 5.285 / 5.344, 4 6.248 / 6.266 -> 6.239 / 6.246; at 1K
+  // within 1 %). Not at 1, where the routing chain (the claims rank the picks) ends as late as
+  // the QKV tiles (8K the same, 1K 1.5 % slower), nor 8 and 64 (0.6 and 1.1 % slower).
+  tiles.early_expert_items = batch >= 2 && batch <= 4 ? 1 : 0;
   tiles.expert_rows = std::min<int64_t>(64, CeilDiv(batch, 8) * 8);
   // Down items of 256 features from two rows on: half the claims and signals for the same
   // bytes, which the weight ring streams as fast (H200, 8K: batch 8 10.54 -> 10.27 ms, 16 16.04
@@ -131,6 +137,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
       {"prime_router", &TileShapes::prime_router},
       {"sample_team", &TileShapes::sample_team},
+      {"early_expert_items", &TileShapes::early_expert_items},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -174,6 +181,7 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
                 tiles.topk_in_claims_max_batch <= kMaxTopKInClaimsBatch,
             "topk_in_claims_max_batch must be 0.." + std::to_string(kMaxTopKInClaimsBatch));
     Require(tiles.prime_router == 0 || tiles.prime_router == 1, "prime_router must be 0 or 1");
+    Require(tiles.early_expert_items >= 0, "early_expert_items must be at least 0");
     const int64_t router_slice_bytes =
         tiles.router_tile * (config.hidden_size / tiles.router_splits) * 2;
     Require(tiles.prime_router == 0 || router_slice_bytes <= kMaxPrimedRouterBytes,

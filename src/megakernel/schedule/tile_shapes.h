@@ -51,6 +51,10 @@ struct TileShapes {
   // The most members a row's sampling team (kSample) has; 0: kMaxSampleTeam. Fewer where the
   // SMs do not give every member of every row its own.
   int64_t sample_team = 0;
+  // Items an early gate/up claim (kArgMaxItems) takes on each SM that holds no QKV task of a MoE
+  // layer, ahead of its attention wave: those SMs would otherwise idle from their router task
+  // until the QKV tiles end. 0: no early claims.
+  int64_t early_expert_items = 0;
 
   bool operator==(const TileShapes&) const = default;
 };

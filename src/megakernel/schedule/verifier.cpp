@@ -216,10 +216,11 @@ class Verifier {
         const TaskDescriptor& b = *nodes_[id].task;
         TaskDescriptor a_copy = a, b_copy = b;
         a_copy.arg[kArgSequence] = b_copy.arg[kArgSequence] = 0;
+        a_copy.arg[kArgMaxItems] = b_copy.arg[kArgMaxItems] = 0;
         if (std::memcmp(&a_copy, &b_copy, sizeof(TaskDescriptor)) != 0) {
           Fail(VerifyFailureKind::kBadDescriptor,
                Describe(id) + " differs from the first claimer of queue " + std::to_string(q) +
-                   ": claimers of one queue must be identical");
+                   ": claimers of one queue must be identical but for kArgMaxItems");
         }
       }
     }
@@ -293,6 +294,12 @@ class Verifier {
       if ((task.opcode == kExpertGateUpClaim || task.opcode == kExpertDownClaim) && !moe) {
         return "claims expert work in a dense layer";
       }
+    }
+    // A bounded claim may end with items left, so only where an item can never hold it up (the
+    // simulation lets bounded claims take nothing; see Simulate).
+    if (task.arg[kArgMaxItems] != 0 &&
+        (task.opcode != kExpertGateUpClaim || task.arg[kArgItemWaitBase] != kNoCounter)) {
+      return "kArgMaxItems on a task that is not a gate/up claim whose items never wait";
     }
     if ((task.flags & kFlagPrimeWeights) != 0) {  // the kernel copies the slice blind
       if (task.opcode != kRouter) return "kFlagPrimeWeights on a task that is not a router's";
@@ -390,10 +397,13 @@ class Verifier {
                  std::to_string(count) + " items, its capacity is " +
                  std::to_string(queue.capacity));
       }
-      if (count > 0 && claimers_[q].empty()) {
-        Fail(VerifyFailureKind::kBadDescriptor, "queue " + std::to_string(q) + " has " +
-                                                    std::to_string(count) +
-                                                    " items and no claim task");
+      const bool unbounded = std::any_of(claimers_[q].begin(), claimers_[q].end(), [&](int32_t id) {
+        return nodes_[id].task->arg[kArgMaxItems] == 0;
+      });
+      if (count > 0 && !unbounded) {
+        Fail(VerifyFailureKind::kBadDescriptor,
+             "queue " + std::to_string(q) + " has " + std::to_string(count) +
+                 " items and no claim task without an item limit");
         continue;
       }
       if (claimers_[q].empty()) continue;
@@ -806,8 +816,13 @@ class Verifier {
       while (head[sm] < schedule_.sm_tasks[sm].size()) {
         const int32_t id = sm_first_[sm] + static_cast<int32_t>(head[sm]);
         uint32_t waiting = Blocking(id);
-        if (waiting == kNoCounter && IsClaimOpcode(nodes_[id].task->opcode) && nodes_[id].valid) {
-          const uint32_t q = nodes_[id].task->arg[kArgQueue];
+        // A bounded claim takes nothing here: in a real step it takes at most its limit of items
+        // that never wait, so it always ends, and the unbounded claimers that run every item here
+        // meet the rest.
+        const TaskDescriptor& head_task = *nodes_[id].task;
+        if (waiting == kNoCounter && IsClaimOpcode(head_task.opcode) && nodes_[id].valid &&
+            head_task.arg[kArgMaxItems] == 0) {
+          const uint32_t q = head_task.arg[kArgQueue];
           while (next_item[q] < queue_items_[q].size()) {
             const int32_t item = queue_items_[q][next_item[q]];
             waiting = Blocking(item);

@@ -6,7 +6,8 @@
 //
 // What is checked (each failure names its kind):
 //  - descriptors: opcodes, layers, rows, counter ids, queue ids in range (kBadDescriptor,
-//    kUnknownCounter); all claimers of one queue identical.
+//    kUnknownCounter); all claimers of one queue identical but for kArgMaxItems, which only
+//    gate/up claims (items without waits) carry, and each queue with items has an unbounded one.
 //  - counters: every waiter of a counter expects exactly the arrivals it gets (kUnreachableTarget:
 //    target above the arrivals, the wait would hang; kOverArrival: more arrivals than the target,
 //    a signal is counted in the wrong place; kWaitersDisagree), arrivals match the builder's table
@@ -23,9 +24,11 @@
 //    its SM's earlier tasks are done, its waits (met in the simulation by earlier nodes) are
 //    met, and if it is an unclaimed item, the claimer that ran it in the simulation is at the
 //    head of its SM with all earlier items of the queue finished, so it claims it. Either way it
-//    can run, so nothing is stuck. A sampling team of more than one member is a barrier: the
-//    simulation finishes its members only once all of them have arrived (reached the head of their
-//    SMs with their waits met), so the same argument holds with the team as one node.
+//    can run, so nothing is stuck. A bounded claim takes nothing in the simulation: in a step it
+//    takes at most its bound of items that never wait, so it always ends. A sampling team of more
+//    than one member is a barrier: the simulation finishes its members only once all of them have
+//    arrived (reached the head of their SMs with their waits met), so the same argument holds with
+//    the team as one node.
 //  - sampling teams (kBadSampleTeam), when the schedule has kSample tasks: one team per row of
 //    the batch, rows [r, r+1), ranks 0..T-1 of one team size T (1..kMaxSampleTeam) once each,
 //    each member waiting on the LM head's counter for all its tiles and signalling nothing. With

@@ -372,6 +372,24 @@ TEST_F(MegakernelVsLayered, FiveLayersWithExpertItemsByPick) {
   }
 }
 
+// Early gate/up claims of one item on the SMs without QKV tiles (tile shape early_expert_items):
+// the bounded claims and the unbounded ones share the queue, every item runs once (the full
+// timeline), and the step computes what the layered path does.
+TEST_F(MegakernelVsLayered, FiveLayersWithEarlyExpertClaims) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"early_expert_items", 1}};
+  Load(5, /*timeline=*/true, policy);
+  for (int64_t batch : {1, 2, 8, 64}) {
+    CompareStep(batch);
+    ExpectFullTimeline(*decoder_);
+    int bounded = 0;
+    for (const auto& list : decoder_->last_schedule()->sm_tasks) {
+      for (const TaskDescriptor& task : list) bounded += task.arg[kArgMaxItems] != 0 ? 1 : 0;
+    }
+    EXPECT_GT(bounded, 0);
+  }
+}
+
 // The whole North Mini Code geometry (49 layers).
 TEST_F(MegakernelVsLayered, FullDepth) {
   Load(49);
