@@ -486,43 +486,49 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool topk_in_claims =
   ExpectClose(ToHost(m.floats[3]), want, 2e-3f, 2e-2f, "ffn_out");
 }
 
-// The top-k on logits written straight into router_logits: ties go to the lower id (-0 and +0
-// tie), a NaN ranks as -inf, the logits are left as they were (a block per layer), each expert's
-// bucket slots are 0..count-1. `softmax`: weights exp(l - top) / sum, else sigmoid(l) undivided.
-void RunTopK(bool softmax) {
-  cuda::testing::RequireGpu();
-  constexpr int B = 5, K = 4, E = M::kExperts;
-  M m(B, K);
-  m.p.sigmoid_router = softmax ? 0 : 1;
+// Router logits that test a top-k: `rows` rows of M::kExperts from this list, each row kind
+// once in order: all tied; two tied highs with NaNs and -inf below; distinct random values (two
+// rows); zeros of both signs above -1s.
+std::vector<float> TopKLogits(const std::vector<int>& kinds) {
+  const int E = M::kExperts;
   const float inf = INFINITY, nan = NAN;
-  std::vector<float> logits(B * E, 0.5f);  // row 0: all tied
-  for (int e = 0; e < E; ++e) {            // row 1: two tied highs, NaNs and -inf below
-    logits[E + e] = e % 5 == 0 ? nan : e == 7 || e == 9 ? 2.0f : e == 3 ? 1.0f : -inf;
-  }
-  std::mt19937 rng(7);  // rows 2 and 3: distinct random values
+  std::vector<float> logits(kinds.size() * E, 0.5f);
+  std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
-  for (int i = 2 * E; i < 4 * E; ++i) logits[i] = uniform(rng);
-  for (int e = 0; e < E; ++e) {  // row 4: zeros of both signs above -1s
-    logits[4 * E + e] = e == 2 || e == 9 ? -0.0f : e == 5 || e == 12 ? 0.0f : -1.0f;
+  for (size_t r = 0; r < kinds.size(); ++r) {
+    for (int e = 0; e < E; ++e) {
+      float& v = logits[r * E + e];
+      switch (kinds[r]) {
+        case 1:
+          v = e % 5 == 0 ? nan : e == 7 || e == 9 ? 2.0f : e == 3 ? 1.0f : -inf;
+          break;
+        case 2:
+          v = uniform(rng);
+          break;
+        case 3:
+          v = e == 2 || e == 9 ? -0.0f : e == 5 || e == 12 ? 0.0f : -1.0f;
+          break;
+        default:
+          break;  // 0: all tied at 0.5
+      }
+    }
   }
-  m.floats.push_back(ToDevice(logits));
-  m.p.router_logits = m.floats.back().data();
-  TaskDescriptor t = Task(kTopK);
-  t.row_end = B;
-  RunLists(m.p, {{t}});
+  return logits;
+}
 
-  const std::vector<int32_t> ids = ToHost(m.ints[0]), slots = ToHost(m.ints[1]);
-  const std::vector<float> weights = ToHost(m.floats[5]);
-  const std::vector<float> after = ToHost(m.floats.back());
-  const std::vector<int32_t> counts = ToHost(m.ints[2]);
-  std::vector<int> want_counts(E, 0);
-  std::vector<std::vector<int>> seen_slots(E);
+// The picks a top-k must make of `logits` (rows of M::kExperts): ties to the lower id (-0 and +0
+// tie), a NaN ranks as -inf; `softmax`: weights exp(l - top) / sum, else sigmoid(l) undivided.
+// Returns the ids, row-major, for the caller's own checks.
+std::vector<int> ExpectPicks(const std::vector<float>& logits, int K, bool softmax,
+                             const std::vector<int32_t>& ids, const std::vector<float>& weights) {
+  const int E = M::kExperts, B = static_cast<int>(logits.size()) / E;
+  std::vector<int> want_ids;
   for (int r = 0; r < B; ++r) {
     std::vector<int> order(E);
     std::iota(order.begin(), order.end(), 0);
     auto value = [&](int e) {
       const float v = logits[r * E + e];
-      return std::isnan(v) ? -inf : v;
+      return std::isnan(v) ? -INFINITY : v;
     };
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return value(a) > value(b); });
     const float top = value(order[0]);
@@ -537,15 +543,41 @@ void RunTopK(bool softmax) {
       const int a = r * K + j;
       EXPECT_EQ(ids[a], order[j]) << "row " << r << " pick " << j;
       EXPECT_NEAR(weights[a], softmax ? w[j] / sum : w[j], 1e-6) << "row " << r << " pick " << j;
-      ++want_counts[order[j]];
-      seen_slots[order[j]].push_back(slots[a]);
+      want_ids.push_back(order[j]);
     }
   }
+  return want_ids;
+}
+
+// The top-k task on logits written straight into router_logits: the picks (ExpectPicks), the
+// logits left as they were (a block per layer), each expert's bucket slots 0..count-1.
+void RunTopK(bool softmax) {
+  cuda::testing::RequireGpu();
+  constexpr int B = 5, K = 4, E = M::kExperts;
+  M m(B, K);
+  m.p.sigmoid_router = softmax ? 0 : 1;
+  const std::vector<float> logits = TopKLogits({0, 1, 2, 2, 3});
+  m.floats.push_back(ToDevice(logits));
+  m.p.router_logits = m.floats.back().data();
+  TaskDescriptor t = Task(kTopK);
+  t.row_end = B;
+  RunLists(m.p, {{t}});
+
+  const std::vector<int32_t> ids = ToHost(m.ints[0]), slots = ToHost(m.ints[1]);
+  const std::vector<float> after = ToHost(m.floats.back());
+  const std::vector<int32_t> counts = ToHost(m.ints[2]);
+  const std::vector<int> want_ids = ExpectPicks(logits, K, softmax, ids, ToHost(m.floats[5]));
   EXPECT_EQ(ids[K], 7);  // the tie of 2.0s: the lower id first
   EXPECT_EQ(ids[K + 1], 9);
   EXPECT_EQ(ids[K + 3], 0);  // -inf and NaN tie below 1.0: id 0 (a NaN) is the lowest
   EXPECT_EQ(ids[4 * K], 2);  // -0 before +0 only by its lower id
   EXPECT_EQ(ids[4 * K + 1], 5);
+  std::vector<int> want_counts(E, 0);
+  std::vector<std::vector<int>> seen_slots(E);
+  for (int a = 0; a < B * K; ++a) {
+    ++want_counts[want_ids[a]];
+    seen_slots[want_ids[a]].push_back(slots[a]);
+  }
   for (int e = 0; e < E; ++e) {
     EXPECT_EQ(counts[e], want_counts[e]) << "expert " << e;
     std::sort(seen_slots[e].begin(), seen_slots[e].end());
@@ -559,8 +591,58 @@ void RunTopK(bool softmax) {
   }
 }
 
+// The same logits ranked by gate/up claims that run the top-k themselves (kFlagTopKInClaims, by
+// pick, nothing published): the first claims rank (TakePicks), and each pick's record is written
+// with its first item. Four rows, the most a claim ranks.
+void RunTopKInClaims(bool softmax) {
+  cuda::testing::RequireGpu();
+  constexpr int B = 4, K = 4, up_tiles = M::kExpertWidth / 32;
+  M m(B, K);
+  m.p.sigmoid_router = softmax ? 0 : 1;
+  const std::vector<float> logits = TopKLogits({0, 1, 2, 3});
+  m.floats.push_back(ToDevice(logits));
+  m.p.router_logits = m.floats.back().data();
+  m.p.x_norm = m.Bf16(RandomBf16Values(int64_t{B} * M::kHidden, 31));
+  m.p.tiles.expert_up = 32;
+  std::vector<int32_t> identity(B * K);
+  std::iota(identity.begin(), identity.end(), 0);
+  DeviceBuffer<int32_t> identity_d = ToDevice(identity);
+  m.p.bucket_assignment = m.p.routed_position = identity_d.data();
+  DeviceBuffer<uint32_t> offsets = ToDevice(std::vector<uint32_t>{0});
+  DeviceBuffer<uint32_t> queue_counts = ToDevice(std::vector<uint32_t>{12345});
+  DeviceBuffer<uint32_t> queue_heads = ToDevice(std::vector<uint32_t>{0});
+  DeviceBuffer<uint32_t> counters = ToDevice(std::vector<uint32_t>(B * K, 0));
+  m.p.queue_offsets = offsets.data();
+  m.p.queue_counts = queue_counts.data();
+  m.p.queue_heads = queue_heads.data();
+  m.p.counters = counters.data();
+  std::vector<TaskDescriptor> claims;
+  for (int c = 0; c < 3; ++c) {
+    TaskDescriptor t = Task(kExpertGateUpClaim);
+    t.row_end = B;
+    t.flags = kFlagPickItems | kFlagTopKInClaims;
+    t.arg[kArgQueue] = 0;
+    t.arg[kArgItemWaitBase] = kNoCounter;
+    t.arg[kArgItemSignalBase] = 0;
+    t.arg[kArgTiles] = up_tiles;
+    claims.push_back(t);
+  }
+  RunLists(m.p, RoundRobin(claims));
+
+  const std::vector<int32_t> ids = ToHost(m.ints[0]);
+  ExpectPicks(logits, K, softmax, ids, ToHost(m.floats[5]));
+  EXPECT_EQ(ids[K], 7);  // the tie of 2.0s: the lower id first
+  EXPECT_EQ(ids[K + 1], 9);
+  EXPECT_EQ(ids[3 * K], 2);  // -0 before +0 only by its lower id
+  EXPECT_EQ(ids[3 * K + 1], 5);
+  const std::vector<uint32_t> arrivals = ToHost(counters);
+  for (int a = 0; a < B * K; ++a) EXPECT_EQ(arrivals[a], up_tiles) << "pick " << a;
+}
+
 TEST(MegakernelOps, TopKSigmoidTiesAndNan) { RunTopK(false); }
 TEST(MegakernelOps, TopKSoftmaxTiesAndNan) { RunTopK(true); }
+TEST(MegakernelOps, TopKInTheClaimsSigmoidTiesAndNan) { RunTopKInClaims(false); }
+TEST(MegakernelOps, TopKInTheClaimsSoftmaxTiesAndNan) { RunTopKInClaims(true); }
 
 TEST(MegakernelOps, MoeChainSmallBlocksMatchesCpu) { RunMoeChain(11, 4, 4); }
 TEST(MegakernelOps, MoeChainWithTheTopKInTheClaimsMatchesCpu) {
