@@ -5,7 +5,9 @@ Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us] [sm,sm,...]
 
 Times are microseconds from when the layer's input was ready (its QKV tasks' first wait ends);
 the layer ends when the next layer's input is ready. Prints every layer's span by kind (sliding
-or full attention: one layer is not the step), then, for the chosen layer, per opcode and
+or full attention: one layer is not the step) and, as medians over the sliding MoE layers, when
+the routing chain delivers the first expert item and how long the SMs idle at a layer's end;
+then, for the chosen layer, per opcode and
 per item queue: count, first start, first ready, last end, mean wait and mean run; the hops
 between SMs on the layer's chains (a producer's last end to its consumer's first ready); then how
 busy the SMs were over the layer (time inside a task or an item after its wait), how items
@@ -57,6 +59,8 @@ def main():
         values.sort()
         print(f"  {kind} layers: median {values[len(values) // 2]:.1f} us, "
               f"{values[0]:.1f}-{values[-1]:.1f} over {len(values)}, sum {sum(values):.0f} us")
+
+    print_chain_medians(tasks, items, layers, full, input_ready)
 
     groups = collections.OrderedDict()
     for t in sorted(tasks, key=lambda t: t["start"]):
@@ -156,6 +160,44 @@ def main():
                          r["start"] <= layer_end), key=lambda r: r["start"]):
             print(f"  {r['what']:4} {r['opcode']:22} layer {r['layer']:2} "
                   f"{r['start'] - origin:6.1f} {r['ready'] - origin:6.1f} {r['end'] - origin:6.1f}")
+
+
+def print_chain_medians(tasks, items, layers, full, input_ready):
+    """The start of a MoE layer's routing chain and the idle time at its end, as medians over the
+    sliding MoE layers (one layer is a snapshot): when the routers end, the first gate/up claim's
+    wait ends and the first gate/up item starts, when the QKV tasks end, and how long the SMs
+    wait, after their last task of a layer, for the next layer's input."""
+    claim_ops = {"attention_claim", "expert_gate_up_claim", "expert_down_claim"}
+    by_layer = collections.defaultdict(list)
+    for r in tasks + items:
+        by_layer[r["layer"]].append(r)
+    chain = collections.defaultdict(list)
+    for l in layers[1:-1]:
+        rows = by_layer[l]
+        routers = [r["end"] for r in rows if r["opcode"] == "router"]
+        claims = [r["ready"] for r in rows if r["opcode"] == "expert_gate_up_claim"]
+        first_items = [r["start"] for r in rows
+                       if r["what"] == "item" and r["opcode"] == "expert_gate_up"]
+        if l in full or not routers or not claims or not first_items:
+            continue
+        origin, end = input_ready(l), input_ready(l + 1)
+        chain["routers end"].append(max(routers) - origin)
+        chain["first gate/up claim ready"].append(min(claims) - origin)
+        chain["first gate/up item starts"].append(min(first_items) - origin)
+        chain["QKV tasks end"].append(max(r["end"] for r in rows if r["opcode"] == "qkv") - origin)
+        last = collections.defaultdict(float)
+        for r in rows:
+            if r["what"] == "task" and r["opcode"] not in claim_ops | {"join"}:
+                last[r["sm"]] = max(last[r["sm"]], r["end"])
+        chain["SM-us idle from each SM's last task to the next layer"].append(
+            sum(max(0.0, end - t) for t in last.values()))
+    if not chain:
+        return
+    n = len(chain["routers end"])
+    print(f"  medians over {n} sliding MoE layers (us from each layer's input):")
+    for name, values in chain.items():
+        values.sort()
+        print(f"    {name}: {values[len(values) // 2]:.1f}")
 
 
 if __name__ == "__main__":
