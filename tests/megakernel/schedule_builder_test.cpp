@@ -364,6 +364,7 @@ TEST(ScheduleBuilderTest, EarlyExpertClaimsGoToTheSmsWithoutQkv) {
     ExpectVerifies(config, schedule);
   }
   ExpectBuildRefuses(config, 1, {{"early_expert_items", -1}});
+  ExpectBuildRefuses(config, 1, {{"early_expert_items", int64_t{1} << 32}});  // would wrap to 0
 }
 
 // topk_in_finalize: no kTopK tasks; each MoE layer's finalize waits for the router's tiles and

@@ -181,7 +181,8 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
                 tiles.topk_in_claims_max_batch <= kMaxTopKInClaimsBatch,
             "topk_in_claims_max_batch must be 0.." + std::to_string(kMaxTopKInClaimsBatch));
     Require(tiles.prime_router == 0 || tiles.prime_router == 1, "prime_router must be 0 or 1");
-    Require(tiles.early_expert_items >= 0, "early_expert_items must be at least 0");
+    Require(tiles.early_expert_items >= 0 && tiles.early_expert_items <= kMaxEarlyExpertItems,
+            "early_expert_items must be 0.." + std::to_string(kMaxEarlyExpertItems));
     const int64_t router_slice_bytes =
         tiles.router_tile * (config.hidden_size / tiles.router_splits) * 2;
     Require(tiles.prime_router == 0 || router_slice_bytes <= kMaxPrimedRouterBytes,

@@ -14,7 +14,8 @@ namespace mkserve::megakernel {
 inline constexpr int64_t kMaxBatch = 64;  // GEMM tiles put the batch on the MMA's N (<= 64 here)
 inline constexpr int64_t kMaxAttentionSplits = 32;  // KV splits per (row, KV head): partials slots
 inline constexpr int64_t kMaxFusedNormBatch = 8;    // a fused QKV task stages its rows as one chunk
-inline constexpr int64_t kMaxTopKInClaimsBatch = 4;  // picks a claim keeps: rows x top_k
+inline constexpr int64_t kMaxTopKInClaimsBatch = 4;       // picks a claim keeps: rows x top_k
+inline constexpr int64_t kMaxEarlyExpertItems = 1 << 20;  // a bound that fits kArgMaxItems
 
 struct TileShapes {
   int64_t row_tile = 1;             // rows per task of per-row ops (embed, join, top-k, sample)
