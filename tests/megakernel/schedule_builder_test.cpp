@@ -187,6 +187,15 @@ TEST(ScheduleBuilderTest, BadInputsGiveErrorsNamingTheProblem) {
   EXPECT_THROW(BuildSchedule(config, 4, bucket, 0, ChooseTileShapes(config, 4, bucket, 8),
                              SchedulePolicy::Default()),
                Error);
+  // Counts a policy could set so large that building would run out of time or memory, or
+  // wrap a descriptor field: refused by name before any task is built.
+  const ModelConfig nmc = NmcPreset(4);
+  for (const char* field : {"expert_claimers", "attention_claimers"}) {
+    ExpectBuildRefuses(nmc, 1, {{field, 100000000}});
+    ExpectBuildRefuses(nmc, 1, {{field, 0}});
+  }
+  ExpectBuildRefuses(nmc, 64, {{"expert_rows", 65}});
+  ExpectBuildRefuses(nmc, 64, {{"expert_rows", int64_t{1} << 32}});
 }
 
 TEST(SchedulePolicyTest, JsonRoundTripsAndRejectsBadOrders) {

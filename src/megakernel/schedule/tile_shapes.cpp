@@ -172,8 +172,11 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
     RequireDivides(tiles.expert_up_tile, config.expert_intermediate_size, "expert_up_tile",
                    "expert_intermediate_size");
     RequireDivides(tiles.expert_down_tile, config.hidden_size, "expert_down_tile", "hidden_size");
-    Require(tiles.expert_rows >= 1, "expert_rows must be at least 1");
-    Require(tiles.expert_claimers >= 1, "expert_claimers must be at least 1");
+    Require(tiles.expert_rows >= 1 && tiles.expert_rows <= kMaxBatch,
+            "expert_rows must be 1.." + std::to_string(kMaxBatch) +
+                " (a row block never holds more rows than the batch)");
+    Require(tiles.expert_claimers >= 1 && tiles.expert_claimers <= kMaxClaimers,
+            "expert_claimers must be 1.." + std::to_string(kMaxClaimers));
     Require(tiles.topk_in_finalize == 0 || tiles.topk_in_finalize == 1,
             "topk_in_finalize must be 0 or 1");
     Require(tiles.pick_items == 0 || tiles.pick_items == 1, "pick_items must be 0 or 1");
@@ -202,7 +205,8 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
   Require(tiles.full_split_slots >= 1 && tiles.full_split_slots <= kMaxAttentionSplits,
           "full_split_slots must be 1.." + std::to_string(kMaxAttentionSplits));
   Require(tiles.min_pages_per_split >= 1, "min_pages_per_split must be at least 1");
-  Require(tiles.attention_claimers >= 1, "attention_claimers must be at least 1");
+  Require(tiles.attention_claimers >= 1 && tiles.attention_claimers <= kMaxClaimers,
+          "attention_claimers must be 1.." + std::to_string(kMaxClaimers));
 }
 
 }  // namespace mkserve::megakernel

@@ -16,6 +16,9 @@ inline constexpr int64_t kMaxAttentionSplits = 32;  // KV splits per (row, KV he
 inline constexpr int64_t kMaxFusedNormBatch = 8;    // a fused QKV task stages its rows as one chunk
 inline constexpr int64_t kMaxTopKInClaimsBatch = 4;       // picks a claim keeps: rows x top_k
 inline constexpr int64_t kMaxEarlyExpertItems = 1 << 20;  // a bound that fits kArgMaxItems
+// Claim tasks per queue: a policy's count beyond this would only build (and verify) millions of
+// tasks, one after another on each SM, that find their queue empty.
+inline constexpr int64_t kMaxClaimers = 4096;
 
 struct TileShapes {
   int64_t row_tile = 1;             // rows per task of per-row ops (embed, join, top-k, sample)
