@@ -131,11 +131,11 @@ __device__ void ControllerLoop(const StepParams& p, const TaskDescriptor* tasks,
       for (; items_made < posted; ++items_made) {
         const ItemSignal& signal = m.items[items_made % kItemSignalSlots];
         if (signal.row_count == 0) {
-          atomicAdd(p.counters + signal.base + signal.unit, signal.weight);
+          RedAdd(p.counters + signal.base + signal.unit, signal.weight);
         } else {
           for (uint32_t i = 0; i < signal.row_count; ++i) {
             const int32_t a = LoadCgI(p.bucket_assignment + signal.bucket_begin + i);
-            atomicAdd(p.counters + signal.base + a / p.top_k, signal.weight);
+            RedAdd(p.counters + signal.base + a / p.top_k, signal.weight);
           }
         }
         StoreReleaseCta(m.items_made, items_made + 1);  // the slot may be posted again
@@ -143,7 +143,7 @@ __device__ void ControllerLoop(const StepParams& p, const TaskDescriptor* tasks,
       for (; signalled < done; ++signalled) {
         const TaskDescriptor& d = s.ring[signalled % kRingSlots];
         if (!IsClaimOpcode(d.opcode) && d.signal_counter != kNoCounter) {
-          atomicAdd(p.counters + d.signal_counter, 1u);
+          RedAdd(p.counters + d.signal_counter, 1u);
         }
       }
     }

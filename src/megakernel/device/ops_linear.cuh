@@ -12,7 +12,7 @@ namespace mkserve::megakernel {
 
 __device__ inline void StoreOut(float* dst, float v, bool accumulate) {
   if (accumulate) {
-    atomicAdd(dst, v);
+    RedAdd(dst, v);
   } else {
     *dst = v;
   }
