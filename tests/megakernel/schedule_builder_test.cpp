@@ -441,6 +441,21 @@ TEST(ScheduleBuilderTest, TheNormIsFusedUpToItsBatch) {
   ExpectBuildRefuses(config, 1, {{"fused_norm_max_batch", kMaxFusedNormBatch + 1}});
 }
 
+// At batch 1 up to the 16K bucket the full-attention layers take at most 8 splits (measured
+// faster there); longer buckets and larger batches keep the SM-covering count.
+TEST(ScheduleBuilderTest, BatchOneCapsFullAttentionSplitsUpTo16K) {
+  const ModelConfig config = NmcPreset();
+  auto slots = [&](int64_t batch, int64_t context) {
+    return ChooseTileShapes(config, batch, BucketForContext(config, context), 132).full_split_slots;
+  };
+  EXPECT_EQ(slots(1, 4096), 8);
+  EXPECT_EQ(slots(1, 16384), 8);
+  EXPECT_EQ(slots(1, 32768), 16);
+  EXPECT_EQ(slots(1, 131072), 32);
+  EXPECT_EQ(slots(2, 8192), 16);
+  EXPECT_LE(slots(1, 1024), 8);
+}
+
 // A policy file (`--megakernel-policy`): read, parsed and checked, every failure naming the file.
 TEST(SchedulePolicyTest, FromFileNamesTheFileOnEveryFailure) {
   const std::string dir = ::testing::TempDir();
