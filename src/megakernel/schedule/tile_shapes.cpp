@@ -102,18 +102,16 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   const int64_t units = batch * config.num_kv_heads;
   const int64_t wanted = std::max<int64_t>(1, CeilDiv(num_sms, units));
   const int64_t cap = bucket.max_context_tokens <= 65536 ? 16 : kMaxAttentionSplits;
-  auto splits_for = [&](int64_t pages) {
-    return std::clamp<int64_t>(std::min(wanted, pages / tiles.min_pages_per_split), 1, cap);
+  // One row up to 16K: the full layers' attention in at most 8 splits (H200, kernel ms, three
+  // calls, policy full_split_slots 8 against 16 in one process: 4K 2.736-2.752 against
+  // 2.783-2.804, 8K 2.787-2.806 against 2.811-2.844; 1K, 2K and 16K within 0.5 %; 32K 3.18-3.20
+  // against 3.02-3.04, so not there).
+  const int64_t full_cap = batch == 1 && bucket.max_context_tokens <= 16384 ? 8 : cap;
+  auto splits_for = [&](int64_t pages, int64_t most) {
+    return std::clamp<int64_t>(std::min(wanted, pages / tiles.min_pages_per_split), 1, most);
   };
-  tiles.sliding_splits = splits_for(bucket.max_sliding_pages);
-  tiles.full_split_slots = splits_for(bucket.max_full_pages);
-  // One row up to 16K: the full layers' attention in 8 splits, not 16 (H200, kernel ms, two
-  // rounds, policy full_split_slots 8 against the default in one process: 4K 2.741 / 2.752
-  // against 2.783 / 2.804, 8K 2.787 / 2.806 against 2.811 / 2.844; 1K, 2K and 16K within 0.5 %;
-  // 32K 3.19 against 3.02-3.04, so not there).
-  if (batch == 1 && bucket.max_context_tokens <= 16384) {
-    tiles.full_split_slots = std::min<int64_t>(tiles.full_split_slots, 8);
-  }
+  tiles.sliding_splits = splits_for(bucket.max_sliding_pages, cap);
+  tiles.full_split_slots = splits_for(bucket.max_full_pages, full_cap);
   tiles.attention_claimers = num_sms;
   tiles.expert_claimers = num_sms;
   return tiles;
