@@ -6,7 +6,8 @@ Usage: megakernel_timeline.py TRACE.csv [layer] [bucket_us] [sm,sm,...]
 Times are microseconds from when the layer's input was ready (its QKV tasks' first wait ends);
 the layer ends when the next layer's input is ready. Prints every layer's span by kind (sliding
 or full attention: one layer is not the step) and, as medians over the sliding MoE layers, when
-the routing chain delivers the first expert item and how long the SMs idle at a layer's end;
+the routing chain delivers the first expert item (and how long the first claim ranks) and how
+long the SMs idle at a layer's end;
 then, for the chosen layer, per opcode and
 per item queue: count, first start, first ready, last end, mean wait and mean run; the hops
 between SMs on the layer's chains (a producer's last end to its consumer's first ready); then how
@@ -165,7 +166,8 @@ def main():
 def print_chain_medians(tasks, items, layers, full, input_ready):
     """The start of a MoE layer's routing chain and the idle time at its end, as medians over the
     sliding MoE layers (one layer is a snapshot): when the routers end, the first gate/up claim's
-    wait ends and the first gate/up item starts, when the QKV tasks end, and how long the SMs
+    wait ends and the first gate/up item starts, how long that claim ranks (its wait to the first
+    item on its SM), when the QKV tasks end, and how long the SMs
     wait, after their last task of a layer, for the next layer's input."""
     claim_ops = {"attention_claim", "expert_gate_up_claim", "expert_down_claim"}
     by_layer = collections.defaultdict(list)
@@ -175,15 +177,20 @@ def print_chain_medians(tasks, items, layers, full, input_ready):
     for l in layers[1:-1]:
         rows = by_layer[l]
         routers = [r["end"] for r in rows if r["opcode"] == "router"]
-        claims = [r["ready"] for r in rows if r["opcode"] == "expert_gate_up_claim"]
-        first_items = [r["start"] for r in rows
-                       if r["what"] == "item" and r["opcode"] == "expert_gate_up"]
-        if l in full or not routers or not claims or not first_items:
+        claims = [r for r in rows if r["what"] == "task" and r["opcode"] == "expert_gate_up_claim"]
+        up_items = [r for r in rows if r["what"] == "item" and r["opcode"] == "expert_gate_up"]
+        if l in full or not routers or not claims or not up_items:
             continue
         origin, end = input_ready(l), input_ready(l + 1)
+        first_claim = min(claims, key=lambda r: r["ready"])
         chain["routers end"].append(max(routers) - origin)
-        chain["first gate/up claim ready"].append(min(claims) - origin)
-        chain["first gate/up item starts"].append(min(first_items) - origin)
+        chain["first gate/up claim ready"].append(first_claim["ready"] - origin)
+        chain["first gate/up item starts"].append(min(r["start"] for r in up_items) - origin)
+        # The ranking: from the first claim's wait to the first item on the same SM.
+        own = [r["start"] for r in up_items if r["sm"] == first_claim["sm"]]
+        if own:
+            chain["first claim's ranking (us from its wait to its SM's first item)"].append(
+                min(own) - first_claim["ready"])
         chain["QKV tasks end"].append(max(r["end"] for r in rows if r["opcode"] == "qkv") - origin)
         last = collections.defaultdict(float)
         for r in rows:
