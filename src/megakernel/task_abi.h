@@ -4,6 +4,7 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.9: kLmHeadClaim (the LM head's last tiles claimed from a queue, so fast SMs take more).
 //   v1.8: kArgMaxItems (a claim that stops after that many items; 0: until its queue is empty).
 //   v1.7: kFlagPrimeWeights (a router task copies its weight slice before its wait);
 //         kFlagTopKInClaims (by pick, the claims run the top-k: no kTopK task); router logits
@@ -103,7 +104,12 @@ enum Opcode : uint32_t {
   // counters), so a team of more than one is on distinct SMs and each member is the last task of
   // its SM's list. Writes the row's argmax and, for a row the step samples, its token and logprobs.
   kSample = 17,
-  kOpcodeCount = 18,
+  // Claims LM head tiles from queue arg[kArgQueue] until it is empty: item i is the vocabulary
+  // tile [arg[kArgOutBegin] + i * w, + w) of the LM head's tile width w, run as a kLmHead; each
+  // item adds 1 to counters[arg[kArgItemSignalBase]] and waits for nothing beyond the task's own
+  // waits. The queue holds no records; its count is arg[kArgTiles].
+  kLmHeadClaim = 18,
+  kOpcodeCount = 19,
 };
 
 // Bits of TaskDescriptor::flags.
@@ -144,12 +150,13 @@ inline constexpr uint32_t kMaxPrimedRouterBytes = 64 * 1024;
 // A task waits until counters[wait0_counter] >= wait0_target AND counters[wait1_counter] >=
 // wait1_target (kNoCounter skips a wait; wait0 is checked first), runs, makes its stores visible
 // and then adds 1 to counters[signal_counter] (kNoCounter: no signal). Claim tasks
-// (kAttentionClaim, kExpertGateUpClaim, kExpertDownClaim) are different: their own waits gate the
-// first claim, they signal nothing themselves, and each claimed item waits and signals through the
-// counter bases in arg[] plus the unit the item names (see the item records below).
+// (kAttentionClaim, kExpertGateUpClaim, kExpertDownClaim, kLmHeadClaim) are different: their own
+// waits gate the first claim, they signal nothing themselves, and each claimed item waits and
+// signals through the counter bases in arg[] plus the unit the item names (see the item records
+// below; kLmHeadClaim's items are tile indices and name none).
 struct alignas(16) TaskDescriptor {
   uint32_t opcode;         // an Opcode
-  uint32_t layer;          // decoder layer; num_layers for kLmHead / kSample
+  uint32_t layer;          // decoder layer; num_layers for the LM head and kSample
   uint32_t tile;           // output tile index along the op's output features (GEMMs)
   uint32_t split;          // split-K index (GEMMs) or KV split index (kAttention)
   uint32_t k_begin;        // GEMMs: first K element
@@ -184,13 +191,14 @@ enum TaskArg : uint32_t {
   kArgItemSignalBase = 7,
   kArgTileRows = 8,  // claim ops, kMoeFinalize: rows per expert row block
   kArgTiles = 9,     // kMoeFinalize: gate/up tiles per row block (the down items' wait target);
-                     // claims with kFlagPickItems: their queue's tiles per pick
+                     // claims with kFlagPickItems: their queue's tiles per pick; kLmHeadClaim:
+                     // the tiles its queue holds
   kArgTiles2 = 10,   // kMoeFinalize: down tiles per row block; down claims with
                      // kFlagPickItems: gate/up tiles per pick
   // Static GEMM ops (kQkv, kOProj, kDenseGateUp, kDenseDown, kRouter, kLmHead): the tile's output
   // features [out_begin, out_end) in the op's own output space: kQkv the fused q|k|v rows,
   // kDenseGateUp intermediate index i (gate row i and up row i), kOProj / kDenseDown hidden,
-  // kRouter experts, kLmHead vocabulary.
+  // kRouter experts, kLmHead vocabulary. kLmHeadClaim: out_begin is its queue's first feature.
   kArgOutBegin = 11,
   kArgOutEnd = 12,
   kArgTeamRank = 13,  // kSample: this member's rank in its row's team, 0..size-1
@@ -275,6 +283,13 @@ MKSERVE_HOST_DEVICE inline ExpertWorkItem ExpertItemByPick(uint32_t index, uint3
   return item;
 }
 
+// The first vocabulary feature of item `index` of a kLmHeadClaim task's queue, `width` features a
+// tile: the device runs it, the verifier models it, from this one definition.
+MKSERVE_HOST_DEVICE inline uint32_t LmHeadItemBegin(const TaskDescriptor& claim, uint32_t index,
+                                                    uint32_t width) {
+  return claim.arg[kArgOutBegin] + index * width;
+}
+
 // Buffers the host zeroes before every step (together with all counters and queue cursors),
 // because tasks add into them, or, for the published picks, read a zero as "not yet written".
 // All but the queue cursors have a block per layer.
@@ -313,7 +328,8 @@ struct ItemTimestamp {
 static_assert(sizeof(ItemTimestamp) == 32);
 
 MKSERVE_HOST_DEVICE inline bool IsClaimOpcode(uint32_t opcode) {
-  return opcode == kAttentionClaim || opcode == kExpertGateUpClaim || opcode == kExpertDownClaim;
+  return opcode == kAttentionClaim || opcode == kExpertGateUpClaim || opcode == kExpertDownClaim ||
+         opcode == kLmHeadClaim;
 }
 
 }  // namespace mkserve::megakernel

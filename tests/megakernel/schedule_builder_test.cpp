@@ -83,7 +83,9 @@ TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
   EXPECT_EQ((per_op[{0, kDenseGateUp}]), 48);
   EXPECT_EQ((per_op[{0, kDenseDown}]), 64);
   EXPECT_EQ((per_op[{0, kRouter}]), 0);
-  EXPECT_EQ((per_op[{49, kLmHead}]), 262144 / 64);
+  // The LM head: 262144 / 64 tiles, the last 4 per SM claimed by one claim task on each SM.
+  EXPECT_EQ((per_op[{49, kLmHead}]), 262144 / 64 - 4 * 132);
+  EXPECT_EQ((per_op[{49, kLmHeadClaim}]), 132);
 }
 
 // Past 32 rows there are enough (row, KV head) units for the SMs: one sliding split, which writes
@@ -108,7 +110,7 @@ TEST(ScheduleBuilderTest, OneSlidingSplitHasNoCombine) {
 
 // Without sampling teams, whose places are fixed, not round robin
 // (SampleTeamsTakeTheSmsTheRowsLeave).
-TEST(ScheduleBuilderTest, GlobalOrderStartsWithEmbedAndEndsWithTheLmHead) {
+TEST(ScheduleBuilderTest, GlobalOrderStartsWithEmbedAndEndsWithTheLmHeadClaims) {
   const ModelConfig config = TinyPreset();
   SchedulePolicy policy = SchedulePolicy::Default();
   policy.include_sampling = false;
@@ -117,7 +119,7 @@ TEST(ScheduleBuilderTest, GlobalOrderStartsWithEmbedAndEndsWithTheLmHead) {
   ASSERT_FALSE(all.empty());
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i]->arg[kArgSequence], i);
   EXPECT_EQ(all.front()->opcode, kEmbed);
-  EXPECT_EQ(all.back()->opcode, kLmHead);
+  EXPECT_EQ(all.back()->opcode, kLmHeadClaim);
   // Round robin carries one cursor across waves: task k goes to SM k % 7.
   for (size_t sm = 0; sm < schedule.sm_tasks.size(); ++sm) {
     for (const TaskDescriptor& task : schedule.sm_tasks[sm]) {
@@ -322,7 +324,9 @@ TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
       if (task->opcode != kExpertGateUpClaim && task->opcode != kExpertDownClaim) continue;
       claims += task->arg[kArgMaxItems] == 0 ? 1 : 0;  // early claims aside
       EXPECT_EQ(task->flags, kFlagPickItems | (routes ? kFlagTopKInClaims : 0u));
-      if (routes) EXPECT_EQ(task->wait0_target, (128u / 16) * 4);  // the router tasks
+      if (routes) {
+        EXPECT_EQ(task->wait0_target, (128u / 16) * 4);  // the router tasks
+      }
     }
     EXPECT_EQ(top_ks, routes ? 0 : config.num_moe_layers() * static_cast<int>(batch));
     EXPECT_EQ(claims,
@@ -456,6 +460,42 @@ TEST(ScheduleBuilderTest, BatchOneCapsFullAttentionSplitsUpTo16K) {
   EXPECT_LE(slots(1, 1024), 8);
 }
 
+// The LM head: static tiles from the start of the vocabulary, then one claim task as the last LM
+// head task of every SM, whose queue holds the rest; together every tile once.
+TEST(ScheduleBuilderTest, LmHeadTilesAreStaticThenClaimedOnce) {
+  const ModelConfig config = NmcPreset();
+  for (int64_t per_sm : {-1, 0, 4, 1000}) {  // -1: the default
+    SchedulePolicy policy = SchedulePolicy::Default();
+    if (per_sm >= 0) policy.tiles = {{"lm_head_claimed_per_sm", per_sm}};
+    const Schedule schedule = Build(config, 1, 8192, 132, policy);
+    const int64_t width = schedule.tiles.lm_head_tile, tiles = config.vocab_size / width;
+    const int64_t claimed = std::min(tiles, schedule.tiles.lm_head_claimed_per_sm * 132);
+    std::vector<int> covered(tiles, 0);
+    int claims = 0;
+    for (const auto& list : schedule.sm_tasks) {
+      bool claimed_here = false;
+      for (const TaskDescriptor& task : list) {
+        if (task.opcode == kLmHead) {
+          EXPECT_FALSE(claimed_here) << "a static LM head tile after the SM's claim";
+          ++covered.at(task.arg[kArgOutBegin] / width);
+          EXPECT_EQ(task.arg[kArgOutEnd] - task.arg[kArgOutBegin], width);
+        } else if (task.opcode == kLmHeadClaim) {
+          claimed_here = true;
+          ++claims;
+          EXPECT_EQ(task.arg[kArgTiles], claimed);
+          for (uint32_t i = 0; i < task.arg[kArgTiles]; ++i) {
+            if (claims == 1) ++covered.at(LmHeadItemBegin(task, i, width) / width);
+          }
+        }
+      }
+    }
+    EXPECT_EQ(claims, claimed > 0 ? 132 : 0) << per_sm;
+    EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), tiles) << per_sm;
+  }
+  EXPECT_EQ(ChooseTileShapes(config, 1, BucketForContext(config, 8192), 132).lm_head_claimed_per_sm,
+            4);
+}
+
 // A policy file (`--megakernel-policy`): read, parsed and checked, every failure naming the file.
 TEST(SchedulePolicyTest, FromFileNamesTheFileOnEveryFailure) {
   const std::string dir = ::testing::TempDir();
@@ -492,9 +532,10 @@ void ExpectSampleTeams(const Schedule& schedule, int64_t team) {
   const int64_t members = schedule.batch * team;
   ASSERT_GE(static_cast<int64_t>(all.size()), members);
   const TaskDescriptor& lm_head = *all[all.size() - members - 1];
-  ASSERT_EQ(lm_head.opcode, kLmHead);
-  const uint32_t lm_tiles =
-      static_cast<uint32_t>(schedule.counters[lm_head.signal_counter].expected_arrivals);
+  ASSERT_TRUE(lm_head.opcode == kLmHead || lm_head.opcode == kLmHeadClaim);
+  const uint32_t lm_done =
+      lm_head.opcode == kLmHead ? lm_head.signal_counter : lm_head.arg[kArgItemSignalBase];
+  const uint32_t lm_tiles = static_cast<uint32_t>(schedule.counters[lm_done].expected_arrivals);
   std::set<int64_t> seen;
   for (int64_t sm = 0; sm < schedule.num_sms; ++sm) {
     const auto& list = schedule.sm_tasks[sm];
@@ -508,7 +549,7 @@ void ExpectSampleTeams(const Schedule& schedule, int64_t team) {
       if (team > 1) {
         EXPECT_EQ(i + 1, list.size()) << "row " << row << " rank " << rank;
       }
-      EXPECT_EQ(task.wait0_counter, lm_head.signal_counter);
+      EXPECT_EQ(task.wait0_counter, lm_done);
       EXPECT_EQ(task.wait0_target, lm_tiles);
       EXPECT_EQ(task.signal_counter, kNoCounter);
       EXPECT_GT(task.arg[kArgSequence], lm_head.arg[kArgSequence]);
@@ -516,9 +557,15 @@ void ExpectSampleTeams(const Schedule& schedule, int64_t team) {
     }
   }
   EXPECT_EQ(static_cast<int64_t>(seen.size()), members);
-  const auto lm_heads = std::count_if(all.begin(), all.end(),
-                                      [](const TaskDescriptor* t) { return t->opcode == kLmHead; });
-  EXPECT_EQ(lm_tiles, static_cast<uint32_t>(lm_heads));
+  // Every tile: the static ones and the claims' queue (LmHeadTilesAreStaticThenClaimedOnce).
+  uint32_t tiles = 0;
+  const TaskDescriptor* claim = nullptr;
+  for (const TaskDescriptor* task : all) {
+    tiles += task->opcode == kLmHead ? 1 : 0;
+    if (task->opcode == kLmHeadClaim) claim = task;
+  }
+  if (claim != nullptr) tiles += claim->arg[kArgTiles];
+  EXPECT_EQ(lm_tiles, tiles);
 }
 
 // By default a row's team takes the SMs the batch leaves it: 132 members for one row, 33 for four.

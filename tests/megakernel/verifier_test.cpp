@@ -411,8 +411,9 @@ TEST(VerifierTest, AMemberWithAnotherTeamSizeIsCaught) {
 
 TEST(VerifierTest, AMemberWaitingOnTheWrongCounterIsCaught) {
   Teams teams;
-  // The LM head's own input (the last join): the logits may not be there yet.
-  const TaskDescriptor& lm_head = teams.First(kLmHead, 6);
+  // The LM head's own input (the last join): the logits may not be there yet. (The tiny model's
+  // 16 LM head tiles are all claimed on 8 SMs.)
+  const TaskDescriptor& lm_head = teams.First(kLmHeadClaim, 6);
   teams.Member(1, 1).wait0_counter = lm_head.wait0_counter;
   teams.Member(1, 1).wait0_target = lm_head.wait0_target;
   teams.ExpectTeamFailure("not the LM head's counter");
@@ -422,6 +423,29 @@ TEST(VerifierTest, AMemberWaitingForTooFewLmHeadTilesIsCaught) {
   Teams teams;
   teams.Member(0, 2).wait0_target -= 1;
   teams.ExpectTeamFailure("not all 16 LM head tiles");
+}
+
+// The LM head's claims (the tiny model's 16 tiles, 3 SMs: 4 a SM would be 12 claimed, 4 static)
+// must cover the vocabulary the sample teams read, and never past it.
+TEST(VerifierTest, LmHeadClaimsThatMissOrOvershootTheVocabularyAreCaught) {
+  Tiny tiny(2, 3, WithSampling());
+  ASSERT_TRUE(tiny.Verify().ok()) << tiny.Verify().Summary();
+  auto plant = [&](int delta) {
+    Schedule bad = tiny.schedule;
+    for (auto& list : bad.sm_tasks) {
+      for (TaskDescriptor& task : list) {
+        if (task.opcode == kLmHeadClaim) task.arg[kArgTiles] += delta;
+      }
+    }
+    return VerifySchedule(tiny.config, bad, tiny.work[0]);
+  };
+  const VerifyReport short_by_one = plant(-1);
+  EXPECT_TRUE(short_by_one.Has(Kind::kUnreachableTarget)) << short_by_one.Summary();
+  EXPECT_TRUE(short_by_one.Has(Kind::kDeadlock)) << short_by_one.Summary();  // the teams
+  const VerifyReport past_the_end = plant(1);
+  EXPECT_TRUE(past_the_end.Has(Kind::kBadDescriptor)) << past_the_end.Summary();
+  EXPECT_NE(past_the_end.Summary().find("claims LM head tiles up to feature"), std::string::npos)
+      << past_the_end.Summary();
 }
 
 }  // namespace

@@ -222,9 +222,9 @@ struct ItemSource<ExpertWorkItem> {
 // -1 (queue empty or the step was abandoned), for every worker. One load of the record, not one
 // for its wait and another for the workers: each dependent L2 round trip here sits before the
 // item's first weight load (about 1 us apiece while the SMs stream).
-template <class Item>
-__device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count,
-                         ItemSource<Item> source, uint32_t wait_base, Item& staged, KernelSmem& s) {
+template <class Item, class Source>
+__device__ int ClaimNext(const StepParams& p, uint32_t queue, uint32_t count, Source source,
+                         uint32_t wait_base, Item& staged, KernelSmem& s) {
   if (threadIdx.x == 0) {
     if (p.item_timeline != nullptr) s.claim_start_ns = GlobalTimerNs();
     int32_t claimed = -1;
@@ -353,6 +353,44 @@ __device__ void RunAttentionClaims(const StepParams& p, const TaskDescriptor& d,
   }
 }
 
+// The LM head's items are tiles (LmHeadItemBegin): no record and no wait.
+struct LmHeadTiles {
+  __device__ ExpertWorkItem operator()(const StepParams&, uint32_t) const {
+    ExpertWorkItem item{};
+    item.wait_unit = kNoCounter;
+    return item;
+  }
+  __device__ void AfterWait(const StepParams&, uint32_t, ExpertWorkItem&) const {}
+};
+
+// kLmHead runs its own tile; kLmHeadClaim claims tiles until its queue is empty, each item its own
+// arrival. One call of the GEMM body for both: every call site is another copy of it in the
+// kernel, and the kernel's speed follows its code (docs/megakernel-device.md).
+__device__ void RunLmHead(const StepParams& p, const TaskDescriptor& d, KernelSmem& s) {
+  const bool claims = d.opcode == kLmHeadClaim;
+  const uint32_t queue = d.arg[kArgQueue];
+  for (bool first = true;; first = false) {
+    int index = 0;
+    if (claims) {
+      index = ClaimNext(p, queue, d.arg[kArgTiles], LmHeadTiles{}, kNoCounter, s.expert_item, s);
+      if (index < 0) return;
+    } else if (!first) {
+      return;
+    }
+    const int v0 = claims ? static_cast<int>(LmHeadItemBegin(d, index, p.tiles.lm_head))
+                          : TileBegin(d, p.tiles.lm_head);
+    OpLmHead(p, d, v0, s.op.gemv, RingRounds{WeightRing(s)});
+    if (!claims) continue;
+    WorkerSync();
+    if (threadIdx.x == 0) {
+      if (d.arg[kArgItemSignalBase] != kNoCounter) {
+        PostItemSignal(s, {d.arg[kArgItemSignalBase], 0, 1, 0, 0});
+      }
+      RecordItem(p, queue, index, s);
+    }
+  }
+}
+
 // Inlined into the kernel by force: once the fused norm made OpQkv larger the compiler made
 // RunTask a function the kernel calls (its PTX showed the call), and every batch ran 7-10 %
 // slower (H200, 8K: batch 1 3.36 -> 3.60 ms, batch 8 9.70 -> 10.21).
@@ -406,7 +444,8 @@ __device__ __forceinline__ void RunTask(const StepParams& p, const TaskDescripto
     case kMoeCombine:
       return OpMoeCombine(p, d, s.op.rows);
     case kLmHead:
-      return OpLmHead(p, d, s.op.gemv, RingRounds{WeightRing(s)});
+    case kLmHeadClaim:
+      return RunLmHead(p, d, s);
     case kSample:
       return OpSample(p, d, *reinterpret_cast<SampleSmem*>(&s.op));
     default:  // kNop; the host refuses opcodes the kernel does not run

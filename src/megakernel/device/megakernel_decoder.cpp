@@ -170,13 +170,11 @@ MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& sche
   const int64_t queues = std::max<int64_t>(1, static_cast<int64_t>(schedule.queues.size()));
   std::vector<uint32_t> offsets;
   uint32_t expert_items = 0, attention_items = 0;
-  for (const QueueInfo& q : schedule.queues) {
-    offsets.push_back(q.kind == QueueKind::kAttention ? 0 : expert_items);
-    if (q.kind == QueueKind::kAttention) {
-      attention_items = std::max(attention_items, q.capacity);
-    } else {
-      expert_items += q.capacity;
-    }
+  for (const QueueInfo& q : schedule.queues) {  // the LM head's queue holds no records
+    const bool experts = q.kind == QueueKind::kExpertGateUp || q.kind == QueueKind::kExpertDown;
+    offsets.push_back(experts ? expert_items : 0);
+    if (q.kind == QueueKind::kAttention) attention_items = std::max(attention_items, q.capacity);
+    if (experts) expert_items += q.capacity;
   }
   offsets.resize(queues, 0);
   up->queue_offsets = cuda::DeviceBuffer<uint32_t>(queues);

@@ -206,9 +206,10 @@ __device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d,
   RunGemv(tile, s, ring);
 }
 
-__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
+// The LM head tile of vocabulary entries [v0, v0 + the tile width): a kLmHead's own or a claimed
+// one.
+__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, int v0, GemvSmem& s,
                                 RingRounds ring) {
-  const int v0 = TileBegin(d, p.tiles.lm_head);
   const PlainTile tile{p.x_norm,
                        p.hidden,
                        p.lm_head,

@@ -24,7 +24,8 @@ std::string_view OpcodeName(uint32_t opcode) {
                                                                         "expert_down_claim",
                                                                         "moe_combine",
                                                                         "lm_head",
-                                                                        "sample"};
+                                                                        "sample",
+                                                                        "lm_head_claim"};
   return opcode < kOpcodeCount ? kNames[opcode] : std::string_view("unknown");
 }
 

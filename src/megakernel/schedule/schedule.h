@@ -28,10 +28,11 @@ struct CounterInfo {
   bool joined_by_previous_layer = false;
 };
 
-enum class QueueKind { kAttention, kExpertGateUp, kExpertDown };
+enum class QueueKind { kAttention, kExpertGateUp, kExpertDown, kLmHead };
 
 // A bounded work queue: a claim cursor (zeroed each step), a count (written by the host for
-// attention queues, by kMoeFinalize for expert queues) and up to `capacity` item records. Every
+// attention queues, by kMoeFinalize for expert queues; the LM head's is its `capacity`, in its
+// claim tasks) and up to `capacity` item records (none for the LM head: items are tiles). Every
 // attention queue of a step holds the same items (they do not depend on the layer).
 struct QueueInfo {
   QueueKind kind = QueueKind::kAttention;

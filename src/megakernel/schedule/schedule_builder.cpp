@@ -140,20 +140,43 @@ class Builder {
     const uint32_t input_counter = input.counter0, input_target = input.target0;
 
     const int64_t final_layer = config_.num_layers;
-    const int64_t lm_tiles = config_.vocab_size / tiles_.lm_head_tile;
+    const int64_t lm_width = tiles_.lm_head_tile;
+    const int64_t lm_tiles = config_.vocab_size / lm_width;
+    // The last tiles go to a queue every SM claims from after its static ones.
+    const int64_t lm_claimed = std::min(lm_tiles, tiles_.lm_head_claimed_per_sm * num_sms_);
+    const int64_t lm_static = lm_tiles - lm_claimed;
+    const double lm_tile_bytes = 2.0 * lm_width * config_.hidden_size;
     const uint32_t lm_done = policy.include_sampling
                                  ? counters_.Add(Wave::kLmHead, static_cast<int32_t>(final_layer),
                                                  1, static_cast<uint32_t>(lm_tiles))
                                  : kNoCounter;
-    std::vector<PendingTask> lm_head;
-    for (int64_t tile = 0; tile < lm_tiles; ++tile) {
-      TaskDescriptor task = NewTask(kLmHead, final_layer);
-      SetTile(task, tile, tile * tiles_.lm_head_tile, tiles_.lm_head_tile);
+    auto lm_head_task = [&](Opcode opcode) {
+      TaskDescriptor task = NewTask(opcode, final_layer);
       task.k_end = static_cast<uint32_t>(config_.hidden_size);
       SetRows(task, 0, batch_);
       SetWait(task, 0, input_counter, input_target);
+      return task;
+    };
+    std::vector<PendingTask> lm_head;
+    for (int64_t tile = 0; tile < lm_static; ++tile) {
+      TaskDescriptor task = lm_head_task(kLmHead);
+      SetTile(task, tile, tile * lm_width, lm_width);
       task.signal_counter = lm_done;
-      lm_head.push_back({task, 2.0 * tiles_.lm_head_tile * config_.hidden_size});
+      lm_head.push_back({task, lm_tile_bytes});
+    }
+    if (lm_claimed > 0) {
+      const uint32_t queue = AddQueue(QueueKind::kLmHead, static_cast<int32_t>(final_layer),
+                                      static_cast<uint32_t>(lm_claimed));
+      for (int64_t c = 0; c < num_sms_; ++c) {
+        TaskDescriptor task = lm_head_task(kLmHeadClaim);
+        task.arg[kArgQueue] = queue;
+        task.arg[kArgTiles] = static_cast<uint32_t>(lm_claimed);
+        task.arg[kArgOutBegin] = static_cast<uint32_t>(lm_static * lm_width);
+        task.arg[kArgOutEnd] = static_cast<uint32_t>(config_.vocab_size);
+        task.arg[kArgItemWaitBase] = kNoCounter;
+        task.arg[kArgItemSignalBase] = lm_done;
+        lm_head.push_back({task, lm_tile_bytes * lm_claimed / num_sms_});
+      }
     }
     Emit(schedule, Wave::kLmHead, lm_head);
     if (policy.include_sampling) {

@@ -290,6 +290,16 @@ void ExpertItemAccesses(const ModelConfig& config, const Schedule& schedule, int
   }
 }
 
+void LmHeadItemAccesses(const ModelConfig& config, const Schedule& schedule,
+                        const TaskDescriptor& claim, uint32_t index, std::vector<Access>& out) {
+  const uint32_t width = static_cast<uint32_t>(schedule.tiles.lm_head_tile);
+  TaskDescriptor tile = claim;  // the static tile it stands for
+  tile.opcode = kLmHead;
+  tile.arg[kArgOutBegin] = LmHeadItemBegin(claim, index, width);
+  tile.arg[kArgOutEnd] = tile.arg[kArgOutBegin] + width;
+  TaskAccesses(config, schedule, tile, out);
+}
+
 void MoeCombineAccesses(const ModelConfig& config, const TaskDescriptor& task,
                         const ExpertQueues& queues, std::vector<Access>& out) {
   const int64_t l = task.layer;

@@ -67,6 +67,9 @@ void AttentionItemAccesses(const ModelConfig& config, const Schedule& schedule, 
 void ExpertItemAccesses(const ModelConfig& config, const Schedule& schedule, int32_t layer,
                         const ExpertWorkItem& item, bool down, const ExpertQueues& queues,
                         std::vector<Access>& out);
+// Item `index` of a kLmHeadClaim task's queue: one LM head tile (LmHeadItemBegin).
+void LmHeadItemAccesses(const ModelConfig& config, const Schedule& schedule,
+                        const TaskDescriptor& claim, uint32_t index, std::vector<Access>& out);
 // kMoeCombine reads the bucket rows of its rows' experts, which only routing knows.
 void MoeCombineAccesses(const ModelConfig& config, const TaskDescriptor& task,
                         const ExpertQueues& queues, std::vector<Access>& out);

@@ -97,6 +97,13 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // -> 15.47, 64 31.62 -> 30.31; batch 2 the same, batch 1 3.77 -> 3.84, so it keeps 128).
   tiles.expert_down_tile = DividingTile(config.hidden_size, batch == 1 ? 128 : 256);
   tiles.lm_head_tile = DividingTile(config.vocab_size, batch <= 8 ? 64 : 128);
+  // The LM head streams 1 GB for North with every SM at once, and SMs differ: in a batch-1 trace
+  // on the H200 the SMs' mean 64-row tile took 7.8-8.8 us, so with 31 static tiles each the
+  // first SM ended at 253 us and the last at 284. With the last 4 tiles per SM claimed, an SM
+  // that streams faster takes more of them (H200, 8K, kernel ms, three rounds in one call:
+  // batch 1 2.780-2.795 against 2.791-2.825 all static in the same binary and 2.806-2.816 in
+  // the one before; batches 2 and 8 0.4 % faster, 64 the same; 2 or 8 a SM no better).
+  tiles.lm_head_claimed_per_sm = 4;
 
   // Enough (row, KV head, split) units to cover the SMs, no split under min_pages_per_split pages.
   const int64_t units = batch * config.num_kv_heads;
@@ -143,6 +150,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"prime_router", &TileShapes::prime_router},
       {"sample_team", &TileShapes::sample_team},
       {"early_expert_items", &TileShapes::early_expert_items},
+      {"lm_head_claimed_per_sm", &TileShapes::lm_head_claimed_per_sm},
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
@@ -205,6 +213,9 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
           "sample_team must be 0.." + std::to_string(kMaxSampleTeam) + ", got " +
               std::to_string(tiles.sample_team));
   RequireDivides(tiles.lm_head_tile, config.vocab_size, "lm_head_tile", "vocab_size");
+  Require(
+      tiles.lm_head_claimed_per_sm >= 0 && tiles.lm_head_claimed_per_sm <= kMaxLmHeadClaimedPerSm,
+      "lm_head_claimed_per_sm must be 0.." + std::to_string(kMaxLmHeadClaimedPerSm));
   Require(tiles.sliding_splits >= 1 && tiles.sliding_splits <= kMaxAttentionSplits,
           "sliding_splits must be 1.." + std::to_string(kMaxAttentionSplits));
   Require(tiles.full_split_slots >= 1 && tiles.full_split_slots <= kMaxAttentionSplits,

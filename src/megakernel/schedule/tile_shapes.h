@@ -14,8 +14,9 @@ namespace mkserve::megakernel {
 inline constexpr int64_t kMaxBatch = 64;  // GEMM tiles put the batch on the MMA's N (<= 64 here)
 inline constexpr int64_t kMaxAttentionSplits = 32;  // KV splits per (row, KV head): partials slots
 inline constexpr int64_t kMaxFusedNormBatch = 8;    // a fused QKV task stages its rows as one chunk
-inline constexpr int64_t kMaxTopKInClaimsBatch = 4;       // picks a claim keeps: rows x top_k
-inline constexpr int64_t kMaxEarlyExpertItems = 1 << 20;  // a bound that fits kArgMaxItems
+inline constexpr int64_t kMaxTopKInClaimsBatch = 4;         // picks a claim keeps: rows x top_k
+inline constexpr int64_t kMaxEarlyExpertItems = 1 << 20;    // a bound that fits kArgMaxItems
+inline constexpr int64_t kMaxLmHeadClaimedPerSm = 1 << 20;  // a bound that fits kArgTiles
 // Claim tasks per queue: a policy's count beyond this would only build (and verify) millions of
 // tasks, one after another on each SM, that find their queue empty.
 inline constexpr int64_t kMaxClaimers = 4096;
@@ -59,6 +60,9 @@ struct TileShapes {
   // layer, ahead of its attention wave: those SMs would otherwise idle from their router task
   // until the QKV tiles end. 0: no early claims.
   int64_t early_expert_items = 0;
+  // The LM head's last tiles, this many per SM (at most all of them), are claimed from a queue
+  // after the static ones, so the SMs that stream faster take more of them. 0: all static.
+  int64_t lm_head_claimed_per_sm = 0;
 
   bool operator==(const TileShapes&) const = default;
 };

@@ -106,7 +106,7 @@ std::string TimelineToCsv(const Schedule& schedule, std::span<const TaskTimestam
       out += line;
     }
   }
-  static constexpr const char* kKind[] = {"attention", "expert_gate_up", "expert_down"};
+  static constexpr const char* kKind[] = {"attention", "expert_gate_up", "expert_down", "lm_head"};
   for (size_t q = 0; q < schedule.queues.size(); ++q) {
     for (size_t i = 0; i < stride; ++i) {
       const ItemTimestamp& t = items[q * stride + i];

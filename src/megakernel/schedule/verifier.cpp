@@ -57,6 +57,7 @@ Wave WaveOf(uint32_t opcode) {
     case kMoeCombine:
       return Wave::kMoeCombine;
     case kLmHead:
+    case kLmHeadClaim:
       return Wave::kLmHead;
     case kSample:
       return Wave::kSample;
@@ -233,7 +234,8 @@ class Verifier {
     if (task.opcode == kNop || task.opcode >= kOpcodeCount) {
       return "opcode " + std::to_string(task.opcode) + " is not a step op";
     }
-    const bool final_op = task.opcode == kLmHead || task.opcode == kSample;
+    const bool final_op =
+        task.opcode == kLmHead || task.opcode == kLmHeadClaim || task.opcode == kSample;
     if (final_op ? task.layer != layers : task.layer >= layers) {
       return "layer " + std::to_string(task.layer) + " is out of range";
     }
@@ -275,6 +277,9 @@ class Verifier {
         case kExpertDownClaim:
           named = {{task.arg[kArgQueue], QueueKind::kExpertDown}};
           break;
+        case kLmHeadClaim:
+          named = {{task.arg[kArgQueue], QueueKind::kLmHead}};
+          break;
         default:
           named = {{task.arg[kArgQueue], QueueKind::kExpertGateUp},
                    {task.arg[kArgQueue2], QueueKind::kExpertDown}};
@@ -293,6 +298,14 @@ class Verifier {
       }
       if ((task.opcode == kExpertGateUpClaim || task.opcode == kExpertDownClaim) && !moe) {
         return "claims expert work in a dense layer";
+      }
+      if (task.opcode == kLmHeadClaim) {  // the kernel runs every item it counts
+        const uint64_t end = task.arg[kArgOutBegin] + static_cast<uint64_t>(task.arg[kArgTiles]) *
+                                                          schedule_.tiles.lm_head_tile;
+        if (end > static_cast<uint64_t>(config_.vocab_size)) {
+          return "claims LM head tiles up to feature " + std::to_string(end) + " of " +
+                 std::to_string(config_.vocab_size);
+        }
       }
     }
     // A bounded claim may end with items left, so only where an item can never hold it up (the
@@ -386,11 +399,21 @@ class Verifier {
     queue_items_.assign(schedule_.queues.size(), {});
     for (size_t q = 0; q < schedule_.queues.size(); ++q) {
       const QueueInfo& queue = schedule_.queues[q];
-      const size_t count = queue.kind == QueueKind::kAttention
-                               ? attention_items_.size()
-                               : (queue.kind == QueueKind::kExpertGateUp
-                                      ? expert_queues_.at(queue.layer).gate_up.size()
-                                      : expert_queues_.at(queue.layer).down.size());
+      size_t count = 0;
+      switch (queue.kind) {
+        case QueueKind::kAttention:
+          count = attention_items_.size();
+          break;
+        case QueueKind::kExpertGateUp:
+          count = expert_queues_.at(queue.layer).gate_up.size();
+          break;
+        case QueueKind::kExpertDown:
+          count = expert_queues_.at(queue.layer).down.size();
+          break;
+        case QueueKind::kLmHead:  // its claimers, identical, name the count
+          count = claimers_[q].empty() ? 0 : nodes_[claimers_[q][0]].task->arg[kArgTiles];
+          break;
+      }
       if (count > queue.capacity) {
         Fail(VerifyFailureKind::kQueueOverflow,
              "queue " + std::to_string(q) + " (layer " + std::to_string(queue.layer) + ") gets " +
@@ -427,7 +450,9 @@ class Verifier {
         uint32_t wait_unit = kNoCounter, wait_target = 0;
         node.signal_begin = static_cast<uint32_t>(signals_.size());
         const uint32_t signal_base = claim.arg[kArgItemSignalBase];
-        if (queue.kind == QueueKind::kAttention) {
+        if (queue.kind == QueueKind::kLmHead) {  // no wait; one arrival when the step samples
+          if (signal_base != kNoCounter) AddItemSignal(signal_base, 0, 1);
+        } else if (queue.kind == QueueKind::kAttention) {
           const AttentionWorkItem& item = attention_items_[i];
           wait_unit = item.wait_unit;
           wait_target = item.wait_target;
@@ -891,7 +916,9 @@ class Verifier {
         }
       } else {
         const QueueInfo& queue = schedule_.queues[node.queue];
-        if (queue.kind == QueueKind::kAttention) {
+        if (queue.kind == QueueKind::kLmHead) {
+          LmHeadItemAccesses(config_, schedule_, task, static_cast<uint32_t>(node.item), scratch);
+        } else if (queue.kind == QueueKind::kAttention) {
           AttentionItemAccesses(config_, schedule_, queue.layer, attention_items_[node.item],
                                 scratch);
         } else {
