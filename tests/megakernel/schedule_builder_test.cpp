@@ -460,6 +460,21 @@ TEST(ScheduleBuilderTest, BatchOneCapsFullAttentionSplitsUpTo16K) {
   EXPECT_LE(slots(1, 1024), 8);
 }
 
+// Batches 3 and 4 take at most 8 sliding splits (measured faster there); 2 and 5 keep the
+// SM-covering count (16 and 7 on 132 SMs).
+TEST(ScheduleBuilderTest, BatchesThreeAndFourCapSlidingSplitsAtEight) {
+  const ModelConfig config = NmcPreset();
+  auto splits = [&](int64_t batch, int64_t context) {
+    return ChooseTileShapes(config, batch, BucketForContext(config, context), 132).sliding_splits;
+  };
+  for (int64_t context : {4096, 8192, 32768}) {
+    EXPECT_EQ(splits(2, context), 16) << context;
+    EXPECT_EQ(splits(3, context), 8) << context;
+    EXPECT_EQ(splits(4, context), 8) << context;
+    EXPECT_EQ(splits(5, context), 7) << context;
+  }
+}
+
 // The LM head: static tiles from the start of the vocabulary, then one claim task as the last LM
 // head task of every SM, whose queue holds the rest; together every tile once.
 TEST(ScheduleBuilderTest, LmHeadTilesAreStaticThenClaimedOnce) {

@@ -117,7 +117,13 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   auto splits_for = [&](int64_t pages, int64_t most) {
     return std::clamp<int64_t>(std::min(wanted, pages / tiles.min_pages_per_split), 1, most);
   };
-  tiles.sliding_splits = splits_for(bucket.max_sliding_pages, cap);
+  // Batches 3 and 4 (11 and 9 splits to cover the SMs): at most 8 in sliding layers (H200,
+  // kernel ms, policy sliding_splits 8 against the default in one process, two rounds each: 4K
+  // batch 3 5.13-5.18 against 5.20-5.23, batch 4 6.07 against 6.12-6.13; 8K 5.25-5.30 against
+  // 5.32-5.33 and 6.16-6.18 against 6.21-6.23; 16K and 32K 0.2-1 % faster, 1K the same). Batch 2
+  // was mixed (8K 0.5-1 % faster, 16K up to 0.9 % slower), so it keeps 16.
+  const int64_t sliding_cap = batch == 3 || batch == 4 ? 8 : cap;
+  tiles.sliding_splits = splits_for(bucket.max_sliding_pages, sliding_cap);
   tiles.full_split_slots = splits_for(bucket.max_full_pages, full_cap);
   tiles.attention_claimers = num_sms;
   tiles.expert_claimers = num_sms;
