@@ -56,8 +56,8 @@ TEST(TimelineTest, CsvHasATaskLineAndAnItemLinePerRecord) {
   const size_t q = schedule.queues.size() - 1;
   items[q * stride + 1] = {1'001'000, 1'001'500, 1'004'000, 1, 1};
   const std::string csv = TimelineToCsv(schedule, records, items);
-  const char* const kinds[] = {"attention", "expert_gate_up", "expert_down", "lm_head"};
-  const std::string kind = kinds[static_cast<int>(schedule.queues[q].kind)];
+  ASSERT_EQ(schedule.queues[q].kind, QueueKind::kLmHead);  // the last queue: the LM head's tail
+  const std::string kind = "lm_head";
   EXPECT_EQ(csv,
             "what,sm,index,opcode,layer,tile,split,start,ready,end\n"
             "task,0,0,embed,0,0,0,0.000,0.000,2.500\n"
