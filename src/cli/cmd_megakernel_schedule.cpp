@@ -55,8 +55,11 @@ ModelConfig LoadConfig(Args& args) {
 std::string TileSummary(const mk::TileShapes& t, int64_t batch) {
   return "qkv " + std::to_string(t.qkv_tile) + ", o " + std::to_string(t.oproj_tile) + ", up " +
          std::to_string(t.expert_up_tile) + ", down " + std::to_string(t.expert_down_tile) +
-         ", lm " + std::to_string(t.lm_head_tile) + ", splits " + std::to_string(t.sliding_splits) +
-         "/" + std::to_string(t.full_split_slots) +
+         ", lm " + std::to_string(t.lm_head_tile) +
+         (t.lm_head_claimed_per_sm != 0
+              ? " (" + std::to_string(t.lm_head_claimed_per_sm) + " a SM claimed)"
+              : "") +
+         ", splits " + std::to_string(t.sliding_splits) + "/" + std::to_string(t.full_split_slots) +
          (mk::FusesNormAt(t, batch) ? ", fused norm" : "") +
          (t.pick_items != 0 ? ", items by pick" : "") +
          (mk::TopKInClaimsAt(t, batch) ? ", top-k in the claims" : "") +
