@@ -166,7 +166,7 @@ __device__ void ControllerLoop(const StepParams& p, const TaskDescriptor* tasks,
         const TaskDescriptor& d = s.ring[next % kRingSlots];
         if (CounterReached(p, d.wait0_counter, d.wait0_target) &&
             CounterReached(p, d.wait1_counter, d.wait1_target)) {
-          FenceAcqRel();  // acquire for the workers, who read what those waits guard
+          // The acquire loads, then this release: the workers read what those waits guard.
           StoreReleaseCta(m.ready[next % kRingSlots], next + 1);
         }
       }
