@@ -172,7 +172,6 @@ class Builder {
         task.arg[kArgQueue] = queue;
         task.arg[kArgTiles] = static_cast<uint32_t>(lm_claimed);
         task.arg[kArgOutBegin] = static_cast<uint32_t>(lm_static * lm_width);
-        task.arg[kArgOutEnd] = static_cast<uint32_t>(config_.vocab_size);
         task.arg[kArgItemWaitBase] = kNoCounter;
         task.arg[kArgItemSignalBase] = lm_done;
         lm_head.push_back({task, lm_tile_bytes * lm_claimed / num_sms_});
