@@ -33,10 +33,9 @@ struct MegakernelDecoder::Uploaded {
   cuda::DeviceBuffer<uint32_t> counts;
   cuda::DeviceBuffer<uint32_t> counters;
   cuda::DeviceBuffer<uint32_t> queue_offsets;
-  cuda::DeviceBuffer<uint32_t> queue_counts;
   cuda::DeviceBuffer<uint32_t> queue_heads;
   cuda::DeviceBuffer<ExpertWorkItem> expert_items;
-  cuda::DeviceBuffer<AttentionWorkItem> attention_items;
+  size_t attention_capacity = 0;  // the most items an attention queue holds (in the upload)
   int64_t max_tasks_per_sm = 0;
 };
 
@@ -119,7 +118,6 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.moe_hidden = Alloc(bf16_buffers_, B * k * expert_width);
   p.moe_out = Alloc(float_buffers_, B * k * H);
   p.aborted = reinterpret_cast<uint32_t*>(Alloc(int_buffers_, 1));
-  layer_params_ = cuda::DeviceBuffer<LayerParams>(config.num_layers);
   if (options_.record_routing) routing_ = cuda::DeviceBuffer<int32_t>(config.num_layers * B * k);
   if (samples_in_step()) {
     sample_barriers_ = cuda::DeviceBuffer<SampleBarriers>(B);
@@ -180,11 +178,9 @@ MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& sche
   up->queue_offsets = cuda::DeviceBuffer<uint32_t>(queues);
   MKSERVE_CUDA_CHECK(cudaMemcpy(up->queue_offsets.data(), offsets.data(), up->queue_offsets.bytes(),
                                 cudaMemcpyHostToDevice));
-  up->queue_counts = cuda::DeviceBuffer<uint32_t>(queues);
   up->queue_heads = cuda::DeviceBuffer<uint32_t>(queues);
   up->expert_items = cuda::DeviceBuffer<ExpertWorkItem>(std::max<uint32_t>(1, expert_items));
-  up->attention_items =
-      cuda::DeviceBuffer<AttentionWorkItem>(std::max<uint32_t>(1, attention_items));
+  up->attention_capacity = attention_items;
   Uploaded& stored = *up;
   uploaded_[&schedule] = std::move(up);
   return stored;
@@ -224,66 +220,67 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
                 std::to_string(sampling.in_step->request_of_row.size()) + " rows, the step has " +
                 std::to_string(B));
   }
-  // Step inputs in one upload: tokens, positions, each row's sampling request (with kSample),
-  // then each KV group's block tables.
-  std::vector<int32_t> inputs(plan.token_ids.begin(), plan.token_ids.end());
-  inputs.insert(inputs.end(), plan.positions.begin(), plan.positions.end());
-  const size_t request_at = inputs.size();
-  if (samples) {
-    if (sampled_rows) {
-      inputs.insert(inputs.end(), sampling.in_step->request_of_row.begin(),
-                    sampling.in_step->request_of_row.end());
-    } else {
-      inputs.insert(inputs.end(), B, -1);
-    }
-  }
-  std::vector<size_t> table_at;
-  for (const auto& table : plan.block_tables) {
-    table_at.push_back(inputs.size());
-    inputs.insert(inputs.end(), table.begin(), table.end());
-  }
-  if (step_inputs_.count() < static_cast<int64_t>(inputs.size())) {
-    MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the old buffer may still be read
-    step_inputs_ = cuda::DeviceBuffer<int32_t>(static_cast<int64_t>(inputs.size()) * 2);
-  }
-  int32_t* base = step_inputs_.data();
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(base, inputs.data(), inputs.size() * sizeof(int32_t),
-                                     cudaMemcpyHostToDevice, stream));
-  std::vector<LayerParams> layers = layers_;
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    const int32_t group = group_of_layer_[l];  // KvLayout order, as the plan's tables
-    layers[l].block_tables = base + table_at[group];
-    layers[l].max_pages = static_cast<int32_t>(plan.max_pages[group]);
-  }
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(layer_params_.data(), layers.data(),
-                                     layers.size() * sizeof(LayerParams), cudaMemcpyHostToDevice,
-                                     stream));
-  // Queue counts: attention queues from the rows' live lengths; expert queues kMoeFinalize sets.
-  std::vector<uint32_t> queue_counts(up.queue_counts.count(), 0);
+  // Attention queues' items from the rows' live lengths; expert queues' counts kMoeFinalize sets.
+  std::vector<AttentionWorkItem> attention_items;
   bool has_attention_queue = false;
   for (const QueueInfo& q : schedule.queues) has_attention_queue |= q.kind == QueueKind::kAttention;
   if (has_attention_queue) {
     std::vector<int64_t> lengths(plan.positions.begin(), plan.positions.end());
     for (int64_t& length : lengths) length += 1;
-    const std::vector<AttentionWorkItem> items = AttentionItemsForLengths(
-        config_, lengths, schedule.bucket.max_context_tokens, schedule.tiles, num_sms_);
-    if (static_cast<int64_t>(items.size()) > up.attention_items.count()) {
-      throw Error("megakernel: " + std::to_string(items.size()) +
+    attention_items = AttentionItemsForLengths(config_, lengths, schedule.bucket.max_context_tokens,
+                                               schedule.tiles, num_sms_);
+    if (attention_items.size() > up.attention_capacity) {
+      throw Error("megakernel: " + std::to_string(attention_items.size()) +
                   " attention items exceed the queue capacity " +
-                  std::to_string(up.attention_items.count()));
-    }
-    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(up.attention_items.data(), items.data(),
-                                       items.size() * sizeof(AttentionWorkItem),
-                                       cudaMemcpyHostToDevice, stream));
-    for (size_t q = 0; q < schedule.queues.size(); ++q) {
-      if (schedule.queues[q].kind == QueueKind::kAttention) {
-        queue_counts[q] = static_cast<uint32_t>(items.size());
-      }
+                  std::to_string(up.attention_capacity));
     }
   }
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(up.queue_counts.data(), queue_counts.data(),
-                                     queue_counts.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                                     stream));
+  // The step's host data in one upload (StepUpload): tokens, positions, each row's sampling
+  // request (with kSample), each KV group's block tables; the layers' parameters; the queue
+  // counts; the attention items.
+  size_t inputs = 2 * static_cast<size_t>(B) + (samples ? static_cast<size_t>(B) : 0);
+  std::vector<size_t> table_at;
+  for (const auto& table : plan.block_tables) {
+    table_at.push_back(inputs);
+    inputs += table.size();
+  }
+  const size_t queues = std::max<size_t>(1, schedule.queues.size());
+  upload_.Begin();
+  const size_t inputs_at = upload_.Reserve(inputs * sizeof(int32_t));
+  const size_t layers_at = upload_.Reserve(layers_.size() * sizeof(LayerParams));
+  const size_t counts_at = upload_.Reserve(queues * sizeof(uint32_t));
+  const size_t items_at = upload_.Reserve(attention_items.size() * sizeof(AttentionWorkItem));
+  upload_.Allocate(stream);
+  int32_t* host_inputs = upload_.Host<int32_t>(inputs_at);
+  const int32_t* base = upload_.Device<int32_t>(inputs_at);
+  std::copy(plan.token_ids.begin(), plan.token_ids.end(), host_inputs);
+  std::copy(plan.positions.begin(), plan.positions.end(), host_inputs + B);
+  if (sampled_rows) {
+    std::copy(sampling.in_step->request_of_row.begin(), sampling.in_step->request_of_row.end(),
+              host_inputs + 2 * B);
+  } else if (samples) {
+    std::fill_n(host_inputs + 2 * B, B, -1);
+  }
+  for (size_t g = 0; g < plan.block_tables.size(); ++g) {
+    std::copy(plan.block_tables[g].begin(), plan.block_tables[g].end(), host_inputs + table_at[g]);
+  }
+  LayerParams* host_layers = upload_.Host<LayerParams>(layers_at);
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    const int32_t group = group_of_layer_[l];  // KvLayout order, as the plan's tables
+    host_layers[l] = layers_[l];
+    host_layers[l].block_tables = base + table_at[group];
+    host_layers[l].max_pages = static_cast<int32_t>(plan.max_pages[group]);
+  }
+  uint32_t* host_counts = upload_.Host<uint32_t>(counts_at);
+  std::fill_n(host_counts, queues, 0u);
+  for (size_t q = 0; q < schedule.queues.size(); ++q) {
+    if (schedule.queues[q].kind == QueueKind::kAttention) {
+      host_counts[q] = static_cast<uint32_t>(attention_items.size());
+    }
+  }
+  std::copy(attention_items.begin(), attention_items.end(),
+            upload_.Host<AttentionWorkItem>(items_at));
+  upload_.Send(stream);
 
   StepParams p = base_;
   p.batch = static_cast<int32_t>(B);
@@ -300,19 +297,19 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
                        .expert_down = static_cast<int32_t>(t.expert_down_tile),
                        .expert_rows = static_cast<int32_t>(t.expert_rows)};
   if (t.pick_items != 0) p.bucket_assignment = p.routed_position = pick_identity_.data();
-  p.layers = layer_params_.data();
+  p.layers = upload_.Device<LayerParams>(layers_at);
   p.token_ids = base;
   p.positions = base + B;
   p.logits = logits;
   if (samples) {
-    p.sample_request = base + request_at;
+    p.sample_request = base + 2 * B;
     p.argmax_out = sampling.argmax;
     if (sampled_rows) p.staged = sampling.in_step->staged;
   }
   p.expert_items = up.expert_items.data();
-  p.attention_items = up.attention_items.data();
+  p.attention_items = upload_.Device<AttentionWorkItem>(items_at);
   p.queue_offsets = up.queue_offsets.data();
-  p.queue_counts = up.queue_counts.data();
+  p.queue_counts = upload_.Device<uint32_t>(counts_at);
   p.queue_heads = up.queue_heads.data();
   p.counters = up.counters.data();
   p.routing = routing_.data();

@@ -22,6 +22,7 @@
 #include "backends/cuda/core/step_plan.h"
 #include "backends/cuda/sampling/step_sampler.h"
 #include "megakernel/device/step_params.h"
+#include "megakernel/device/step_upload.h"
 #include "megakernel/device/step_watchdog.h"
 #include "megakernel/schedule/model_support.h"
 #include "megakernel/schedule/schedule.h"
@@ -111,8 +112,7 @@ class MegakernelDecoder {
   std::vector<cuda::DeviceBuffer<float>> float_buffers_;
   std::vector<cuda::DeviceBuffer<bf16>> bf16_buffers_;
   std::vector<cuda::DeviceBuffer<int32_t>> int_buffers_;
-  cuda::DeviceBuffer<int32_t> step_inputs_;  // tokens, positions, block tables, queue counts
-  cuda::DeviceBuffer<LayerParams> layer_params_;
+  StepUpload upload_;  // the step's inputs, layer parameters, queue counts, attention items
   cuda::DeviceBuffer<TaskTimestamp> timeline_;
   cuda::DeviceBuffer<ItemTimestamp> item_timeline_;
   cuda::DeviceBuffer<int32_t> pick_identity_;  // [max_batch * top_k]: 0, 1, 2, ...
