@@ -171,40 +171,67 @@ __device__ inline RowKeys LoadRowKeys(const StepParams& p, int layer, int row) {
   return row_keys;
 }
 
-// One warp: the top k of a row's keys (ties to the lower id); lane j < top_k returns pick j. The
-// picks come one after another: a lane's best key, the warp's largest (redux), the lowest id that
-// holds it (redux). A chain of dependent instructions in one warp either way: a batch-1 claim
-// that ranks took 3.1 us from its wait to its first item this way, 3.3-3.8 with a shuffle tree
-// of value and id (H200 timeline). Every pick at once (each expert's rank counted by the block's
-// threads, from shared memory) ran slower still, twice: the top-k task 4.9 -> 6.4 us, and in the
-// claims 3.6 -> 5.1 us from the wait to the first item (batch 1 8K 2.87 -> 2.94 ms).
-__device__ inline LanePick WarpTopK(const StepParams& p, RowKeys row) {
+// One warp: the top k of a row's keys (ties to the lower id); lane j < top_k returns pick j.
+// Each lane first sorts its keys (best first; of equal keys the lower id first), so a pick is
+// the warp's largest head (redux), the lowest id among the lanes holding it (redux), and that
+// lane drops its head. The picks come one after another, and their time is the chain of
+// dependent instructions per pick (about 300 ns with a scan of the lane's eight slots and a
+// clear per pick; H200, diagnostic stamps): with sorted lanes the batch-1 claim that ranks
+// reached its first item 4.1 us after its wait instead of 4.4, and batch 1 8K was 0.8 % faster
+// (2.694-2.698 against 2.717-2.718 ms; batch 2 1.2 % slower, 8 and 64 within 0.5 %). Also
+// measured: a shuffle tree of value and id (slower), every pick at once by ranks counted by the
+// block's threads (slower still: the claims' ranking 3.6 -> 5.1 us), the pick's id by ballot
+// and shuffle instead of the second reduction (the same), the weights after the loop (the
+// same). kSlots: the lane's slots that can hold an expert (the rest are 0).
+template <int kSlots>
+__device__ inline LanePick WarpTopKOver(const StepParams& p, const RowKeys& row) {
   const int lane = threadIdx.x % 32;
+  uint32_t key[kSlots], id[kSlots];
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    key[i] = row.keys[i];
+    id[i] = static_cast<uint32_t>(lane + i * 32);
+  }
+#pragma unroll
+  for (int i = 1; i < kSlots; ++i) {
+#pragma unroll
+    for (int j = i; j > 0; --j) {
+      if (key[j] > key[j - 1]) {  // strictly: of equal keys the lower id (earlier slot) stays first
+        const uint32_t k = key[j], n = id[j];
+        key[j] = key[j - 1];
+        id[j] = id[j - 1];
+        key[j - 1] = k;
+        id[j - 1] = n;
+      }
+    }
+  }
   float weights_sum = 0.0f, top_logit = 0.0f;
   LanePick mine{0, 0.0f};
   for (int j = 0; j < p.top_k; ++j) {
-    uint32_t best = 0, best_id = 0xFFFFFFFFu;
+    const uint32_t top = __reduce_max_sync(0xffffffffu, key[0]);
+    const uint32_t winner =
+        __reduce_min_sync(0xffffffffu, key[0] == top && top != 0 ? id[0] : 0xFFFFFFFFu);
+    if (id[0] == winner) {
 #pragma unroll
-    for (int i = 0; i < kMaxExperts / 32; ++i) {
-      if (row.keys[i] > best) {  // strictly: the lane's lower id keeps a tie
-        best = row.keys[i];
-        best_id = static_cast<uint32_t>(lane + i * 32);
+      for (int i = 0; i + 1 < kSlots; ++i) {
+        key[i] = key[i + 1];
+        id[i] = id[i + 1];
       }
-    }
-    const uint32_t top = __reduce_max_sync(0xffffffffu, best);
-    const uint32_t id = __reduce_min_sync(0xffffffffu, best == top ? best_id : 0xFFFFFFFFu);
-#pragma unroll
-    for (int i = 0; i < kMaxExperts / 32; ++i) {
-      if (static_cast<uint32_t>(lane + i * 32) == id) row.keys[i] = 0;
+      key[kSlots - 1] = 0;
     }
     const float logit = LogitOfKey(top);
     if (j == 0) top_logit = logit;
     const float w = p.sigmoid_router ? 1.0f / (1.0f + expf(-logit)) : expf(logit - top_logit);
     weights_sum += w;
-    if (lane == j) mine = {static_cast<int32_t>(id), w};
+    if (lane == j) mine = {static_cast<int32_t>(winner), w};
   }
   if (!p.sigmoid_router || p.renormalize) mine.weight /= weights_sum;
   return mine;
+}
+
+// Up to 128 experts (North's count) a lane's keys fill four slots of eight.
+__device__ inline LanePick WarpTopK(const StepParams& p, const RowKeys& row) {
+  return p.num_experts <= 4 * 32 ? WarpTopKOver<4>(p, row) : WarpTopKOver<kMaxExperts / 32>(p, row);
 }
 
 // Pick a (row * top_k + j) of layer `layer` where the combine, the down claims and the host read
