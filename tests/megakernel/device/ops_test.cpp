@@ -486,11 +486,10 @@ void RunMoeChain(int batch, int top_k, int rows_per_block, bool topk_in_claims =
   ExpectClose(ToHost(m.floats[3]), want, 2e-3f, 2e-2f, "ffn_out");
 }
 
-// Router logits that test a top-k: `rows` rows of M::kExperts from this list, each row kind
-// once in order: all tied; two tied highs with NaNs and -inf below; distinct random values (two
-// rows); zeros of both signs above -1s.
-std::vector<float> TopKLogits(const std::vector<int>& kinds) {
-  const int E = M::kExperts;
+// Router logits that test a top-k: a row of `E` experts for each kind of this list, in order:
+// all tied; two tied highs with NaNs and -inf below; distinct random values; zeros of both signs
+// above -1s.
+std::vector<float> TopKLogits(const std::vector<int>& kinds, int E = M::kExperts) {
   const float inf = INFINITY, nan = NAN;
   std::vector<float> logits(kinds.size() * E, 0.5f);
   std::mt19937 rng(7);
@@ -516,12 +515,13 @@ std::vector<float> TopKLogits(const std::vector<int>& kinds) {
   return logits;
 }
 
-// The picks a top-k must make of `logits` (rows of M::kExperts): ties to the lower id (-0 and +0
+// The picks a top-k must make of `logits` (rows of `E` experts): ties to the lower id (-0 and +0
 // tie), a NaN ranks as -inf; `softmax`: weights exp(l - top) / sum, else sigmoid(l) undivided.
 // Returns the ids, row-major, for the caller's own checks.
 std::vector<int> ExpectPicks(const std::vector<float>& logits, int K, bool softmax,
-                             const std::vector<int32_t>& ids, const std::vector<float>& weights) {
-  const int E = M::kExperts, B = static_cast<int>(logits.size()) / E;
+                             const std::vector<int32_t>& ids, const std::vector<float>& weights,
+                             int E = M::kExperts) {
+  const int B = static_cast<int>(logits.size()) / E;
   std::vector<int> want_ids;
   for (int r = 0; r < B; ++r) {
     std::vector<int> order(E);
@@ -637,6 +637,33 @@ void RunTopKInClaims(bool softmax) {
   EXPECT_EQ(ids[3 * K + 1], 5);
   const std::vector<uint32_t> arrivals = ToHost(counters);
   for (int a = 0; a < B * K; ++a) EXPECT_EQ(arrivals[a], up_tiles) << "pick " << a;
+}
+
+// More than 128 experts: the top-k's lanes hold eight keys each (North's 128 take four). Rows of
+// 256 experts: all tied, random, and a row whose best keys tie across a lane's slots (ids 33 and
+// 161, lane 1) and across lanes (ids 200 and 255), with the rest random below them.
+TEST(MegakernelOps, TopKOverMoreThan128Experts) {
+  cuda::testing::RequireGpu();
+  constexpr int B = 3, K = 8, E = 256;
+  M m(B, K);
+  m.p.num_experts = E;
+  m.p.sigmoid_router = 1;
+  std::vector<float> logits = TopKLogits({0, 2, 2}, E);
+  for (int e = 0; e < E; ++e) logits[2 * E + e] -= 10.0f;  // below the planted ties
+  for (int e : {33, 161}) logits[2 * E + e] = 3.0f;
+  for (int e : {200, 255}) logits[2 * E + e] = 2.5f;
+  m.floats.push_back(ToDevice(logits));
+  m.p.router_logits = m.floats.back().data();
+  m.p.expert_counts = reinterpret_cast<uint32_t*>(m.Ints(E, 0));
+  TaskDescriptor t = Task(kTopK);
+  t.row_end = B;
+  RunLists(m.p, {{t}});
+  const std::vector<int32_t> ids = ToHost(m.ints[0]);
+  ExpectPicks(logits, K, /*softmax=*/false, ids, ToHost(m.floats[5]), E);
+  EXPECT_EQ(ids[2 * K], 33);
+  EXPECT_EQ(ids[2 * K + 1], 161);
+  EXPECT_EQ(ids[2 * K + 2], 200);
+  EXPECT_EQ(ids[2 * K + 3], 255);
 }
 
 TEST(MegakernelOps, TopKSigmoidTiesAndNan) { RunTopK(false); }
