@@ -1,8 +1,7 @@
 // StepUpload: what one decode step needs from the host (the rows' inputs, the layers' parameters,
 // the queue counts, the attention items), laid out as sections of one buffer, filled in pinned
-// host memory and sent in one asynchronous copy. A copy from pageable memory is staged by the
-// driver on the calling thread before it returns, so the decoder's four of them kept the host
-// busy before every launch.
+// host memory and sent in one asynchronous copy: a copy from pageable memory is staged by the
+// driver on the calling thread before it returns, one per array.
 //
 // One step at a time: Begin, Reserve every section, Allocate, fill through Host (device addresses
 // from Device may go into the data: they are fixed from Allocate on), Send. The pinned memory is
