@@ -3,8 +3,9 @@
 # already-built build directory:
 #   scripts/gpu_check.sh [BUILD_DIR]        (default: build-cuda)
 # Runs every CUDA test binary (kernels vs CPU loops, weights, HF golden fixtures, the megakernel
-# ops and decoder, CudaBackend vs CpuBackend), compute-sanitizer on the small golden model when
-# available, then the decode / prefill benchmark. Logs go to $OUT (default /tmp/out); a short
+# ops and decoder, CudaBackend vs CpuBackend), compute-sanitizer memcheck on the small golden
+# model and the megakernel's op and five-layer tests when available, then the decode / prefill
+# benchmark. Logs go to $OUT (default /tmp/out); a short
 # summary table is printed last.
 # Env: BENCH_ARGS overrides the benchmark flags (add --breakdown for per-op times);
 # SANITIZER_FILTER picks the golden tests memcheck runs; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip;
@@ -44,7 +45,6 @@ fi
 BUILD_DIR=${1:-build-cuda}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-TEST_DIR="$BUILD_DIR/tests/backends/cuda"
 BENCH_ARGS=${BENCH_ARGS:---random-weights --batch 1,8,64 --context 1024,8192 --prefill 1024,8192}
 declare -A RESULT
 
@@ -58,7 +58,8 @@ fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed" >> "$OUT/nvidia-smi.txt"
 
 run_test() {  # name -> RESULT[name] = "passed/failed/total" or "missing"/"crashed (rc)"
-  local name=$1 binary="$BUILD_DIR/tests/$(test_subdir "$1")/$1"
+  local name=$1 binary
+  binary="$BUILD_DIR/tests/$(test_subdir "$1")/$1"
   if [[ ! -x "$binary" ]]; then RESULT[$name]="missing binary"; return; fi
   timeout 600 "$binary" --gtest_output="xml:$OUT/$name.xml" > "$OUT/$name.log" 2>&1
   local rc=$?
@@ -86,25 +87,45 @@ for t in "${TESTS[@]}"; do
 done
 
 SANITIZER="not run"
-# Parameterised golden tests are named by fixture (GoldenTest.X/north, .../sigmoid_renorm_sum).
+# memcheck over: the small golden model on the layered path (parameterised golden tests are named
+# by fixture: GoldenTest.X/north, .../sigmoid_renorm_sum), the megakernel's op tests, and its
+# five-layer comparisons with the layered path (every schedule variant, batches 1-64), where
+# those binaries are present. An entry is BINARY:FILTER (the filter may hold more colons).
 SANITIZER_FILTER=${SANITIZER_FILTER:-'*/north:*/sigmoid_renorm_sum'}
+SANITIZED=("cuda_golden_test:$SANITIZER_FILTER" "megakernel_ops_test:*"
+           "megakernel_decoder_test:*OneDenseLayer*:*FiveLayers*")
 if [[ "${SKIP_SANITIZER:-0}" != 1 ]] && command -v compute-sanitizer > /dev/null; then
-  echo "== compute-sanitizer (golden $SANITIZER_FILTER)" >&2
-  timeout 600 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$TEST_DIR/cuda_golden_test" --gtest_filter="$SANITIZER_FILTER" > "$OUT/sanitizer.log" 2>&1
-  rc=$?
-  ran=$(grep -oP '^\[==========\] \K[0-9]+(?= tests? from .* ran)' "$OUT/sanitizer.log" | tail -1)
-  if [[ -z "$ran" || "$ran" == 0 ]]; then
-    SANITIZER="FAILED: filter '$SANITIZER_FILTER' ran no tests (rc $rc), see sanitizer.log"
-    echo "error: $SANITIZER" >&2
-  elif [[ $rc == 0 ]]; then
-    SANITIZER="clean ($ran tests)"
-  elif [[ $rc == 3 ]]; then
-    SANITIZER="MEMORY ERRORS ($ran tests), see sanitizer.log"
-  else
-    SANITIZER="no memcheck error, but tests failed or crashed (rc $rc, $ran tests)"
-  fi
-  grep -m1 "ERROR SUMMARY" "$OUT/sanitizer.log" >> "$OUT/sanitizer.summary" 2>/dev/null
+  SANITIZER=""
+  : > "$OUT/sanitizer.summary"
+  for entry in "${SANITIZED[@]}"; do
+    name=${entry%%:*} filter=${entry#*:}
+    binary="$BUILD_DIR/tests/$(test_subdir "$name")/$name"
+    [[ -x "$binary" ]] || continue
+    echo "== compute-sanitizer ($name $filter)" >&2
+    timeout 600 compute-sanitizer --tool memcheck --error-exitcode 3 \
+      "$binary" --gtest_filter="$filter" > "$OUT/sanitizer_$name.log" 2>&1
+    rc=$?
+    ran=$(grep -oP '^\[==========\] \K[0-9]+(?= tests? from .* ran)' "$OUT/sanitizer_$name.log" | tail -1)
+    if [[ -z "$ran" || "$ran" == 0 ]]; then
+      verdict="FAILED: $name's filter '$filter' ran no tests (rc $rc)"
+    elif [[ $rc == 0 ]]; then
+      verdict="$name clean ($ran tests)"
+    elif [[ $rc == 3 ]]; then
+      verdict="MEMORY ERRORS in $name ($ran tests)"
+    else
+      verdict="$name: no memcheck error, but tests failed or crashed (rc $rc, $ran tests)"
+    fi
+    [[ $verdict == FAILED* ]] && echo "error: $verdict" >&2
+    # A failure or memory error leads the summary, so the exit status below sees it.
+    if [[ $verdict == FAILED* || $verdict == MEMORY* ]]; then
+      SANITIZER="$verdict${SANITIZER:+; $SANITIZER}"
+    else
+      SANITIZER="${SANITIZER:+$SANITIZER; }$verdict"
+    fi
+    grep -m1 "ERROR SUMMARY" "$OUT/sanitizer_$name.log" | sed "s/^/$name: /" \
+      >> "$OUT/sanitizer.summary"
+  done
+  SANITIZER=${SANITIZER:-"not run (no binary)"}
 fi
 
 E2E_RESULT="not run (E2E=1 runs it)"
