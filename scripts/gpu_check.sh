@@ -5,8 +5,7 @@
 # Runs every CUDA test binary (kernels vs CPU loops, weights, HF golden fixtures, the megakernel
 # ops and decoder, CudaBackend vs CpuBackend), compute-sanitizer memcheck on the small golden
 # model and the megakernel's op and five-layer tests when available, then the decode / prefill
-# benchmark. Logs go to $OUT (default /tmp/out); a short
-# summary table is printed last.
+# benchmark. Logs go to $OUT (default /tmp/out); a short summary table is printed last.
 # Env: BENCH_ARGS overrides the benchmark flags (add --breakdown for per-op times);
 # SANITIZER_FILTER picks the golden tests memcheck runs; SKIP_BENCH=1 / SKIP_SANITIZER=1 skip;
 # BUILD=1 configures and builds BUILD_DIR first (when the binaries were not carried over);
@@ -107,11 +106,11 @@ if [[ "${SKIP_SANITIZER:-0}" != 1 ]] && command -v compute-sanitizer > /dev/null
     rc=$?
     ran=$(grep -oP '^\[==========\] \K[0-9]+(?= tests? from .* ran)' "$OUT/sanitizer_$name.log" | tail -1)
     if [[ -z "$ran" || "$ran" == 0 ]]; then
-      verdict="FAILED: $name's filter '$filter' ran no tests (rc $rc)"
+      verdict="FAILED: $name's filter '$filter' ran no tests (rc $rc, sanitizer_$name.log)"
     elif [[ $rc == 0 ]]; then
       verdict="$name clean ($ran tests)"
     elif [[ $rc == 3 ]]; then
-      verdict="MEMORY ERRORS in $name ($ran tests)"
+      verdict="MEMORY ERRORS in $name ($ran tests, sanitizer_$name.log)"
     else
       verdict="$name: no memcheck error, but tests failed or crashed (rc $rc, $ran tests)"
     fi
