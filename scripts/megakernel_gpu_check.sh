@@ -3,16 +3,17 @@
 # ONLY), then its decode step against the layered path's over batch sizes (one table),
 # optionally with schedule policy files.
 #   On the build machine: scripts/megakernel_gpu_check.sh --pack [BUILD_DIR] [PACK_DIR]
-#     gpu_check.sh's pack of the two tests plus megakernel_bench, stream_probe and topk_probe,
-#     stripped, and mkserve (about 32 MB; they need no library the GPU image lacks).
+#     gpu_check.sh's pack of the two tests plus megakernel_bench and the probes (stream_probe,
+#     pipe_probe, topk_probe), stripped, and mkserve (about 32 MB; they need no library the GPU
+#     image lacks).
 #   On the GPU machine: scripts/megakernel_gpu_check.sh PACK_DIR [policy.json...]
 # Env: BATCHES (default 1,8,32,64), CONTEXT (8192), LAYERS (49), SKIP_TESTS=1, PROBE=1 also runs
-# stream_probe and topk_probe. Logs go to $OUT (default /tmp/out); the summary is printed last.
+# the probes. Logs go to $OUT (default /tmp/out); the summary is printed last.
 # Exits non-zero when a test or the benchmark failed.
 set -u
 here=$(dirname "$0")
 TESTS_ONLY=megakernel_ops_test,megakernel_decoder_test
-TOOLS=(megakernel_bench stream_probe topk_probe)
+TOOLS=(megakernel_bench stream_probe pipe_probe topk_probe)
 if [[ "${1:-}" == --pack ]]; then
   from=${2:-build}
   to=${3:-build-megakernel-pack}
@@ -49,6 +50,8 @@ bench_rc=$?
 if [[ "${PROBE:-0}" == 1 ]]; then
   echo "== stream_probe" >&2
   timeout 300 "$BIN/stream_probe" 4 > "$OUT/probe.log" 2>&1 || status=1
+  echo "== pipe_probe" >&2
+  timeout 120 "$BIN/pipe_probe" >> "$OUT/probe.log" 2>&1 || status=1
   echo "== topk_probe" >&2
   timeout 120 "$BIN/topk_probe" >> "$OUT/probe.log" 2>&1 || status=1
 fi
