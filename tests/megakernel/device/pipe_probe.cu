@@ -45,6 +45,7 @@ enum Variant {
   // half of K), filled by warp 0, all warps reading every stage, a barrier of the workers a stage;
   // staging first.
   kRowsHalfWarps,      // rows, staging first, each copy instruction 2 rows x 256 contiguous bytes
+  kRowsQuarterWarps,   // rows, staging first, each copy instruction 4 rows x 128 contiguous bytes
   kCtaRingSegments,    // a stage is 16 bulk copies of 2 KB row segments
   kCtaRingContiguous,  // a stage is one bulk copy of 32 contiguous KB
   kVariants
@@ -60,6 +61,7 @@ const char* const kNames[kVariants] = {"staging, then cp.async weights",
                                        "rows: 2 bulk rounds in flight, staging, cp.async",
                                        "rows: bulk rounds, 2 in flight at staging",
                                        "rows: staging, then cp.async, 256 B a half-warp",
+                                       "rows: staging, then cp.async, 128 B an 8-lane group",
                                        "CTA ring, stages of 16 x 2 KB row segments",
                                        "CTA ring, stages of 32 KB contiguous"};
 
@@ -143,11 +145,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else {
         for (int i = 0; i < kRoundBytes / 16 / 32; ++i) {
           // rows: lane (row lane / 4 (+ 8 for odd i), 16 bytes j = lane % 4 of block i / 2)
-          const int64_t at = variant == kRowsHalfWarps
-                                 ? int64_t{2 * i + lane / 16} * 4096 + r * 256 + (lane % 16) * 16
-                             : rows_pattern ? int64_t{lane / 4 + (i % 2) * 8} * 4096 + r * 256 +
-                                                  (i / 2) * 64 + (lane % 4) * 16
-                                            : int64_t{r} * kRoundBytes + (i * 32 + lane) * 16;
+          const int64_t at =
+              variant == kRowsHalfWarps
+                  ? int64_t{2 * i + lane / 16} * 4096 + r * 256 + (lane % 16) * 16
+              : variant == kRowsQuarterWarps
+                  ? int64_t{i / 2 * 4 + lane / 8} * 4096 + r * 256 + (i % 2) * 128 + (lane % 8) * 16
+              : rows_pattern ? int64_t{lane / 4 + (i % 2) * 8} * 4096 + r * 256 + (i / 2) * 64 +
+                                   (lane % 4) * 16
+                             : int64_t{r} * kRoundBytes + (i * 32 + lane) * 16;
           mkserve::cuda::CpAsync16(&s.ring[warp][slot][i * 32 + lane], w + at, true);
         }
         mkserve::cuda::CpAsyncCommit();
