@@ -3,9 +3,11 @@
 // CTA (the megakernel's shape: 8 worker warps) runs `tasks` tasks one after the other; a task
 // stages a 4 KB activation row (one 16-byte load a thread from a buffer L2 holds, then a barrier:
 // what a GEMM task does before its first multiply) and streams 512 KB of weights, 4 KB a warp a
-// round, two rounds in flight a warp. Variants differ only in what is in flight when the staging
-// loads are issued. Prints, per variant and number of active SMs, the staging's time (from the
-// first load to the barrier) and the per-SM streaming rate. Benchmark, not a test.
+// round, two rounds in flight a warp. Variants differ in what is in flight when the staging
+// loads are issued, and in the pattern the weights are copied in (contiguous rounds, the GEMM
+// body's rows, longer row segments per copy instruction, CTA-wide rings of bulk copies). Prints,
+// per variant and number of active SMs, the staging's time (from the first load to the barrier)
+// and the per-SM streaming rate. Benchmark, not a test.
 //   pipe_probe [tasks]
 #include <cuda_bf16.h>
 
@@ -41,11 +43,11 @@ enum Variant {
   kRowsBulkPrimed,    // two rounds by bulk copies of row segments (one a row), then staging,
                       // then cp.async rounds
   kRowsBulkAll,       // every round by bulk copies of row segments, staging after two
+  kRowsHalfWarps,     // rows, staging first, each copy instruction 2 rows x 256 contiguous bytes
+  kRowsQuarterWarps,  // rows, staging first, each copy instruction 4 rows x 128 contiguous bytes
   // A CTA-wide ring instead (3 stages of 32 KB, the task as 128 rows of 4 KB, a stage 16 rows x
   // half of K), filled by warp 0, all warps reading every stage, a barrier of the workers a stage;
   // staging first.
-  kRowsHalfWarps,      // rows, staging first, each copy instruction 2 rows x 256 contiguous bytes
-  kRowsQuarterWarps,   // rows, staging first, each copy instruction 4 rows x 128 contiguous bytes
   kCtaRingSegments,    // a stage is 16 bulk copies of 2 KB row segments
   kCtaRingContiguous,  // a stage is one bulk copy of 32 contiguous KB
   kVariants
