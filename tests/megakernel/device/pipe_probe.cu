@@ -20,6 +20,7 @@
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/mma_sm80.cuh"
 #include "megakernel/device/sync.cuh"
+#include "probe_barriers.cuh"
 
 namespace {
 
@@ -67,21 +68,7 @@ const char* const kNames[kVariants] = {"staging, then cp.async weights",
                                        "CTA ring, stages of 16 x 2 KB row segments",
                                        "CTA ring, stages of 32 KB contiguous"};
 
-__device__ uint32_t SmemAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ void WaitParity(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, "
-        "p; }"
-        : "=r"(done)
-        : "r"(SmemAddress(bar)), "r"(parity)
-        : "memory");
-  }
-}
+using namespace mkserve::megakernel::probe;  // the barrier and bulk-copy helpers
 
 struct alignas(128) ProbeSmem {
   uint4 ring[kWarps][kStages][kRoundBytes / 16];
@@ -96,10 +83,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   ProbeSmem& s = *reinterpret_cast<ProbeSmem*>(smem_raw);
   if (blockIdx.x >= active) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane < kStages) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddress(&s.full[warp][lane])));
-  }
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  if (lane < kStages) InitBarrier(&s.full[warp][lane], 1);
+  FenceBarrierInit();
   __syncthreads();
   const bool bulk = variant == kBulkInFlight || variant == kBulkStagingFirst;
   const bool streams = variant != kStagingOnly;
@@ -125,24 +110,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         return;
       }
       if (bulk_round(r)) {
-        if (lane == 0) {
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                           SmemAddress(&s.full[warp][slot])),
-                       "r"(kRoundBytes)
-                       : "memory");
-        }
+        if (lane == 0) ArriveExpectBytes(&s.full[warp][slot], kRoundBytes);
         __syncwarp();
         const int pieces = rows_pattern ? 16 : 1, piece = kRoundBytes / pieces;
         if (lane < pieces) {
-          if (rows_pattern) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          FenceProxyAsync();  // the slot was last read through the generic proxy
           const char* src =
               rows_pattern ? w + int64_t{lane} * 4096 + r * piece : w + int64_t{r} * kRoundBytes;
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-              "[%3];" ::"r"(SmemAddress(dst + lane * piece)),
-              "l"(src), "r"(piece), "r"(SmemAddress(&s.full[warp][slot]))
-              : "memory");
+          BulkCopy(dst + lane * piece, src, piece, &s.full[warp][slot]);
         }
       } else {
         for (int i = 0; i < kRoundBytes / 16 / 32; ++i) {
@@ -176,13 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int g = first + stage, slot = g % kStages;
         uint64_t* bar = &s.full[0][slot];
         char* dst = ring + slot * kStageBytes;
-        if (lane == 0) {
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          asm volatile(
-              "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(bar)),
-              "r"(kStageBytes)
-              : "memory");
-        }
+        if (lane == 0) ArriveExpectBytes(bar, kStageBytes);
         __syncwarp();
         const int pieces = variant == kCtaRingSegments ? 16 : 1, piece = kStageBytes / pieces;
         if (lane < pieces) {
@@ -191,12 +160,8 @@ __global__ void __launch_bounds__(kThreads, 1)
               variant == kCtaRingSegments
                   ? task_w + int64_t{16 * (stage / 2) + lane} * 4096 + (stage % 2) * 2048
                   : task_w + int64_t{stage} * kStageBytes;
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-              "[%3];" ::"r"(SmemAddress(dst + lane * piece)),
-              "l"(src), "r"(piece), "r"(SmemAddress(bar))
-              : "memory");
+          FenceProxyAsync();
+          BulkCopy(dst + lane * piece, src, piece, bar);
         }
       };
       if (warp == 0) {

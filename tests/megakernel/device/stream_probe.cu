@@ -21,6 +21,7 @@
 #include "backends/cuda/core/kernel_common.cuh"
 #include "backends/cuda/core/mma_sm80.cuh"
 #include "megakernel/device/sync.cuh"
+#include "probe_barriers.cuh"
 
 namespace {
 
@@ -89,32 +90,11 @@ __device__ void StreamRing(const __nv_bfloat16* w0, const __nv_bfloat16* w1, uin
 // at a time into a ring of kStages stages with one cp.async.bulk each, completing on the stage's
 // "full" mbarrier; the 8 worker warps each consume an eighth of a stage (the same 4 KB a warp
 // and 4 mma pairs per stage as the cp.async ring) and arrive on its "empty" mbarrier.
-__device__ uint32_t SmemAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ void WaitParity(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, "
-        "p; }"
-        : "=r"(done)
-        : "r"(SmemAddress(bar)), "r"(parity)
-        : "memory");
-  }
-}
-__device__ void ArriveEmpty(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddress(bar)) : "memory");
-}
+using namespace mkserve::megakernel::probe;  // the barrier and bulk-copy helpers
+
 __device__ void BulkLoad(void* dst, const void* src, uint32_t bytes, uint64_t* full) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(full)),
-               "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(SmemAddress(dst)),
-      "l"(src), "r"(bytes), "r"(SmemAddress(full))
-      : "memory");
+  ArriveExpectBytes(full, bytes);
+  BulkCopy(dst, src, bytes, full);
 }
 
 constexpr int kMaxBulkStages = 8;
@@ -148,7 +128,7 @@ __device__ void BulkConsumer(int items, const char* ring, uint64_t* full, uint64
     for (int u = 0; u < kWarpVecs / 64; ++u)
       Mma2(acc, v[(2 * u) * 32 + lane], v[(2 * u + 1) * 32 + lane]);
     __syncwarp();
-    if (lane == 0) ArriveEmpty(&empty[slot]);
+    if (lane == 0) Arrive(&empty[slot]);
   }
 }
 
@@ -164,22 +144,12 @@ __device__ void StreamWarpBulk(const __nv_bfloat16* w, uint4* ring, uint64_t* fu
   const int first = item * kSteps;  // the barriers' phases run on across items
   auto issue = [&](int step) {
     const int slot = (first + step) % kStages;
-    if (lane == 0) {
-      asm volatile(
-          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(&full[slot])),
-          "r"(kStageBytes)
-          : "memory");
-    }
+    if (lane == 0) ArriveExpectBytes(&full[slot], kStageBytes);
     __syncwarp();
     if (lane < 16) {
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-          "[%3];" ::"r"(
-              SmemAddress(reinterpret_cast<char*>(ring) + slot * kStageBytes + lane * kSegBytes)),
-          "l"(w + lane * int64_t{kK} + step * kSegElems), "r"(kSegBytes),
-          "r"(SmemAddress(&full[slot]))
-          : "memory");
+      FenceProxyAsync();
+      BulkCopy(reinterpret_cast<char*>(ring) + slot * kStageBytes + lane * kSegBytes,
+               w + lane * int64_t{kK} + step * kSegElems, kSegBytes, &full[slot]);
     }
   };
   for (int step = 0; step < kStages - 1 && step < kSteps; ++step) issue(step);
@@ -215,10 +185,7 @@ __device__ void StreamTensorMap(const CUtensorMap& map, int active, int items, c
     for (int s = 0; s < items * kPerItem; ++s) {
       const int slot = s % kStages;
       if (s >= kStages) WaitParity(&empty[slot], (s / kStages - 1) & 1);
-      asm volatile(
-          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(&full[slot])),
-          "r"(kStageBytes)
-          : "memory");
+      ArriveExpectBytes(&full[slot], kStageBytes);
       const int row = ((s / kPerItem) * active + blockIdx.x) * kRows;
       for (int b = 0; b < kBoxes; ++b) {
         const int k = ((s % kPerItem) * kBoxes + b) * kBoxK;
@@ -250,7 +217,7 @@ __device__ void StreamTensorMap(const CUtensorMap& map, int active, int items, c
         }
       }
       __syncwarp();
-      if (lane == 0) ArriveEmpty(&empty[slot]);
+      if (lane == 0) Arrive(&empty[slot]);
     }
   }
 }
@@ -275,12 +242,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (blockIdx.x >= active) return;
   if ((method >= 7 && method <= 9) || method >= 14) {  // CTA-wide rings: the spare warp produces
     if (threadIdx.x < kMaxBulkStages) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddress(&full[threadIdx.x])));
-      asm volatile(
-          "mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(&empty[threadIdx.x])),
-          "n"(kWarps));
+      InitBarrier(&full[threadIdx.x], 1);
+      InitBarrier(&empty[threadIdx.x], kWarps);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    FenceBarrierInit();
     __syncthreads();
     const uint64_t start = mkserve::megakernel::GlobalTimerNs();
     float acc[4] = {};
@@ -330,10 +295,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ uint64_t warp_full[kWarps][kMaxBulkStages];
   if (method >= 10) {
     if (lane < kMaxBulkStages) {
-      asm volatile(
-          "mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddress(&warp_full[warp][lane])));
+      InitBarrier(&warp_full[warp][lane], 1);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    FenceBarrierInit();
     __syncwarp();
   }
   asm volatile("bar.sync 1, %0;" ::"n"(kWarps * 32));
