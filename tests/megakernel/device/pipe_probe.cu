@@ -24,12 +24,16 @@
 
 namespace {
 
-constexpr int kWarps = 8, kThreads = kWarps * 32;
+// The megakernel's worker warps, whose barrier (WorkerSync) the tasks use.
+constexpr int kWarps = mkserve::megakernel::kWorkerWarps;
+constexpr int kThreads = mkserve::megakernel::kWorkerThreads;
 constexpr int kRoundBytes = 4096;  // a warp's round, as the megakernel's weight ring
 constexpr int kRounds = 16;        // a warp's rounds a task: 8 x 64 KB = 512 KB a task
-constexpr int kStages = 3;         // two rounds in flight while one is read
-constexpr int kRowBytes = kThreads * 16;
-constexpr int kRows = 256;  // distinct activation rows, one a task (all of them stay in L2)
+constexpr int64_t kTaskBytes = int64_t{kWarps} * kRounds * kRoundBytes;  // 512 KB
+constexpr int kStages = 3;  // two rounds in flight while one is read
+// Distinct activation rows, one a task (all of them stay in L2), 16 bytes a thread.
+constexpr int kActivationRows = 256, kActivationRowBytes = kThreads * 16;
+constexpr int kWeightRowBytes = 4096;  // "rows" variants: a weight row of 2048 bf16
 
 enum Variant {
   kStagingFirst,      // staging, then the weights (the megakernel today)
@@ -94,8 +98,61 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t phases = 0;  // bit k: the phase slot k's barrier is in (not every round uses it)
   const uint64_t start = mkserve::megakernel::GlobalTimerNs();
   for (int task = 0; task < tasks; ++task) {
-    const char* w =
-        weights + ((int64_t{task} * active + blockIdx.x) * kWarps + warp) * kRounds * kRoundBytes;
+    const char* task_w = weights + (int64_t{task} * active + blockIdx.x) * kTaskBytes;
+    const char* row = rows + (task % kActivationRows) * kActivationRowBytes + threadIdx.x * 16;
+    // The task's staging, timed from its first load to the barrier; `load` puts this thread's 16
+    // bytes of the row into xs (and waits for them).
+    auto stage_row = [&](auto load) {
+      const uint64_t t0 = mkserve::megakernel::GlobalTimerNs();
+      load();
+      mkserve::megakernel::WorkerSync();
+      if (threadIdx.x == 0) staging += mkserve::megakernel::GlobalTimerNs() - t0;
+      acc ^= s.xs[(threadIdx.x + 1) % kThreads].x;
+    };
+    auto load_row = [&] { s.xs[threadIdx.x] = mkserve::megakernel::LoadCg(row); };
+    if (variant == kCtaRingSegments || variant == kCtaRingContiguous) {
+      constexpr int kStageBytes = 32768, kTaskStages = kTaskBytes / kStageBytes;
+      char* ring = reinterpret_cast<char*>(&s.ring[0][0][0]);
+      stage_row(load_row);
+      auto issue_stage = [&](int stage) {  // warp 0
+        if (stage >= kTaskStages) return;
+        const int g = first + stage, slot = g % kStages;
+        uint64_t* bar = &s.full[0][slot];
+        char* dst = ring + slot * kStageBytes;
+        if (lane == 0) ArriveExpectBytes(bar, kStageBytes);
+        __syncwarp();
+        const int pieces = variant == kCtaRingSegments ? 16 : 1, piece = kStageBytes / pieces;
+        if (lane < pieces) {
+          // Rows 16 (stage / 2) .. + 16, K half stage % 2 (segments); or 32 KB at stage x 32 KB.
+          const char* src =
+              variant == kCtaRingSegments
+                  ? task_w + int64_t{16 * (stage / 2) + lane} * kWeightRowBytes + (stage % 2) * 2048
+                  : task_w + int64_t{stage} * kStageBytes;
+          FenceProxyAsync();
+          BulkCopy(dst + lane * piece, src, piece, bar);
+        }
+      };
+      if (warp == 0) {
+        issue_stage(0);
+        issue_stage(1);
+      }
+      for (int stage = 0; stage < kTaskStages; ++stage) {
+        if (warp == 0)
+          issue_stage(stage + 2);  // its slot was read by every warp before the barrier
+        const int g = first + stage, slot = g % kStages;
+        WaitParity(&s.full[0][slot], (phases >> slot) & 1);
+        phases ^= 1u << slot;
+        const uint4* v = reinterpret_cast<const uint4*>(ring + slot * kStageBytes) + warp * 256;
+        for (int i = 0; i < 8; ++i) {
+          const uint4 x = v[i * 32 + lane];
+          acc ^= x.x ^ x.y ^ x.z ^ x.w;
+        }
+        mkserve::megakernel::WorkerSync();
+      }
+      first += kTaskStages;
+      continue;
+    }
+    const char* w = task_w + int64_t{warp} * kRounds * kRoundBytes;  // the warp's 64 KB
     const bool rows_pattern = variant >= kRowsStagingFirst;
     // Round r of the warp's 16 rows (rows pattern): columns [256 r, 256 r + 256) of rows 4 KB
     // apart.
@@ -115,8 +172,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int pieces = rows_pattern ? 16 : 1, piece = kRoundBytes / pieces;
         if (lane < pieces) {
           FenceProxyAsync();  // the slot was last read through the generic proxy
-          const char* src =
-              rows_pattern ? w + int64_t{lane} * 4096 + r * piece : w + int64_t{r} * kRoundBytes;
+          const char* src = rows_pattern ? w + int64_t{lane} * kWeightRowBytes + r * piece
+                                         : w + int64_t{r} * kRoundBytes;
           BulkCopy(dst + lane * piece, src, piece, &s.full[warp][slot]);
         }
       } else {
@@ -124,65 +181,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           // rows: lane (row lane / 4 (+ 8 for odd i), 16 bytes j = lane % 4 of block i / 2)
           const int64_t at =
               variant == kRowsHalfWarps
-                  ? int64_t{2 * i + lane / 16} * 4096 + r * 256 + (lane % 16) * 16
-              : variant == kRowsQuarterWarps
-                  ? int64_t{i / 2 * 4 + lane / 8} * 4096 + r * 256 + (i % 2) * 128 + (lane % 8) * 16
-              : rows_pattern ? int64_t{lane / 4 + (i % 2) * 8} * 4096 + r * 256 + (i / 2) * 64 +
-                                   (lane % 4) * 16
+                  ? int64_t{2 * i + lane / 16} * kWeightRowBytes + r * 256 + (lane % 16) * 16
+              : variant == kRowsQuarterWarps ? int64_t{i / 2 * 4 + lane / 8} * kWeightRowBytes +
+                                                   r * 256 + (i % 2) * 128 + (lane % 8) * 16
+              : rows_pattern ? int64_t{lane / 4 + (i % 2) * 8} * kWeightRowBytes + r * 256 +
+                                   (i / 2) * 64 + (lane % 4) * 16
                              : int64_t{r} * kRoundBytes + (i * 32 + lane) * 16;
           mkserve::cuda::CpAsync16(&s.ring[warp][slot][i * 32 + lane], w + at, true);
         }
         mkserve::cuda::CpAsyncCommit();
       }
     };
-    if (variant == kCtaRingSegments || variant == kCtaRingContiguous) {
-      constexpr int kStageBytes = 32768, kTaskStages = kWarps * kRounds * kRoundBytes / kStageBytes;
-      char* ring = reinterpret_cast<char*>(&s.ring[0][0][0]);
-      const char* task_w =
-          weights + (int64_t{task} * active + blockIdx.x) * kWarps * kRounds * kRoundBytes;
-      const uint64_t t0 = mkserve::megakernel::GlobalTimerNs();
-      s.xs[threadIdx.x] =
-          mkserve::megakernel::LoadCg(rows + (task % kRows) * kRowBytes + threadIdx.x * 16);
-      asm volatile("bar.sync 1, %0;" ::"n"(kThreads));
-      if (threadIdx.x == 0) staging += mkserve::megakernel::GlobalTimerNs() - t0;
-      acc ^= s.xs[(threadIdx.x + 1) % kThreads].x;
-      auto issue = [&](int stage) {  // warp 0
-        if (stage >= kTaskStages) return;
-        const int g = first + stage, slot = g % kStages;
-        uint64_t* bar = &s.full[0][slot];
-        char* dst = ring + slot * kStageBytes;
-        if (lane == 0) ArriveExpectBytes(bar, kStageBytes);
-        __syncwarp();
-        const int pieces = variant == kCtaRingSegments ? 16 : 1, piece = kStageBytes / pieces;
-        if (lane < pieces) {
-          // Rows 16 (stage / 2) .. + 16, K half stage % 2 (segments); or 32 KB at stage x 32 KB.
-          const char* src =
-              variant == kCtaRingSegments
-                  ? task_w + int64_t{16 * (stage / 2) + lane} * 4096 + (stage % 2) * 2048
-                  : task_w + int64_t{stage} * kStageBytes;
-          FenceProxyAsync();
-          BulkCopy(dst + lane * piece, src, piece, bar);
-        }
-      };
-      if (warp == 0) {
-        issue(0);
-        issue(1);
-      }
-      for (int stage = 0; stage < kTaskStages; ++stage) {
-        if (warp == 0) issue(stage + 2);  // its slot was read by every warp before the barrier
-        const int g = first + stage, slot = g % kStages;
-        WaitParity(&s.full[0][slot], (phases >> slot) & 1);
-        phases ^= 1u << slot;
-        const uint4* v = reinterpret_cast<const uint4*>(ring + slot * kStageBytes) + warp * 256;
-        for (int i = 0; i < 8; ++i) {
-          const uint4 x = v[i * 32 + lane];
-          acc ^= x.x ^ x.y ^ x.z ^ x.w;
-        }
-        asm volatile("bar.sync 1, %0;" ::"n"(kThreads));
-      }
-      first += kTaskStages;
-      continue;
-    }
     const bool early = variant == kCpAsyncInFlight || variant == kBulkInFlight ||
                        variant == kRowsCpAsyncFirst || variant == kRowsBulkPrimed ||
                        variant == kRowsBulkAll;
@@ -190,21 +199,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       issue(0);
       issue(1);
     }
-    asm volatile("bar.sync 1, %0;" ::"n"(kThreads));  // every warp has issued what it issues
-    const uint64_t t0 = mkserve::megakernel::GlobalTimerNs();
-    const char* row = rows + (task % kRows) * kRowBytes + threadIdx.x * 16;
+    mkserve::megakernel::WorkerSync();  // every warp has issued what it issues
     if (variant == kStagingByCpAsync) {
-      mkserve::cuda::CpAsync16(&s.xs[threadIdx.x], row, true);
-      mkserve::cuda::CpAsyncCommit();
-      issue(0);
-      issue(1);
-      mkserve::cuda::CpAsyncWait<2>();  // the staging's group
+      stage_row([&] {
+        mkserve::cuda::CpAsync16(&s.xs[threadIdx.x], row, true);
+        mkserve::cuda::CpAsyncCommit();
+        issue(0);
+        issue(1);
+        mkserve::cuda::CpAsyncWait<2>();  // the staging's group
+      });
     } else {
-      s.xs[threadIdx.x] = mkserve::megakernel::LoadCg(row);
+      stage_row(load_row);
     }
-    asm volatile("bar.sync 1, %0;" ::"n"(kThreads));
-    if (threadIdx.x == 0) staging += mkserve::megakernel::GlobalTimerNs() - t0;
-    acc ^= s.xs[(threadIdx.x + 1) % kThreads].x;
     if (streams && !early && variant != kStagingByCpAsync) {
       issue(0);
       issue(1);
@@ -226,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncwarp();
     }
     first += kRounds;
-    asm volatile("bar.sync 1, %0;" ::"n"(kThreads));  // tasks run one after the other
+    mkserve::megakernel::WorkerSync();  // tasks run one after the other
   }
   if (threadIdx.x == 0) {
     total_ns[blockIdx.x] = mkserve::megakernel::GlobalTimerNs() - start;
@@ -240,14 +246,14 @@ int Run(int argc, char** argv) {
   if (tasks < 1) throw std::runtime_error("tasks must be at least 1");
   int sms = 0;
   MKSERVE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int64_t weight_bytes = int64_t{sms} * tasks * kWarps * kRounds * kRoundBytes;
+  const int64_t weight_bytes = int64_t{sms} * tasks * kTaskBytes;
   char *weights = nullptr, *rows = nullptr;
   uint64_t *staging = nullptr, *total = nullptr;
   uint32_t* sink = nullptr;
   MKSERVE_CUDA_CHECK(cudaMalloc(&weights, weight_bytes));
   MKSERVE_CUDA_CHECK(cudaMemset(weights, 0x3c, weight_bytes));
-  MKSERVE_CUDA_CHECK(cudaMalloc(&rows, int64_t{kRows} * kRowBytes));
-  MKSERVE_CUDA_CHECK(cudaMemset(rows, 0x11, int64_t{kRows} * kRowBytes));
+  MKSERVE_CUDA_CHECK(cudaMalloc(&rows, int64_t{kActivationRows} * kActivationRowBytes));
+  MKSERVE_CUDA_CHECK(cudaMemset(rows, 0x11, int64_t{kActivationRows} * kActivationRowBytes));
   MKSERVE_CUDA_CHECK(cudaMalloc(&staging, sms * sizeof(uint64_t)));
   MKSERVE_CUDA_CHECK(cudaMalloc(&total, sms * sizeof(uint64_t)));
   MKSERVE_CUDA_CHECK(cudaMalloc(&sink, sizeof(uint32_t)));
@@ -282,7 +288,7 @@ int Run(int argc, char** argv) {
           best_worst = worst / tasks / 1e3;
         }
       }
-      const double bytes = variant == kStagingOnly ? 0.0 : double{kWarps} * kRounds * kRoundBytes;
+      const double bytes = variant == kStagingOnly ? 0.0 : static_cast<double>(kTaskBytes);
       std::printf("| %s | %d | %.2f | %.2f | %.1f |\n", kNames[variant], active, best_staging,
                   best_worst, bytes * tasks / (best_total / active));
     }

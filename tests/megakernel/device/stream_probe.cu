@@ -26,6 +26,7 @@
 namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32 + 32;
+static_assert(kWarps == mkserve::megakernel::kWorkerWarps, "WorkerSync is their barrier");
 constexpr int kRows = 128, kK = 2048, kChunk = 32;
 constexpr int64_t kItemElements = int64_t{kRows} * kK;
 constexpr int kRingStageChunks = 4;  // cp.async: 32-element chunks per ring stage
@@ -285,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         break;
     }
     if (threadIdx.x >= kWarps * 32) return;
-    asm volatile("bar.sync 1, %0;" ::"n"(kWarps * 32));
+    mkserve::megakernel::WorkerSync();
     if (threadIdx.x == 0) times[blockIdx.x] = mkserve::megakernel::GlobalTimerNs() - start;
     if (acc[0] == 123.0f) sink[0] = acc[1];
     return;
@@ -300,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     FenceBarrierInit();
     __syncwarp();
   }
-  asm volatile("bar.sync 1, %0;" ::"n"(kWarps * 32));
+  mkserve::megakernel::WorkerSync();
   const uint64_t start = mkserve::megakernel::GlobalTimerNs();
   float acc[4] = {};
   for (int item = 0; item < items; ++item) {
@@ -347,7 +348,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                warp_full[warp], item, acc);
         break;
     }
-    asm volatile("bar.sync 1, %0;" ::"n"(kWarps * 32));  // items run one after the other
+    mkserve::megakernel::WorkerSync();  // items run one after the other
   }
   if (threadIdx.x == 0) times[blockIdx.x] = mkserve::megakernel::GlobalTimerNs() - start;
   if (acc[0] == 123.0f) sink[0] = acc[1];  // keeps the loads
