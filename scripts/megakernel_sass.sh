@@ -13,8 +13,9 @@ export PATH=$PATH:/usr/local/cuda/bin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && cuobjdump -xelf all "$binary" > /dev/null) || { echo "megakernel_sass: cuobjdump failed on $binary" >&2; exit 1; }
-cubin=$(ls "$work"/megakernel*.cubin 2> /dev/null | head -1)
-[[ -n $cubin ]] || { echo "megakernel_sass: no megakernel cubin in $binary" >&2; exit 1; }
+cubins=("$work"/megakernel*.cubin)
+cubin=${cubins[0]}
+[[ -f $cubin ]] || { echo "megakernel_sass: no megakernel cubin in $binary" >&2; exit 1; }
 mkdir -p "$OUT"
 nvdisasm -g -c "$cubin" > "$OUT/megakernel.sass" || exit 1
 python3 "$(dirname "$0")/megakernel_sass.py" "$OUT/megakernel.sass" "${2:-30}"
