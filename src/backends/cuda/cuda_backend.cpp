@@ -31,8 +31,7 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
   }
   stream_ = CreateStream(StreamPriority::kHighest);
   cublas_ = CreateCublas(cublas_workspace_);
-  workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens,
-                                               options.grouped_moe_min_tokens);
+  workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens);
   if (options.max_prompt_chunk_tokens > 0) {  // before the KV pool takes the rest of the memory
     chunk_stream_ =
         std::make_unique<ChunkStream>(config_, weights_, device_, options_,
@@ -41,7 +40,8 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
   kv_pool_ = std::make_unique<KvPool>(
       options.kv_layout
           ? KvPool::Create(config_, *options.kv_layout)
-          : KvPool::CreateForBudget(config_, options.gpu_memory_fraction, options.max_batch));
+          : KvPool::CreateForBudget(config_, options.gpu_memory_fraction, options.max_batch,
+                                    DecodePathBytes(options_.decode_path, config_)));
   context_ = std::make_unique<DecodePathContext>(
       DecodePathContext{config_, weights_, *kv_pool_, *workspace_, device_, cublas_, options_});
   decode_paths_ = MakeDecodePaths(options_.decode_path, *context_);

@@ -1,10 +1,13 @@
 // The tensor-core GEMV body every projection op of the megakernel runs (QKV, O-proj, dense MLP,
-// experts, LM head). A tile is a small struct (the layered path's Job idea) of row pairs:
+// experts, LM head). Weights are stored in panels (weight_panels.h), so the 8 pairs a warp
+// multiplies read 4 KB contiguous a round. A tile is a small struct (the layered path's Job
+// idea) of row pairs:
 //   int K()                        reduction length (the task's K range), a multiple of 8
 //   int Groups()                   row pairs ("groups")
 //   int Tokens()                   activation rows, at most kMaxGemvTokens
 //   const bf16* ActivationRow(t)   activation row t, at the K range's start
-//   const bf16* WeightRow(g, r)    row r (0 or 1) of pair g, at the K range's start
+//   const bf16* WeightRow(g, r)    row r (0 or 1) of pair g in its panel, at the K range's
+//                                  start (a multiple of kChunk: PanelChunkStart)
 //   void Store(g, t, vals[2])      epilogue of pair g for token t (one lane calls it)
 //   bool staged (optional member)  true: the task already wrote its activation rows into xs (the
 //                                  fused norm: tiles of at most 8 tokens, K in one chunk)
@@ -21,6 +24,7 @@
 #include <type_traits>
 
 #include "backends/cuda/core/mma_sm80.cuh"
+#include "backends/cuda/core/weight_panels.h"
 #include "backends/cuda/decode/gemv_tile.cuh"
 #include "megakernel/device/ops_rows.cuh"
 #include "megakernel/device/sync.cuh"
@@ -33,6 +37,15 @@ inline constexpr int kChunk = 32;          // K elements per pair of 16-byte loa
 inline constexpr int kMaxStagePad = 2 * kChunk;
 inline constexpr int kMaxStageK = 4096;  // the widest K range staged whole for 8 tokens
 inline constexpr int kStageElements = kMmaTokens * (kMaxStageK + kMaxStagePad);
+
+static_assert(kChunk == cuda::kPanelChunk, "a pair of 16-byte loads reads one panel chunk");
+
+// The elements of one panel of a matrix whose rows are k long, and where K element k (a
+// multiple of kChunk) starts within a row: chunks of a row lie kPanelChunkElements apart.
+__device__ inline int64_t PanelElementsOf(int64_t k) {
+  return (k + kChunk - 1) / kChunk * cuda::kPanelChunkElements;
+}
+__device__ inline int64_t PanelChunkStart(int k) { return k / kChunk * cuda::kPanelChunkElements; }
 
 // Per warp: its sums after the K loop (the split-K reduction and the epilogue).
 struct WarpGemvScratch {
@@ -134,15 +147,17 @@ __device__ inline void LoadPairs(const Tile& tile, int k0, int len, int g0, int 
                                  uint4 (&p)[kUnroll], uint4 (&q)[kUnroll]) {
   const int r = threadIdx.x % 32 / 4, j = threadIdx.x % 4;
   const bool row_valid = g0 + r < tile.Groups();
-  const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + k0 : nullptr;
-  const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + k0 : nullptr;
+  const int64_t at = PanelChunkStart(k0) + j * cuda::kVecElements;
+  const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + at : nullptr;
+  const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + at : nullptr;
   const uint64_t policy = EvictFirstPolicy();
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int off = (c + u) * kChunk + j * cuda::kVecElements;
+    const int64_t chunk = (c + u) * cuda::kPanelChunkElements;
     const bool valid = row_valid && c + u < c1 && off < len;
-    p[u] = valid ? LoadWeightVector(w0 + off, policy) : make_uint4(0, 0, 0, 0);
-    q[u] = valid ? LoadWeightVector(w1 + off, policy) : make_uint4(0, 0, 0, 0);
+    p[u] = valid ? LoadWeightVector(w0 + chunk, policy) : make_uint4(0, 0, 0, 0);
+    q[u] = valid ? LoadWeightVector(w1 + chunk, policy) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -185,8 +200,9 @@ __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0
   const int lane = threadIdx.x % 32, r = lane / 4, j = lane % 4;
   const bool row_valid = g0 + r < tile.Groups();
   const bf16* any = tile.WeightRow(0, 0);  // an address for the copies that read nothing
-  const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + k0 : any;
-  const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + k0 : any;
+  const int64_t at = PanelChunkStart(k0) + j * cuda::kVecElements;
+  const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + at : any;
+  const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + at : any;
   const int rounds = (c1 - c0 + kUnroll - 1) / kUnroll;
   const uint64_t policy = EvictFirstPolicy();
   auto issue = [&](int round) {
@@ -196,9 +212,10 @@ __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int off = (c + u) * kChunk + j * cuda::kVecElements;
+        const int64_t chunk = (c + u) * cuda::kPanelChunkElements;
         const bool valid = row_valid && c + u < c1 && off < len;
-        CopyWeightVector(slot + (2 * u) * 32 + lane, valid ? w0 + off : any, valid, policy);
-        CopyWeightVector(slot + (2 * u + 1) * 32 + lane, valid ? w1 + off : any, valid, policy);
+        CopyWeightVector(slot + (2 * u) * 32 + lane, valid ? w0 + chunk : any, valid, policy);
+        CopyWeightVector(slot + (2 * u + 1) * 32 + lane, valid ? w1 + chunk : any, valid, policy);
       }
     }
     cuda::CpAsyncCommit();  // empty groups keep the count uniform

@@ -22,7 +22,8 @@ class MegakernelDecodePath : public cuda::DecodePath {
         options.policy =
             SchedulePolicy::FromJson(nlohmann::json::parse(c_.options.megakernel_policy));
       }
-      decoder_.emplace(c_.config, c_.weights, c_.kv_pool, options);
+      panels_.emplace(c_.config, c_.weights);
+      decoder_.emplace(c_.config, c_.weights, *panels_, c_.kv_pool, options);
     }
   }
 
@@ -78,6 +79,7 @@ class MegakernelDecodePath : public cuda::DecodePath {
   int64_t max_batch() const { return std::min<int64_t>(kMaxMegakernelBatch, c_.options.max_batch); }
 
   const cuda::DecodePathContext& c_;
+  std::optional<ProjectionPanels> panels_;    // the KV budget left room for them
   std::optional<MegakernelDecoder> decoder_;  // empty: the model is not one the kernel runs
 };
 
@@ -85,6 +87,10 @@ class MegakernelDecodePath : public cuda::DecodePath {
 
 std::unique_ptr<cuda::DecodePath> MakeMegakernelDecodePath(const cuda::DecodePathContext& context) {
   return std::make_unique<MegakernelDecodePath>(context);
+}
+
+int64_t MegakernelDecodePathBytes(const ModelConfig& config) {
+  return MegakernelUnsupportedReason(config) ? 0 : ProjectionPanels::Bytes(config);
 }
 
 }  // namespace mkserve::megakernel

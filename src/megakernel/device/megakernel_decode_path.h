@@ -4,12 +4,18 @@
 // else (more rows, test hooks, an unsupported geometry) it declines, and the next path runs it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "backends/cuda/decode/decode_path.h"
+#include "model/model_config.h"
 
 namespace mkserve::megakernel {
 
 std::unique_ptr<cuda::DecodePath> MakeMegakernelDecodePath(const cuda::DecodePathContext& context);
+
+// What the path allocates after the KV pool for `config`: its ProjectionPanels, or 0 for a model
+// it declines.
+int64_t MegakernelDecodePathBytes(const ModelConfig& config);
 
 }  // namespace mkserve::megakernel

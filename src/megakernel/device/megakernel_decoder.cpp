@@ -40,7 +40,8 @@ struct MegakernelDecoder::Uploaded {
 };
 
 MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::DeviceWeights& weights,
-                                     const cuda::KvPool& kv_pool, MegakernelDecoderOptions options)
+                                     const ProjectionPanels& panels, const cuda::KvPool& kv_pool,
+                                     MegakernelDecoderOptions options)
     : config_(config),
       options_(std::move(options)),
       num_sms_(MegakernelGridSize()),
@@ -53,10 +54,10 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
     const LayerSpec& spec = config.layers[l];
     LayerParams layer;
     layer.input_norm = w.input_norm;
-    layer.qkv = w.qkv;
-    layer.o_proj = w.o_proj;
-    layer.dense_gate_up = w.dense.gate_up;
-    layer.dense_down = w.dense.down;
+    layer.qkv = panels.layer(l).qkv;
+    layer.o_proj = panels.layer(l).o_proj;
+    layer.dense_gate_up = panels.layer(l).dense_gate_up;
+    layer.dense_down = panels.layer(l).dense_down;
     layer.router = w.router;
     layer.experts_gate_up = w.experts_gate_up;
     layer.experts_down = w.experts_down;
@@ -84,7 +85,7 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   p.rope_theta = static_cast<float>(config.rope_theta);
   p.embed = weights.embed();
   p.final_norm = weights.final_norm();
-  p.lm_head = weights.lm_head();
+  p.lm_head = panels.lm_head();
   p.max_splits = kMaxAttentionSplits;
   const int64_t q_width = config.q_width(), experts = std::max<int64_t>(config.num_experts, 1);
   const int64_t expert_width = std::max<int64_t>(config.expert_intermediate_size, 1);

@@ -2,7 +2,8 @@
 // KV pool) as a single persistent kernel launch and leaves fp32 logits [B][vocab] (logit_scale
 // applied) where the caller asks, as the layered path's logits buffer holds them. It owns the
 // schedules (one per batch size and context bucket, built once by the schedule builder), the
-// counters, the scratch buffers and the launch; the weights and the KV pool stay the caller's.
+// counters, the scratch buffers and the launch; the weights, their panel copies
+// (ProjectionPanels) and the KV pool stay the caller's.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +22,7 @@
 #include "backends/cuda/core/kv_pool.h"
 #include "backends/cuda/core/step_plan.h"
 #include "backends/cuda/sampling/step_sampler.h"
+#include "megakernel/device/projection_panels.h"
 #include "megakernel/device/step_params.h"
 #include "megakernel/device/step_upload.h"
 #include "megakernel/device/step_watchdog.h"
@@ -60,8 +62,11 @@ struct StepSampling {
 
 class MegakernelDecoder {
  public:
+  // `panels` holds the projections besides the experts in the kernel's read order (built from
+  // `weights`); like the weights and the KV pool they stay the caller's.
   MegakernelDecoder(const ModelConfig& config, const cuda::DeviceWeights& weights,
-                    const cuda::KvPool& kv_pool, MegakernelDecoderOptions options = {});
+                    const ProjectionPanels& panels, const cuda::KvPool& kv_pool,
+                    MegakernelDecoderOptions options = {});
   ~MegakernelDecoder();
   MegakernelDecoder(const MegakernelDecoder&) = delete;
   MegakernelDecoder& operator=(const MegakernelDecoder&) = delete;

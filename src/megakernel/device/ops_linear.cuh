@@ -4,6 +4,7 @@
 // bf16 rounding exactly where the layered kernels round.
 #pragma once
 
+#include "backends/cuda/core/weight_layout.h"
 #include "backends/cuda/decode/rope_kv.h"
 #include "engine/kv_layout.h"
 #include "megakernel/device/gemv_body.cuh"
@@ -56,8 +57,8 @@ __device__ inline void StoreQkvPair(const StepParams& p, const LayerParams& laye
 struct PlainTile {
   const bf16* x;  // [rows][x_stride]
   int64_t x_stride;
-  const bf16* w;  // [n][w_stride]
-  int64_t w_stride;
+  const bf16* w;    // [n][K] in panels of adjacent-row pairs (weight_panels.h)
+  int64_t w_panel;  // elements per panel: PanelElementsOf(K)
   float* out;
   int64_t out_stride;
   int n0, n1, k0, k1, row0, rows;
@@ -72,7 +73,8 @@ struct PlainTile {
   __device__ int Tokens() const { return rows; }
   __device__ const bf16* ActivationRow(int t) const { return x + (row0 + t) * x_stride + k0; }
   __device__ const bf16* WeightRow(int g, int r) const {
-    return w + min(n0 + g * kRows + r, n1 - 1) * w_stride + k0;
+    const int n = min(n0 + g * kRows + r, n1 - 1);
+    return w + cuda::PanelPairStart(n / 2, n % 2, w_panel) + PanelChunkStart(k0);
   }
   __device__ void Store(int g, int t, const float (&v)[kRows]) const {
     if (qkv_layer != nullptr) {
@@ -91,7 +93,7 @@ struct PlainTile {
 struct GateUpTile {
   const bf16* x;
   int64_t x_stride;
-  const bf16* w;  // [2 I][hidden], gate rows then up rows
+  const bf16* w;  // [2 I][hidden] in panels of (gate row i, up row i) pairs
   int64_t hidden, intermediate;
   bf16* h;  // [rows][intermediate]
   int i0, i1;
@@ -105,7 +107,7 @@ struct GateUpTile {
     return x + row * x_stride;
   }
   __device__ const bf16* WeightRow(int g, int r) const {
-    return w + (r * intermediate + i0 + g) * hidden;
+    return w + cuda::PanelPairStart(i0 + g, r, PanelElementsOf(hidden));
   }
   __device__ void Store(int g, int t, const float (&v)[2]) const {
     h[(row0 + t) * intermediate + i0 + g] = __float2bfloat16(cuda::Silu(v[0]) * v[1]);
@@ -138,7 +140,7 @@ __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvS
   const PlainTile tile{p.x_norm,
                        p.hidden,
                        p.layers[d.layer].qkv,
-                       p.hidden,
+                       PanelElementsOf(p.hidden),
                        nullptr,
                        0,
                        n0,
@@ -161,7 +163,7 @@ __device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, Gem
   const PlainTile tile{p.attn_in,
                        q_width,
                        p.layers[d.layer].o_proj,
-                       q_width,
+                       PanelElementsOf(q_width),
                        p.attn_out + LayerRow(p, d.layer, 0),
                        p.hidden,
                        n0,
@@ -192,7 +194,7 @@ __device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d,
   const PlainTile tile{p.ffn_hidden,
                        layer.intermediate,
                        layer.dense_down,
-                       layer.intermediate,
+                       PanelElementsOf(layer.intermediate),
                        p.ffn_out + LayerRow(p, d.layer, 0),
                        p.hidden,
                        n0,
@@ -213,7 +215,7 @@ __device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, in
   const PlainTile tile{p.x_norm,
                        p.hidden,
                        p.lm_head,
-                       p.hidden,
+                       PanelElementsOf(p.hidden),
                        p.logits,
                        p.vocab,
                        v0,
@@ -238,16 +240,25 @@ __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
   const int out0 = static_cast<int>(item.tile) * width, out1 = out0 + width;
   const int b0 = static_cast<int>(item.bucket_begin), rows = static_cast<int>(item.row_count);
   if (!down) {
-    const GateUpTile tile{p.x_norm, H,    layer.experts_gate_up + item.expert * 2 * I * H,
-                          H,        I,    p.moe_hidden,
-                          out0,     out1, p.bucket_assignment + b0,
-                          b0,       rows, p.top_k};
+    const GateUpTile tile{
+        p.x_norm,
+        H,
+        layer.experts_gate_up + item.expert * cuda::ExpertGateUpPanels(H, I).Elements(),
+        H,
+        I,
+        p.moe_hidden,
+        out0,
+        out1,
+        p.bucket_assignment + b0,
+        b0,
+        rows,
+        p.top_k};
     RunGemv(tile, s, ring);
   } else {
     const PlainTile tile{p.moe_hidden,
                          I,
-                         layer.experts_down + item.expert * H * I,
-                         I,
+                         layer.experts_down + item.expert * cuda::ExpertDownPanels(H, I).Elements(),
+                         PanelElementsOf(I),
                          p.moe_out,
                          H,
                          out0,

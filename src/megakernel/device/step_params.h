@@ -15,16 +15,17 @@ namespace mkserve::megakernel {
 
 using bf16 = __nv_bfloat16;
 
-// One decoder layer's weights and KV cache (pointers into DeviceWeights and KvPool).
+// One decoder layer's weights and KV cache (pointers into DeviceWeights, ProjectionPanels and
+// KvPool). The projections are in panels (weight_panels.h), the router and norm row-major.
 struct LayerParams {
   const bf16* input_norm = nullptr;       // [hidden]
-  const bf16* qkv = nullptr;              // [q_width + 2 kv_width][hidden]
-  const bf16* o_proj = nullptr;           // [hidden][q_width]
-  const bf16* dense_gate_up = nullptr;    // [2 I][hidden], gate rows then up rows
-  const bf16* dense_down = nullptr;       // [hidden][I]
-  const bf16* router = nullptr;           // [experts][hidden]
-  const bf16* experts_gate_up = nullptr;  // [experts][2 I][hidden]
-  const bf16* experts_down = nullptr;     // [experts][hidden][I]
+  const bf16* qkv = nullptr;              // [q_width + 2 kv_width][hidden], adjacent-row pairs
+  const bf16* o_proj = nullptr;           // [hidden][q_width], adjacent-row pairs
+  const bf16* dense_gate_up = nullptr;    // [2 I][hidden], pairs (gate row i, up row i)
+  const bf16* dense_down = nullptr;       // [hidden][I], adjacent-row pairs
+  const bf16* router = nullptr;           // [experts][hidden], row-major
+  const bf16* experts_gate_up = nullptr;  // per expert ExpertGateUpPanels (weight_layout.h)
+  const bf16* experts_down = nullptr;     // per expert ExpertDownPanels
   int32_t intermediate = 0;               // dense width, or one expert's width
   bf16* kv_cache = nullptr;               // [blocks][64][K/V][kv_heads][head_dim]
   const int32_t* block_tables = nullptr;  // [batch][max_pages] of the layer's KV group
@@ -97,7 +98,7 @@ struct StepParams {
   const LayerParams* layers = nullptr;  // device array [num_layers]
   const bf16* embed = nullptr;          // [vocab][hidden]
   const bf16* final_norm = nullptr;     // [hidden]
-  const bf16* lm_head = nullptr;        // [vocab][hidden] (tied: the embedding)
+  const bf16* lm_head = nullptr;        // [vocab][hidden] in panels, adjacent-row pairs
 
   // The step's inputs.
   const int32_t* token_ids = nullptr;  // [batch]

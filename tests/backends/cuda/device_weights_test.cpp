@@ -1,5 +1,5 @@
 // DeviceWeights: a random checkpoint uploaded and read back lands in the documented layout
-// (fused [q;k;v], gate rows then up rows per expert, down per expert), bit for bit; random
+// (fused [q;k;v]; per expert gate/up and down in panels, unpacked here), bit for bit; random
 // device weights are seeded and plausible; the KV pool maps layers to groups and slices.
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include "backends/cuda/core/device_weights.h"
 #include "backends/cuda/core/kv_pool.h"
 #include "backends/cuda/core/random_fill.h"
+#include "backends/cuda/core/weight_layout.h"
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
 #include "model/presets.h"
@@ -59,12 +60,19 @@ TEST(DeviceWeightsTest, UploadFollowsTheLayout) {
              "dense up");
   ExpectSame(l0.dense.down, host.layers[0].dense->down, "dense down");
   const DeviceLayer& l1 = dev.layers()[1];
-  const int64_t expert = 2 * l1.expert_intermediate * config.hidden_size;
+  const PanelMatrix gate_up = ExpertGateUpPanels(config.hidden_size, l1.expert_intermediate);
+  const PanelMatrix down = ExpertDownPanels(config.hidden_size, l1.expert_intermediate);
   const auto& e3 = host.layers[1].experts[3];
   ExpectSame(*&l1.router, *host.layers[1].router, "router");
-  ExpectSame(l1.experts_gate_up + 3 * expert, e3.gate, "expert 3 gate");
-  ExpectSame(l1.experts_gate_up + 3 * expert + e3.gate.num_elements(), e3.up, "expert 3 up");
-  ExpectSame(l1.experts_down + 3 * expert / 2, e3.down, "expert 3 down");
+  std::vector<float> want = e3.gate.ToFloat(), up = e3.up.ToFloat();
+  want.insert(want.end(), up.begin(), up.end());
+  ExpectClose(
+      UnpackPanelsOnHost(Download(l1.experts_gate_up + 3 * gate_up.Elements(), gate_up.Elements()),
+                         gate_up),
+      want, 0.0f, 0.0f, "expert 3 gate and up");
+  ExpectClose(
+      UnpackPanelsOnHost(Download(l1.experts_down + 3 * down.Elements(), down.Elements()), down),
+      e3.down.ToFloat(), 0.0f, 0.0f, "expert 3 down");
   ExpectSame(l1.input_norm, host.layers[1].input_norm, "input norm");
   std::filesystem::remove_all(dir);
 }

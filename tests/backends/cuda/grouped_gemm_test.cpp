@@ -1,6 +1,7 @@
 // The tensor-core grouped GEMM against a double-precision CPU loop (empty groups, groups of one
-// row, partial row and column tiles, gathered rows, the SiLU*up epilogue), and the MoE prefill
-// path built on it against the decode-sized MoeForward.
+// row, partial row and column tiles, partial weight panels, gathered rows, the SiLU*up epilogue),
+// and the MoE prefill path built on it against the decode-sized MoeForward. Weights are packed
+// into panels on the host (weight_panels.h), the references read them row-major.
 #include "backends/cuda/prefill/grouped_gemm.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "backends/cuda/core/weight_layout.h"
 #include "backends/cuda/decode/moe.h"
 #include "backends/cuda/prefill/moe_grouped.h"
 #include "common/error.h"
@@ -62,7 +64,9 @@ void RunProblem(const Problem& p) {
   std::iota(a_rows.begin(), a_rows.end(), 0);
   if (p.gather) std::shuffle(a_rows.begin(), a_rows.end(), std::mt19937(73));
   auto d_a = ToDeviceBf16(a);
-  auto d_w = ToDeviceBf16(w);
+  const PanelMatrix panels =
+      p.silu_mul ? PanelMatrix::GateUp(p.n, p.k) : PanelMatrix::AdjacentRows(p.n, p.k);
+  auto d_w = ToDeviceBf16(PackPanelsOnHost(w, panels, groups));
   auto d_offsets = ToDevice(offsets);
   auto d_rows = ToDevice(std::vector<int32_t>(a_rows.begin(), a_rows.end()));
   auto d_f32 = NanFloats(std::max<int64_t>(rows * p.n, 1));
@@ -140,8 +144,9 @@ TEST(GroupedGemmTest, MoePrefillPathMatchesDecodePath) {
   std::vector<float> weights;
   SkewedRouting(tokens, top_k, experts, &ids, &weights);
   auto d_x = ToDeviceBf16(x);
-  auto d_gate_up = ToDeviceBf16(gate_up);
-  auto d_down = ToDeviceBf16(down);
+  auto d_gate_up =
+      ToDeviceBf16(PackPanelsOnHost(gate_up, ExpertGateUpPanels(hidden, inter), experts));
+  auto d_down = ToDeviceBf16(PackPanelsOnHost(down, ExpertDownPanels(hidden, inter), experts));
   auto d_ids = ToDevice(ids);
   auto d_weights = ToDevice(weights);
   auto d_index = ToDevice(std::vector<int32_t>(MoeIndexElements(experts, tokens * top_k), -1));
@@ -165,7 +170,7 @@ TEST(GroupedGemmTest, MoePrefillPathMatchesDecodePath) {
                experts,
                top_k,
                d_grouped.data()};
-  MoeForwardGrouped(args, ws, nullptr, 0);  // no cuBLAS handle: the device path must not need it
+  MoeForwardGrouped(args, ws, 0);
   const std::vector<float> grouped = ToHost(d_grouped);
   args.out = d_plain.data();
   MoeForward(args, ws, 0);

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "backends/cuda/core/weight_layout.h"
 #include "backends/cuda/decode/moe.h"
 #include "backends/cuda/decode/router.h"
 #include "backends/cuda/prefill/moe_grouped.h"
@@ -180,14 +181,15 @@ struct MoeCase {
   bool shared;
   SharedExpertCombination combination;
   int64_t tokens;        // 1 and 3: fewer assignments than experts (decode-sized grids)
-  bool grouped = false;  // MoeForwardGrouped (cuBLAS per active expert) instead of MoeForward
+  bool grouped = false;  // MoeForwardGrouped (tensor-core grouped GEMMs) instead of MoeForward
+  int64_t inter = 48;    // expert width: 48 pads the panels' K (down) and features (gate/up)
 };
 
 class MoeTest : public ::testing::TestWithParam<MoeCase> {};
 
 TEST_P(MoeTest, MatchesCpu) {
   const MoeCase c = GetParam();
-  const int64_t tokens = c.tokens, hidden = 64, inter = 48, experts = 16, top_k = 4;
+  const int64_t tokens = c.tokens, hidden = 64, inter = c.inter, experts = 16, top_k = 4;
   std::vector<float> x = RandomBf16Values(tokens * hidden, 51);
   std::vector<float> gate_up = RandomBf16Values(experts * 2 * inter * hidden, 52, 0.1f);
   std::vector<float> down = RandomBf16Values(experts * hidden * inter, 53, 0.1f);
@@ -198,7 +200,9 @@ TEST_P(MoeTest, MatchesCpu) {
     for (int64_t j = 0; j < top_k; ++j)
       ids[t * top_k + j] = static_cast<int32_t>((t * 3 + j * 5) % 12);
   }
-  auto d_x = ToDeviceBf16(x), d_gu = ToDeviceBf16(gate_up), d_down = ToDeviceBf16(down);
+  auto d_x = ToDeviceBf16(x);
+  auto d_gu = ToDeviceBf16(PackPanelsOnHost(gate_up, ExpertGateUpPanels(hidden, inter), experts));
+  auto d_down = ToDeviceBf16(PackPanelsOnHost(down, ExpertDownPanels(hidden, inter), experts));
   auto d_shared = ToDevice(shared);
   auto d_ids = ToDevice(ids);
   auto d_w = ToDevice(weights);
@@ -209,21 +213,13 @@ TEST_P(MoeTest, MatchesCpu) {
   MoeWorkspace ws = MoeIndexViews(index.data(), experts, tokens * top_k);
   ws.hidden = d_hidden.data();
   ws.expert_out = d_expert_out.data();
-  auto d_gathered = NanBf16(tokens * top_k * hidden);
-  auto d_gate_up = NanFloats(tokens * top_k * 2 * inter);
-  ws.gathered_x = d_gathered.data();
-  ws.gate_up = d_gate_up.data();
   MoeArgs args{d_x.data(),    d_ids.data(),  d_w.data(),
                d_gu.data(),   d_down.data(), c.shared ? d_shared.data() : nullptr,
                c.combination, tokens,        hidden,
                inter,         experts,       top_k,
                d_out.data()};
   if (c.grouped) {
-    cublasHandle_t handle;
-    MKSERVE_CUBLAS_CHECK(cublasCreate(&handle));
-    MoeForwardGrouped(args, ws, handle, 0);
-    MKSERVE_CUDA_CHECK(cudaDeviceSynchronize());
-    cublasDestroy(handle);
+    MoeForwardGrouped(args, ws, 0);
   } else {
     MoeForward(args, ws, 0);
   }
@@ -256,15 +252,29 @@ TEST_P(MoeTest, MatchesCpu) {
   ExpectClose(ToHost(d_out), want, 2e-3f, 1e-2f, "moe");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, MoeTest,
-                         ::testing::Values(MoeCase{false, SharedExpertCombination::kAverage, 19},
-                                           MoeCase{true, SharedExpertCombination::kAverage, 19},
-                                           MoeCase{true, SharedExpertCombination::kSum, 19},
-                                           MoeCase{false, SharedExpertCombination::kAverage, 1},
-                                           MoeCase{true, SharedExpertCombination::kSum, 3},
-                                           MoeCase{false, SharedExpertCombination::kAverage, 19,
-                                                   true},
-                                           MoeCase{true, SharedExpertCombination::kSum, 2, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Shared, MoeTest,
+    ::testing::Values(MoeCase{false, SharedExpertCombination::kAverage, 19},
+                      MoeCase{true, SharedExpertCombination::kAverage, 19},
+                      MoeCase{true, SharedExpertCombination::kSum, 19},
+                      MoeCase{false, SharedExpertCombination::kAverage, 1},
+                      MoeCase{true, SharedExpertCombination::kSum, 3},
+                      MoeCase{false, SharedExpertCombination::kAverage, 19, false, 64},
+                      MoeCase{false, SharedExpertCombination::kAverage, 19, true, 64},
+                      MoeCase{true, SharedExpertCombination::kSum, 2, true, 96}));
+
+// Widths the grouped GEMM does not take are refused by name (the layered forward sends them to
+// the decode GEMV at every token count instead).
+TEST(MoeGroupedTest, RefusesWidthsOffThe32Grid) {
+  EXPECT_TRUE(MoeGroupedSupports(64, 96));
+  EXPECT_FALSE(MoeGroupedSupports(64, 48));
+  EXPECT_FALSE(MoeGroupedSupports(72, 64));
+  MoeArgs args;
+  args.num_tokens = 1;
+  args.hidden = 64;
+  args.intermediate = 48;
+  EXPECT_THROW(MoeForwardGrouped(args, MoeWorkspace{}, 0), Error);
+}
 
 // The one-block (decode) and the multi-kernel (prefill) bucketing paths.
 class MoeBucketTest : public ::testing::TestWithParam<int64_t> {};

@@ -112,8 +112,9 @@ class MegakernelVsLayered : public ::testing::Test {
     mk_options.record_timeline = timeline;
     mk_options.record_routing = true;
     mk_options.policy = policy;
+    panels_ = std::make_unique<ProjectionPanels>(backend_->config(), backend_->weights());
     decoder_ = std::make_unique<MegakernelDecoder>(backend_->config(), backend_->weights(),
-                                                   backend_->kv_pool(), mk_options);
+                                                   *panels_, backend_->kv_pool(), mk_options);
     argmax_ = cuda::DeviceBuffer<int32_t>(kMaxMegakernelBatch);
   }
 
@@ -229,6 +230,7 @@ class MegakernelVsLayered : public ::testing::Test {
   std::shared_ptr<cuda::ToolHooks> hooks_ = std::make_shared<cuda::ToolHooks>();
   cuda::DeviceBuffer<int32_t> argmax_;  // [kMaxMegakernelBatch], made by Load
   std::unique_ptr<cuda::CudaBackend> backend_;
+  std::unique_ptr<ProjectionPanels> panels_;
   std::unique_ptr<MegakernelDecoder> decoder_;
 };
 
@@ -471,10 +473,11 @@ TEST_F(MegakernelVsLayered, GreedyTokensOver256Steps) {
 // max_batch is refused with an error, never run.
 TEST_F(MegakernelVsLayered, RefusesBatchesAboveItsMaximum) {
   Load(1);
-  EXPECT_THROW(MegakernelDecoder(backend_->config(), backend_->weights(), backend_->kv_pool(),
-                                 MegakernelDecoderOptions{.max_batch = kMaxMegakernelBatch + 1}),
-               Error);
-  MegakernelDecoder small(backend_->config(), backend_->weights(), backend_->kv_pool(),
+  EXPECT_THROW(
+      MegakernelDecoder(backend_->config(), backend_->weights(), *panels_, backend_->kv_pool(),
+                        MegakernelDecoderOptions{.max_batch = kMaxMegakernelBatch + 1}),
+      Error);
+  MegakernelDecoder small(backend_->config(), backend_->weights(), *panels_, backend_->kv_pool(),
                           MegakernelDecoderOptions{.max_batch = 8});
   const auto rows = cuda::MakeDecodeBatch(*backend_, 9, 100);
   const cuda::StepPlan plan = cuda::BuildStepPlan(backend_->config(), backend_->kv_layout(),
@@ -491,7 +494,7 @@ TEST_F(MegakernelVsLayered, RefusesMoreThan8QueryHeadsPerKvHead) {
   ModelConfig wide = backend_->config();
   wide.num_kv_heads = 2;  // 16 query heads on each
   try {
-    MegakernelDecoder decoder(wide, backend_->weights(), backend_->kv_pool());
+    MegakernelDecoder decoder(wide, backend_->weights(), *panels_, backend_->kv_pool());
     ADD_FAILURE() << "a model with 16 query heads per KV head was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("8 query heads per KV head"), std::string::npos)

@@ -44,12 +44,13 @@ int main(int argc, char** argv) {
       policies.emplace_back(argv[i], megakernel::SchedulePolicy::FromFile(argv[i]));
     }
     if (policies.empty()) policies.emplace_back("default", megakernel::SchedulePolicy::Default());
+    const megakernel::ProjectionPanels panels(backend->config(), backend->weights());
     std::vector<std::unique_ptr<megakernel::MegakernelDecoder>> decoders;
     for (const auto& [name, policy] : policies) {
       megakernel::MegakernelDecoderOptions mk_options;
       mk_options.policy = policy;
       decoders.push_back(std::make_unique<megakernel::MegakernelDecoder>(
-          backend->config(), backend->weights(), backend->kv_pool(), mk_options));
+          backend->config(), backend->weights(), panels, backend->kv_pool(), mk_options));
     }
     std::printf(
         "| policy | batch | context | layered ms | layered tok/s | megakernel ms | kernel ms | "
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
       megakernel::MegakernelDecoderOptions traced;
       traced.record_timeline = true;
       traced.policy = policies[p].second;
-      megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(),
+      megakernel::MegakernelDecoder recorder(backend->config(), backend->weights(), panels,
                                              backend->kv_pool(), traced);
       for (int64_t batch : traced_batches) {
         megakernel::BenchMegakernelDecode(*backend, recorder, batch, context, 1, 1, read, 0);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cuda/core/weight_layout.h"
 #include "backends/cuda/gpu_test_util.h"
 #include "megakernel/device/megakernel.h"
 #include "megakernel/device/step_params.h"
@@ -99,8 +100,12 @@ struct TinyModel {
     experts_down = RandomBf16Values(int64_t{kExperts} * kHidden * kExpertWidth, 5, 0.1f);
     layer.input_norm = Bf16(norm_gamma);
     layer.router = Bf16(router);
-    layer.experts_gate_up = Bf16(experts_gate_up);
-    layer.experts_down = Bf16(experts_down);
+    // The kernel reads projections in panels (weight_panels.h); the references read the
+    // row-major vectors above.
+    layer.experts_gate_up = Bf16(cuda::PackPanelsOnHost(
+        experts_gate_up, cuda::ExpertGateUpPanels(kHidden, kExpertWidth), kExperts));
+    layer.experts_down = Bf16(cuda::PackPanelsOnHost(
+        experts_down, cuda::ExpertDownPanels(kHidden, kExpertWidth), kExperts));
     layer.intermediate = kExpertWidth;
     // Layer 1 has the same weights: ops of a second layer read its norm (the fused norm).
     layer_buffer = ToDevice(std::vector<LayerParams>{layer, layer});
@@ -115,7 +120,9 @@ struct TinyModel {
     p.num_layers = 1;
     p.logit_scale = 0.5f;
     p.layers = layer_buffer.data();
-    p.embed = p.lm_head = Bf16(embed);
+    p.embed = Bf16(embed);
+    p.lm_head =
+        Bf16(cuda::PackPanelsOnHost(embed, cuda::PanelMatrix::AdjacentRows(kVocab, kHidden)));
     p.final_norm = layer.input_norm;
     const int64_t B = batch, H = kHidden;
     p.residual = Floats(2 * B * H);  // the inputs of layer 0 and of what follows it

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/core/panel_pack.h"
 #include "backends/cuda/core/random_fill.h"
 #include "backends/cuda/core/weight_layout.h"
 #include "common/error.h"
@@ -50,6 +51,7 @@ void AppendMlp(const MlpWeights& mlp, bf16* gate_up, bf16* down, std::vector<Pie
   pieces->push_back({down, &mlp.down});
 }
 
+// The routed experts, which the GPU stores in panels: Upload packs them after the copy.
 std::vector<Piece> LayerPieces(const ModelConfig& config, const LayerWeights& weights,
                                const DeviceLayer& layer) {
   std::vector<Piece> pieces;
@@ -64,11 +66,6 @@ std::vector<Piece> LayerPieces(const ModelConfig& config, const LayerWeights& we
   if (weights.dense)
     AppendMlp(*weights.dense, dst(layer.dense.gate_up), dst(layer.dense.down), &pieces);
   if (weights.router) pieces.push_back({dst(layer.router), &*weights.router});
-  const int64_t expert_elements = 2 * layer.expert_intermediate * config.hidden_size;
-  for (size_t e = 0; e < weights.experts.size(); ++e) {
-    AppendMlp(weights.experts[e], dst(layer.experts_gate_up) + e * expert_elements,
-              dst(layer.experts_down) + e * expert_elements / 2, &pieces);
-  }
   if (weights.shared_expert) {
     AppendMlp(*weights.shared_expert, dst(layer.shared.gate_up), dst(layer.shared.down), &pieces);
   }
@@ -126,6 +123,28 @@ class Stager {
   uint16_t* staging_ = nullptr;
 };
 
+// Each routed expert lands row-major in a scratch buffer, then is packed into its panels.
+int64_t UploadExperts(const ModelConfig& config, const LayerWeights& weights,
+                      const DeviceLayer& layer, Stager& stager) {
+  const int64_t hidden = config.hidden_size, width = layer.expert_intermediate;
+  const PanelMatrix gate_up = ExpertGateUpPanels(hidden, width);
+  const PanelMatrix down = ExpertDownPanels(hidden, width);
+  DeviceBuffer<bf16> scratch(2 * width * hidden);
+  int64_t bytes = 0;
+  for (size_t e = 0; e < weights.experts.size(); ++e) {
+    const MlpWeights& expert = weights.experts[e];
+    bytes += stager.Copy({scratch.data(), &expert.gate});
+    bytes += stager.Copy({scratch.data() + expert.gate.num_elements(), &expert.up});
+    PackPanels(scratch.data(), gate_up, 1,
+               const_cast<bf16*>(layer.experts_gate_up) + e * gate_up.Elements(), 0);
+    bytes += stager.Copy({scratch.data(), &expert.down});
+    PackPanels(scratch.data(), down, 1, const_cast<bf16*>(layer.experts_down) + e * down.Elements(),
+               0);
+  }
+  MKSERVE_CUDA_CHECK(cudaDeviceSynchronize());
+  return bytes;
+}
+
 }  // namespace
 
 DeviceWeights DeviceWeights::Allocate(const ModelConfig& config, bool tied_head) {
@@ -164,9 +183,15 @@ DeviceWeights DeviceWeights::Upload(const ModelConfig& config, const ModelWeight
   }
   Stager stager;
   int64_t done = 0;
-  for (const Piece& piece : pieces) {
-    done += stager.Copy(piece);
+  auto copied = [&](int64_t bytes) {
+    done += bytes;
     if (progress) progress(done, weights.total_bytes_);
+  };
+  for (const Piece& piece : pieces) copied(stager.Copy(piece));
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    if (!host.layers[l].experts.empty()) {
+      copied(UploadExperts(config, host.layers[l], weights.layers_[l], stager));
+    }
   }
   return weights;
 }

@@ -6,8 +6,11 @@
 //   dense gate_up  [2 * I][hidden]                    gate rows first, then up
 //   dense down     [hidden][I]
 //   router         [num_experts][hidden]
-//   experts gate_up[num_experts][2 * I][hidden]       per expert: gate rows, then up rows
-//   experts down   [num_experts][hidden][I]
+//   experts gate_up per expert [2 * I][hidden] in panels, pairs (gate row i, up row i)
+//   experts down    per expert [hidden][I] in panels, pairs of adjacent rows (weight_panels.h)
+// The routed experts are stored in the GEMV bodies' read order (panels) because every reader of
+// them is ours (the decode GEMV, the grouped GEMM, the megakernel) and no second copy of them
+// fits beside the KV cache; everything else stays row-major for cuBLAS.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -36,8 +39,8 @@ struct DeviceLayer {
   const bf16* o_proj = nullptr;
   DeviceMlp dense;  // dense layers (gate_up == nullptr otherwise)
   const bf16* router = nullptr;
-  const bf16* experts_gate_up = nullptr;
-  const bf16* experts_down = nullptr;
+  const bf16* experts_gate_up = nullptr;  // ExpertGateUpPanels (weight_layout.h) per expert
+  const bf16* experts_down = nullptr;     // ExpertDownPanels per expert
   int64_t expert_intermediate = 0;
   DeviceMlp shared;   // MoE layers with shared experts
   int64_t bytes = 0;  // the layer's whole allocation

@@ -39,7 +39,7 @@ KvPool KvPool::Create(const ModelConfig& config, const KvLayout& layout) {
 }
 
 KvPool KvPool::CreateForBudget(const ModelConfig& config, double gpu_memory_fraction,
-                               int64_t max_batch) {
+                               int64_t max_batch, int64_t reserved_bytes) {
   if (!(gpu_memory_fraction > 0.0 && gpu_memory_fraction <= 1.0)) {
     throw Error("--gpu-memory-fraction must be in (0, 1], got " +
                 std::to_string(gpu_memory_fraction));
@@ -47,12 +47,14 @@ KvPool KvPool::CreateForBudget(const ModelConfig& config, double gpu_memory_frac
   size_t free_bytes = 0, total_bytes = 0;
   MKSERVE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const double used = static_cast<double>(total_bytes - free_bytes);
-  const double budget = gpu_memory_fraction * static_cast<double>(total_bytes) - used;
+  const double budget = gpu_memory_fraction * static_cast<double>(total_bytes) - used -
+                        static_cast<double>(reserved_bytes);
   const int64_t min_bytes = config.num_layers * kBlockTokens * BytesPerTokenPerLayer(config) * 2;
   if (budget < static_cast<double>(min_bytes)) {
     throw Error("--gpu-memory-fraction " + std::to_string(gpu_memory_fraction) + " leaves " +
                 std::to_string(static_cast<int64_t>(budget) >> 20) +
-                " MiB for the KV cache after weights and scratch; raise it");
+                " MiB for the KV cache after weights, scratch and the decode path's " +
+                std::to_string(reserved_bytes >> 20) + " MiB; raise it");
   }
   KvLayout layout =
       PlanKvLayout(config, static_cast<int64_t>(budget), BytesPerTokenPerLayer(config), max_batch);

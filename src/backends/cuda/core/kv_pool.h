@@ -17,10 +17,11 @@ namespace mkserve::cuda {
 class KvPool {
  public:
   // Sizes the pool so that the process uses at most `gpu_memory_fraction` of the GPU's memory,
-  // counting what is already allocated (weights, scratch). Throws mkserve::Error when nothing is
-  // left for the cache.
+  // counting what is already allocated (weights, scratch) and `reserved_bytes` that will be
+  // allocated after the pool (a decode path's own buffers). Throws mkserve::Error when nothing
+  // is left for the cache.
   static KvPool CreateForBudget(const ModelConfig& config, double gpu_memory_fraction,
-                                int64_t max_batch);
+                                int64_t max_batch, int64_t reserved_bytes = 0);
   // Exactly `layout` (tests).
   static KvPool Create(const ModelConfig& config, const KvLayout& layout);
 

@@ -18,8 +18,7 @@ int64_t WidestMlp(const ModelConfig& config) {
 
 }  // namespace
 
-StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens,
-                             int64_t grouped_moe_min_tokens)
+StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
     : max_num_tokens(max_tokens) {
   const int64_t t = max_tokens, hidden = config.hidden_size;
   const int64_t qkv_width = config.q_width() + 2 * config.kv_width();
@@ -56,12 +55,6 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens,
   moe = MoeIndexViews(moe_index.data(), experts, assignments);
   moe.hidden = moe_hidden.data();
   moe.expert_out = moe_expert_out.data();
-  if (t >= grouped_moe_min_tokens && config.num_experts > 0) {
-    moe_gathered_x = DeviceBuffer<__nv_bfloat16>(assignments * hidden);
-    moe_gate_up = DeviceBuffer<float>(assignments * 2 * config.expert_intermediate_size);
-    moe.gathered_x = moe_gathered_x.data();
-    moe.gate_up = moe_gate_up.data();
-  }
 }
 
 }  // namespace mkserve::cuda

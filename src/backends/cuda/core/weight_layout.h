@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/core/weight_panels.h"
 #include "model/model_config.h"
 
 namespace mkserve::cuda {
@@ -29,6 +30,14 @@ inline int64_t SharedExpertWidth(const ModelConfig& config) {
   return config.expert_intermediate_size * config.num_shared_experts;
 }
 
+// One routed expert's matrices, stored in panels (weight_panels.h) and back to back by expert.
+MKSERVE_HOST_DEVICE inline PanelMatrix ExpertGateUpPanels(int64_t hidden, int64_t width) {
+  return PanelMatrix::GateUp(width, hidden);
+}
+MKSERVE_HOST_DEVICE inline PanelMatrix ExpertDownPanels(int64_t hidden, int64_t width) {
+  return PanelMatrix::AdjacentRows(hidden, width);
+}
+
 inline LayerLayout PlanLayerLayout(const ModelConfig& config, int64_t layer_id) {
   const LayerSpec& spec = config.layers[layer_id];
   const int64_t hidden = config.hidden_size;
@@ -48,8 +57,9 @@ inline LayerLayout PlanLayerLayout(const ModelConfig& config, int64_t layer_id) 
     layout.dense_down = take(hidden * width);
   } else {
     layout.router = take(config.num_experts * hidden);
-    layout.experts_gate_up = take(config.num_experts * 2 * width * hidden);
-    layout.experts_down = take(config.num_experts * hidden * width);
+    layout.experts_gate_up =
+        take(config.num_experts * ExpertGateUpPanels(hidden, width).Elements());
+    layout.experts_down = take(config.num_experts * ExpertDownPanels(hidden, width).Elements());
     if (config.num_shared_experts > 0) {
       layout.shared_gate_up = take(2 * SharedExpertWidth(config) * hidden);
       layout.shared_down = take(hidden * SharedExpertWidth(config));

@@ -11,17 +11,19 @@ namespace mkserve::cuda {
 namespace {
 
 using DecodePathFactory = std::unique_ptr<DecodePath> (*)(const DecodePathContext&);
+using DecodePathSize = int64_t (*)(const ModelConfig&);
 
 struct Registered {
   std::string_view name;
   DecodePathFactory make;
+  DecodePathSize bytes;  // null: nothing beyond the context's buffers
 };
 
 // One line per path.
 constexpr Registered kPaths[] = {
-    {"eager", MakeEagerDecodePath},
-    {"graph", MakeGraphDecodePath},
-    {"megakernel", megakernel::MakeMegakernelDecodePath},
+    {"eager", MakeEagerDecodePath, nullptr},
+    {"graph", MakeGraphDecodePath, nullptr},
+    {"megakernel", megakernel::MakeMegakernelDecodePath, megakernel::MegakernelDecodePathBytes},
 };
 
 const Registered* Find(std::string_view name) {
@@ -46,19 +48,30 @@ void CheckDecodePathChoice(std::string_view choice) {
   throw Error("unknown decode path '" + std::string(choice) + "' (known: " + known + ")");
 }
 
+namespace {
+
+// The paths `choice` names, first to last.
+std::vector<const Registered*> Order(std::string_view choice) {
+  CheckDecodePathChoice(choice);
+  if (choice == kLayeredDecode) return {Find("graph"), Find("eager")};
+  std::vector<const Registered*> order = {Find(choice)};
+  if (choice != "eager") order.push_back(Find("eager"));
+  return order;
+}
+
+}  // namespace
+
 std::vector<std::unique_ptr<DecodePath>> MakeDecodePaths(std::string_view choice,
                                                          const DecodePathContext& context) {
-  CheckDecodePathChoice(choice);
-  std::vector<std::string_view> order;
-  if (choice == kLayeredDecode) {
-    order = {"graph", "eager"};
-  } else {
-    order = {choice};
-    if (choice != "eager") order.push_back("eager");
-  }
   std::vector<std::unique_ptr<DecodePath>> paths;
-  for (std::string_view name : order) paths.push_back(Find(name)->make(context));
+  for (const Registered* path : Order(choice)) paths.push_back(path->make(context));
   return paths;
+}
+
+int64_t DecodePathBytes(std::string_view choice, const ModelConfig& config) {
+  int64_t bytes = 0;
+  for (const Registered* path : Order(choice)) bytes += path->bytes ? path->bytes(config) : 0;
+  return bytes;
 }
 
 }  // namespace mkserve::cuda

@@ -25,4 +25,8 @@ void CheckDecodePathChoice(std::string_view choice);
 std::vector<std::unique_ptr<DecodePath>> MakeDecodePaths(std::string_view choice,
                                                          const DecodePathContext& context);
 
+// Device memory the paths MakeDecodePaths(choice) makes allocate beyond the context's buffers
+// (the megakernel's panel copies): the KV pool is sized to leave it free.
+int64_t DecodePathBytes(std::string_view choice, const ModelConfig& config);
+
 }  // namespace mkserve::cuda

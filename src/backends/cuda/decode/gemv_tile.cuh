@@ -16,6 +16,7 @@
 #include "backends/cuda/core/device_info.h"
 #include "backends/cuda/core/kernel_common.cuh"
 #include "backends/cuda/core/pdl_launch.h"
+#include "backends/cuda/core/weight_panels.h"
 #include "common/error.h"
 
 namespace mkserve::cuda {
@@ -49,9 +50,32 @@ __device__ inline void StageRows(__nv_bfloat16* xs, int64_t k, int count, RowOf 
   }
 }
 
+// Elements between a weight row's 32-element chunks: kPanelChunk for row-major rows, or the
+// Job's kWeightChunkStride (kPanelChunkElements for weights stored in panels, weight_panels.h).
+template <class Job>
+constexpr int64_t WeightChunkStride() {
+  if constexpr (requires { Job::kWeightChunkStride; }) {
+    return Job::kWeightChunkStride;
+  } else {
+    return kPanelChunk;
+  }
+}
+
+// Where 16-byte vector v of a row starts, from the row's start.
+template <int64_t kChunkStride>
+__device__ inline int64_t WeightVectorOffset(int64_t v) {
+  if constexpr (kChunkStride == kPanelChunk) {
+    return v * kVecElements;
+  } else {
+    constexpr int64_t kVecsPerChunk = kPanelChunk / kVecElements;
+    return v / kVecsPerChunk * kChunkStride + v % kVecsPerChunk * kVecElements;
+  }
+}
+
 // One warp: acc[r][t] = dot(w_rows[r], xs[t]) for t < count; every lane ends with every sum.
-// Lane l reads vectors l, l + 32, ... of each row: coalesced 512-byte warp reads.
-template <int kRows, int kVecs, int kTokens>
+// Lane l reads vectors l, l + 32, ... of each row: coalesced 512-byte warp reads row-major, 64
+// bytes of each of 8 chunks in panels.
+template <int kRows, int kVecs, int kTokens, int64_t kChunkStride>
 __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], int64_t k,
                                    const __nv_bfloat16* xs, int count,
                                    float (&acc)[kRows][kTokens]) {
@@ -69,7 +93,8 @@ __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], 
       const int64_t v = base + u * kWarpSize;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        w[r][u] = v < vecs ? LoadStreaming(w_rows[r] + v * kVecElements) : Bf16x8{};
+        w[r][u] =
+            v < vecs ? LoadStreaming(w_rows[r] + WeightVectorOffset<kChunkStride>(v)) : Bf16x8{};
       }
     }
 #pragma unroll
@@ -123,6 +148,7 @@ __device__ inline void PrefetchGroup(const Job& job, int64_t group) {
 //   int NumTokens()                 activation rows of this block (after Begin)
 //   const bf16* ActivationRow(t)    activation row t (after Begin)
 //   const bf16* WeightRow(g, r)     row r of group g (clamped in range by the job)
+//   kWeightChunkStride (optional)   static constexpr: kPanelChunkElements for panel weights
 //   void Store(g, t, vals[kRows])   epilogue of token t (called by one lane)
 // One token: registers capped at 128 for two resident blocks (no spills). Several tokens: the
 // per-token accumulators need more, so no cap (one or two blocks per SM, no spills).
@@ -132,7 +158,9 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
   auto* xs = reinterpret_cast<__nv_bfloat16*>(gemv_smem);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t first_group = blockIdx.x * static_cast<int64_t>(kGemvWarps) + warp;
-  if (job.Prefetchable()) PrefetchGroup<kRows>(job, first_group);
+  if constexpr (WeightChunkStride<Job>() == kPanelChunk) {  // it prefetches row-major rows
+    if (job.Prefetchable()) PrefetchGroup<kRows>(job, first_group);
+  }
   WaitForPrevious();
   AllowNext();
   if (!job.Begin()) return;
@@ -149,7 +177,7 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
 #pragma unroll
       for (int r = 0; r < kRows; ++r) rows[r] = job.WeightRow(g, r);
       float acc[kRows][kTokens];
-      WarpDotRows<kRows, kVecs, kTokens>(rows, k, xs, count, acc);
+      WarpDotRows<kRows, kVecs, kTokens, WeightChunkStride<Job>()>(rows, k, xs, count, acc);
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
         if (t < count && lane == t) {

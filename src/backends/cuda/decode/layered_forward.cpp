@@ -180,8 +180,9 @@ PendingMoe LayeredForward::RunFfn(int64_t layer_id, int64_t num_tokens) const {
               config.num_experts,
               config.num_experts_per_token,
               ws.ffn_out.data()};
-  if (num_tokens >= c_.options.grouped_moe_min_tokens && ws.moe.gathered_x != nullptr) {
-    MoeForwardGrouped(moe, ws.moe, c_.cublas, stream_);  // prefill: grouped GEMMs over experts
+  if (num_tokens >= c_.options.grouped_moe_min_tokens &&
+      MoeGroupedSupports(hidden, layer.expert_intermediate)) {
+    MoeForwardGrouped(moe, ws.moe, stream_);  // prefill: grouped GEMMs over experts
     return {};
   }
   MoeExperts(moe, ws.moe, stream_, bucketed);  // the next AddNorm folds the combine in

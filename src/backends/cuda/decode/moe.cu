@@ -5,6 +5,7 @@
 
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/pdl_launch.h"
+#include "backends/cuda/core/weight_layout.h"
 #include "backends/cuda/decode/gemv_tile.cuh"
 #include "backends/cuda/decode/moe_bucket.cuh"
 #include "common/error.h"
@@ -80,8 +81,10 @@ struct GateUpJob {
   __device__ const __nv_bfloat16* ActivationRow(int t) const {
     return a.x + static_cast<int64_t>(w.token_of_slot[rows.begin + t]) * a.hidden;
   }
+  static constexpr int64_t kWeightChunkStride = kPanelChunkElements;
   __device__ const __nv_bfloat16* WeightRow(int64_t i, int r) const {
-    return a.gate_up + (rows.expert * 2 * a.intermediate + r * a.intermediate + i) * a.hidden;
+    const PanelMatrix m = ExpertGateUpPanels(a.hidden, a.intermediate);
+    return a.gate_up + rows.expert * m.Elements() + PanelPairStart(i, r, m.PanelElements());
   }
   __device__ void Store(int64_t i, int t, const float (&v)[2]) const {
     w.hidden[(rows.begin + t) * a.intermediate + i] = __float2bfloat16(Silu(v[0]) * v[1]);
@@ -103,8 +106,10 @@ struct DownJob {
   __device__ const __nv_bfloat16* ActivationRow(int t) const {
     return w.hidden + (rows.begin + t) * a.intermediate;
   }
+  static constexpr int64_t kWeightChunkStride = kPanelChunkElements;
   __device__ const __nv_bfloat16* WeightRow(int64_t g, int r) const {
-    return a.down + (rows.expert * a.hidden + min(g * kRows + r, a.hidden - 1)) * a.intermediate;
+    const PanelMatrix m = ExpertDownPanels(a.hidden, a.intermediate);
+    return a.down + rows.expert * m.Elements() + m.RowStart(min(g * kRows + r, a.hidden - 1));
   }
   __device__ void Store(int64_t g, int t, const float (&v)[kRows]) const {
 #pragma unroll

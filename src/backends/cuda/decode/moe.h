@@ -34,9 +34,6 @@ struct MoeWorkspace {
   int32_t* slot_of_assignment = nullptr;  // [assignments] t * top_k + j -> slot
   __nv_bfloat16* hidden = nullptr;        // [assignments][intermediate]
   float* expert_out = nullptr;            // [assignments][hidden]
-  // Grouped (prefill) path only; null when the workspace is decode-sized.
-  __nv_bfloat16* gathered_x = nullptr;  // [assignments][hidden] x rows in expert order
-  float* gate_up = nullptr;             // [assignments][2 * intermediate]
 };
 
 // A workspace whose index arrays (counts .. slot_of_assignment) are carved, in that order, out of
@@ -56,8 +53,8 @@ struct MoeArgs {
   const __nv_bfloat16* x = nullptr;        // [num_tokens][hidden] normed input
   const int32_t* expert_ids = nullptr;     // [num_tokens][top_k]
   const float* weights = nullptr;          // [num_tokens][top_k]
-  const __nv_bfloat16* gate_up = nullptr;  // [num_experts][2 * intermediate][hidden]
-  const __nv_bfloat16* down = nullptr;     // [num_experts][hidden][intermediate]
+  const __nv_bfloat16* gate_up = nullptr;  // per expert ExpertGateUpPanels (weight_layout.h)
+  const __nv_bfloat16* down = nullptr;     // per expert ExpertDownPanels
   const float* shared_out = nullptr;       // [num_tokens][hidden] or null
   SharedExpertCombination shared_combination = SharedExpertCombination::kAverage;
   int64_t num_tokens = 0;

@@ -71,7 +71,7 @@ ChunkStream::ChunkStream(const ModelConfig& config, const DeviceWeights& weights
       device_(device),
       options_(WithoutHooks(options)),
       max_tokens_(max_tokens),
-      workspace_(config, PieceTokens(max_tokens, piece_tokens), options_.grouped_moe_min_tokens) {
+      workspace_(config, PieceTokens(max_tokens, piece_tokens)) {
   stream_ = CreateStream(StreamPriority::kLowest);
   cublas_ = CreateCublas(cublas_workspace_);
   MKSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));

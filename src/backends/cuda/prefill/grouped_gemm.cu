@@ -5,6 +5,7 @@
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/kernel_common.cuh"
 #include "backends/cuda/core/mma_sm80.cuh"
+#include "backends/cuda/core/weight_panels.h"
 #include "common/error.h"
 
 namespace mkserve::cuda {
@@ -15,7 +16,8 @@ namespace {
 // mma); kWarpM = 2 (64-row tiles) for small groups (prefill chunks of ~1K tokens give ~64 rows per
 // expert).
 constexpr int kTileN = 128;  // weight rows per CTA (64 gate + 64 up in the SiLU epilogue)
-constexpr int kTileK = 32;
+constexpr int kTileK = 32;   // one panel chunk: a weight row's K tile is 64 contiguous bytes
+static_assert(kTileK == kPanelChunk);
 constexpr int kStages = 4;
 constexpr int kStride = kTileK + 8;  // 80-byte rows: ldmatrix rows land in distinct banks
 constexpr int kThreads = 128;
@@ -66,6 +68,12 @@ __device__ inline int WeightRow(int wn, int j) {
   return j < 4 ? wn * 32 + j * 8 : kTileN / 2 + wn * 32 + (j - 4) * 8;
 }
 
+// A group's weights: [n][k], or [2n][k] gate rows then up rows, in panels (weight_panels.h).
+template <bool kSiluMul>
+__device__ inline PanelMatrix WeightPanels(const GroupedGemmArgs& a) {
+  return kSiluMul ? PanelMatrix::GateUp(a.n, a.k) : PanelMatrix::AdjacentRows(a.n, a.k);
+}
+
 // Global sources of this thread's kWarpM A rows and two weight rows (fixed over k).
 template <bool kSiluMul, int kWarpM>
 struct Sources {
@@ -74,7 +82,8 @@ struct Sources {
   bool a_ok[kWarpM], w_ok[kWLoads];
 
   __device__ Sources(const GroupedGemmArgs& a, const TileCoords& t, int64_t n0) {
-    const __nv_bfloat16* w = a.w + static_cast<int64_t>(t.group) * (kSiluMul ? 2 : 1) * a.n * a.k;
+    const PanelMatrix m = WeightPanels<kSiluMul>(a);
+    const __nv_bfloat16* w = a.w + static_cast<int64_t>(t.group) * m.Elements();
 #pragma unroll
     for (int i = 0; i < kWarpM; ++i) {
       const int32_t row = t.row0 + (threadIdx.x + i * kThreads) / kChunks;
@@ -88,12 +97,13 @@ struct Sources {
       const int64_t col = kSiluMul ? n0 + r % (kTileN / 2) : n0 + r;
       w_ok[i] = col < a.n;
       const int64_t w_index = (kSiluMul && r >= kTileN / 2 ? a.n : 0) + (w_ok[i] ? col : 0);
-      w_row[i] = w + w_index * a.k;
+      w_row[i] = w + m.RowStart(w_index);
     }
   }
 
   __device__ void Load(__nv_bfloat16* stage, int64_t k0) const {
     const int col = (threadIdx.x % kChunks) * kVecElements;
+    const int64_t chunk = k0 / kPanelChunk * kPanelChunkElements;  // the weights' K tile
 #pragma unroll
     for (int i = 0; i < kWarpM; ++i) {
       const int r = (threadIdx.x + i * kThreads) / kChunks;
@@ -102,7 +112,7 @@ struct Sources {
 #pragma unroll
     for (int i = 0; i < kWLoads; ++i) {
       const int r = (threadIdx.x + i * kThreads) / kChunks;
-      CpAsync16(stage + (kTileM<kWarpM> + r) * kStride + col, w_row[i] + k0 + col, w_ok[i]);
+      CpAsync16(stage + (kTileM<kWarpM> + r) * kStride + col, w_row[i] + chunk + col, w_ok[i]);
     }
   }
 };

@@ -21,7 +21,8 @@ enum class GroupedEpilogue {
 struct GroupedGemmArgs {
   const __nv_bfloat16* a = nullptr;  // [.][k] bf16
   const int32_t* a_rows = nullptr;   // null: sorted row r reads a[r]; else a[a_rows[r]] (gather)
-  const __nv_bfloat16* w = nullptr;  // [num_groups][n or 2n][k]
+  const __nv_bfloat16* w = nullptr;  // per group [n][k] or [2n][k] in panels (weight_panels.h):
+                                     // AdjacentRows(n, k), or GateUp(n, k) for kSiluMulBf16
   const int32_t* offsets = nullptr;  // device [num_groups + 1], non-decreasing from 0
   int64_t num_groups = 0;
   int64_t max_rows = 0;  // upper bound of offsets[num_groups]: sizes the grid

@@ -2,12 +2,11 @@
 // two grouped GEMMs on tensor cores over the expert-sorted assignment rows (grouped_gemm.h):
 // gate/up with SiLU*up fused into the epilogue (x rows gathered on load), and down; then the same
 // deterministic weighted combine. The bucket offsets stay on the device, so the layer needs no
-// host sync and can run inside a CUDA graph. Shapes the grouped GEMM does not take (hidden or
-// expert width not a multiple of 32) fall back to one cuBLAS GEMM per active expert, which reads
-// the offsets back (one sync) and so refuses to run inside a capture.
+// host sync and can run inside a CUDA graph. The experts' weights are in panels, which cuBLAS
+// cannot read: shapes the grouped GEMM does not take (hidden or expert width not a multiple of
+// 32) run the decode GEMV (MoeExperts) at every token count instead.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,7 +23,9 @@ namespace mkserve::cuda {
 // of its tokens on CUDA cores; the grouped GEMM streams it once into tensor cores.
 inline constexpr int64_t kGroupedMoeMinTokens = 16;
 
-void MoeForwardGrouped(const MoeArgs& args, const MoeWorkspace& workspace, cublasHandle_t cublas,
-                       cudaStream_t stream);
+bool MoeGroupedSupports(int64_t hidden, int64_t intermediate);
+
+// Throws mkserve::Error when !MoeGroupedSupports.
+void MoeForwardGrouped(const MoeArgs& args, const MoeWorkspace& workspace, cudaStream_t stream);
 
 }  // namespace mkserve::cuda
