@@ -61,21 +61,31 @@ constexpr int64_t WeightChunkStride() {
   }
 }
 
-// Where 16-byte vector v of a row starts, from the row's start.
-template <int64_t kChunkStride>
-__device__ inline int64_t WeightVectorOffset(int64_t v) {
-  if constexpr (kChunkStride == kPanelChunk) {
-    return v * kVecElements;
+template <class Job>
+constexpr bool ReadsPanels() {
+  return WeightChunkStride<Job>() != kPanelChunk;
+}
+
+// Weights in panels: a panel's 8 groups go to one warp, or at one token to a whole block, whose
+// warps split its K range (a warp a panel left 96 blocks of work for North's batch-1 experts, a
+// third of a wave: layered batch 1 4.53 ms a step).
+inline constexpr int64_t kPanelGroups = kPanelRows / 2;
+template <int kTokens>
+inline constexpr int kWarpsPerPanel = kTokens == 1 ? kGemvWarps : 1;
+
+// The warps a GEMV job of `groups` groups keeps busy.
+template <int kTokens, class Job>
+inline int64_t GemvWarpsWanted(int64_t groups) {
+  if constexpr (ReadsPanels<Job>()) {
+    return CeilDiv(groups, kPanelGroups) * kWarpsPerPanel<kTokens>;
   } else {
-    constexpr int64_t kVecsPerChunk = kPanelChunk / kVecElements;
-    return v / kVecsPerChunk * kChunkStride + v % kVecsPerChunk * kVecElements;
+    return groups;
   }
 }
 
 // One warp: acc[r][t] = dot(w_rows[r], xs[t]) for t < count; every lane ends with every sum.
-// Lane l reads vectors l, l + 32, ... of each row: coalesced 512-byte warp reads row-major, 64
-// bytes of each of 8 chunks in panels.
-template <int kRows, int kVecs, int kTokens, int64_t kChunkStride>
+// Lane l reads vectors l, l + 32, ... of each row: coalesced 512-byte warp reads.
+template <int kRows, int kVecs, int kTokens>
 __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], int64_t k,
                                    const __nv_bfloat16* xs, int count,
                                    float (&acc)[kRows][kTokens]) {
@@ -93,8 +103,7 @@ __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], 
       const int64_t v = base + u * kWarpSize;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        w[r][u] =
-            v < vecs ? LoadStreaming(w_rows[r] + WeightVectorOffset<kChunkStride>(v)) : Bf16x8{};
+        w[r][u] = v < vecs ? LoadStreaming(w_rows[r] + v * kVecElements) : Bf16x8{};
       }
     }
 #pragma unroll
@@ -125,6 +134,63 @@ __device__ inline void WarpDotRows(const __nv_bfloat16* const (&w_rows)[kRows], 
   }
 }
 
+// Weights in panels (weight_panels.h), kRows == 2: one warp takes chunks [c_begin, c_end) of a
+// panel, its 8 groups (pairs) g0.. of 2 rows. Lane (r, j) multiplies pair g0 + r's rows with
+// vector j of each 32-K chunk, so every load instruction of the warp reads 512 contiguous bytes
+// (a row at a time read 8 separate 64-byte pieces: layered batch 1 at 8K 4.10 -> 4.26 ms a step
+// against row-major weights); the 4 lanes of a pair add their sums, and lane j == 0 holds them.
+template <int kVecs, int kTokens, class Job>
+__device__ inline void WarpDotPanel(const Job& job, int64_t g0, int64_t k, int64_t c_begin,
+                                    int64_t c_end, const __nv_bfloat16* xs, int count,
+                                    float (&acc)[2][kTokens]) {
+  const int lane = threadIdx.x % kWarpSize, r = lane / 4, j = lane % 4;
+  const __nv_bfloat16* w0 = job.WeightRow(g0 + r, 0) + j * kVecElements;
+  const __nv_bfloat16* w1 = job.WeightRow(g0 + r, 1) + j * kVecElements;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) acc[h][t] = 0.0f;
+  }
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += kVecs) {
+    Bf16x8 a[kVecs], b[kVecs];
+#pragma unroll
+    for (int u = 0; u < kVecs; ++u) {  // every load of the round first: bytes in flight
+      const int64_t c = c0 + u;        // (a chunk's padding is stored: no check of k)
+      a[u] = c < c_end ? LoadStreaming(w0 + c * kPanelChunkElements) : Bf16x8{};
+      b[u] = c < c_end ? LoadStreaming(w1 + c * kPanelChunkElements) : Bf16x8{};
+    }
+#pragma unroll
+    for (int u = 0; u < kVecs; ++u) {
+      const int64_t at = (c0 + u) * kPanelChunk + j * kVecElements;
+      if (c0 + u >= c_end) break;  // warp-uniform
+      if (at >= k) continue;       // the last chunk's padding
+      float wa[kVecElements], wb[kVecElements];
+      Bf16x8ToFloat(a[u], wa);
+      Bf16x8ToFloat(b[u], wb);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (t >= count) break;
+        float x[kVecElements];
+        Bf16x8ToFloat(LoadBf16x8(xs + t * k + at), x);
+#pragma unroll
+        for (int i = 0; i < kVecElements; ++i) {
+          acc[0][t] = fmaf(wa[i], x[i], acc[0][t]);
+          acc[1][t] = fmaf(wb[i], x[i], acc[1][t]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    if (t >= count) break;  // warp-uniform
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      acc[h][t] += __shfl_xor_sync(0xffffffffu, acc[h][t], 1);
+      acc[h][t] += __shfl_xor_sync(0xffffffffu, acc[h][t], 2);
+    }
+  }
+}
+
 // Warms L2 with the rows of row group `group` (weights never depend on the previous kernel, so
 // the first group's can go before WaitForPrevious and overlap it under PDL).
 template <int kRows, class Job>
@@ -143,12 +209,13 @@ __device__ inline void PrefetchGroup(const Job& job, int64_t group) {
 
 // The kernel every GEMV job runs. A Job provides:
 //   bool Begin()                    per block, after WaitForPrevious (false: nothing to do)
-//   bool Prefetchable()             weights known before the previous kernel ends
+//   bool Prefetchable()             weights known before the previous kernel ends (row-major)
 //   int64_t K(), NumGroups()        reduction length, row groups of kRows rows
 //   int NumTokens()                 activation rows of this block (after Begin)
 //   const bf16* ActivationRow(t)    activation row t (after Begin)
 //   const bf16* WeightRow(g, r)     row r of group g (clamped in range by the job)
-//   kWeightChunkStride (optional)   static constexpr: kPanelChunkElements for panel weights
+//   kWeightChunkStride (optional)   static constexpr: kPanelChunkElements for weights in panels
+//                                   (kRows == 2: a group is a pair; a warp takes 8 of them)
 //   void Store(g, t, vals[kRows])   epilogue of token t (called by one lane)
 // One token: registers capped at 128 for two resident blocks (no spills). Several tokens: the
 // per-token accumulators need more, so no cap (one or two blocks per SM, no spills).
@@ -157,9 +224,11 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
   extern __shared__ uint4 gemv_smem[];
   auto* xs = reinterpret_cast<__nv_bfloat16*>(gemv_smem);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int64_t first_group = blockIdx.x * static_cast<int64_t>(kGemvWarps) + warp;
-  if constexpr (WeightChunkStride<Job>() == kPanelChunk) {  // it prefetches row-major rows
-    if (job.Prefetchable()) PrefetchGroup<kRows>(job, first_group);
+  constexpr bool kPanels = ReadsPanels<Job>();
+  static_assert(!kPanels || kRows == 2, "a panel's groups are row pairs");
+  const int64_t first_unit = blockIdx.x * static_cast<int64_t>(kGemvWarps) + warp;
+  if constexpr (!kPanels) {  // the prefetch reads row-major rows
+    if (job.Prefetchable()) PrefetchGroup<kRows>(job, first_unit);
   }
   WaitForPrevious();
   AllowNext();
@@ -172,19 +241,54 @@ __global__ void __launch_bounds__(kGemvThreads, kTokens == 1 ? 2 : 1) GemvJobKer
     StageRows(xs, k, count, [&](int t) { return job.ActivationRow(first + t); });
     __syncthreads();
     const int64_t stride = gridDim.x * static_cast<int64_t>(kGemvWarps);
-    for (int64_t g = first_group; g < groups; g += stride) {
-      const __nv_bfloat16* rows[kRows];
+    if constexpr (kPanels) {
+      // Warps [kWarpsPerPanel * q, kWarpsPerPanel * (q + 1)) of the grid share a panel, each a
+      // K slice; with several, part 0 adds the others' sums (uniform over the block).
+      constexpr int kParts = kWarpsPerPanel<kTokens>;
+      const int part = warp % kParts;
+      const int64_t chunks = (k + kPanelChunk - 1) / kPanelChunk;
+      const int64_t c_begin = chunks * part / kParts, c_end = chunks * (part + 1) / kParts;
+      auto* partial = reinterpret_cast<float*>(xs + kTokens * k);  // [warp][lane][2], kParts > 1
+      for (int64_t g0 = first_unit / kParts * kPanelGroups; g0 < groups;
+           g0 += stride / kParts * kPanelGroups) {
+        float acc[2][kTokens];
+        WarpDotPanel<kVecs, kTokens>(job, g0, k, c_begin, c_end, xs, count, acc);
+        if constexpr (kParts > 1) {
+          static_assert(kTokens == 1);
+          partial[(warp * kWarpSize + lane) * 2] = acc[0][0];
+          partial[(warp * kWarpSize + lane) * 2 + 1] = acc[1][0];
+          __syncthreads();
+          if (part == 0) {
+            for (int other = 1; other < kParts; ++other) {
+              acc[0][0] += partial[((warp + other) * kWarpSize + lane) * 2];
+              acc[1][0] += partial[((warp + other) * kWarpSize + lane) * 2 + 1];
+            }
+          }
+          __syncthreads();  // the partials are read before the next panel's
+        }
+        const int64_t g = g0 + lane / 4;
+        if (part == 0 && lane % 4 == 0 && g < groups) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) rows[r] = job.WeightRow(g, r);
-      float acc[kRows][kTokens];
-      WarpDotRows<kRows, kVecs, kTokens, WeightChunkStride<Job>()>(rows, k, xs, count, acc);
+          for (int t = 0; t < kTokens; ++t) {
+            if (t < count) job.Store(g, first + t, {acc[0][t], acc[1][t]});
+          }
+        }
+      }
+    } else {
+      for (int64_t g = first_unit; g < groups; g += stride) {
+        const __nv_bfloat16* rows[kRows];
 #pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (t < count && lane == t) {
-          float vals[kRows];
+        for (int r = 0; r < kRows; ++r) rows[r] = job.WeightRow(g, r);
+        float acc[kRows][kTokens];
+        WarpDotRows<kRows, kVecs, kTokens>(rows, k, xs, count, acc);
 #pragma unroll
-          for (int r = 0; r < kRows; ++r) vals[r] = acc[r][t];
-          job.Store(g, first + t, vals);
+        for (int t = 0; t < kTokens; ++t) {
+          if (t < count && lane == t) {
+            float vals[kRows];
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) vals[r] = acc[r][t];
+            job.Store(g, first + t, vals);
+          }
         }
       }
     }
@@ -212,7 +316,7 @@ inline GemvLimits QueryGemvLimits(const void* kernel) {
 // Several slices (experts) with several tokens each: walking many groups per warp serialises
 // their latency, so kSliceBlocksPerSm blocks per SM in all (batch 64 on the H200: 4 beat 1 and
 // 2). One token (batch 1): one resident wave measured best.
-inline unsigned GemvGridX(const GemvLimits& limits, int64_t smem, int64_t groups, unsigned grid_y,
+inline unsigned GemvGridX(const GemvLimits& limits, int64_t smem, int64_t warps, unsigned grid_y,
                           bool several_tokens) {
   constexpr int64_t kReservedSmem = 1024;  // per block, by the runtime
   const int64_t resident = std::max<int64_t>(
@@ -220,7 +324,7 @@ inline unsigned GemvGridX(const GemvLimits& limits, int64_t smem, int64_t groups
   const bool slices = grid_y > 1 && several_tokens;
   const int64_t per_sm = slices ? std::max<int64_t>(resident, kSliceBlocksPerSm) : resident;
   const int64_t cap = std::max<int64_t>(1, int64_t{DeviceSmCount()} * per_sm / grid_y);
-  return static_cast<unsigned>(std::min(CeilDiv(groups, kGemvWarps), cap));
+  return static_cast<unsigned>(std::min(CeilDiv(warps, kGemvWarps), cap));
 }
 
 // Launches GemvJobKernel over `groups` row groups (grid x) and grid_y independent slices
@@ -230,12 +334,16 @@ void LaunchGemvJob(const Job& job, int64_t groups, int64_t k, unsigned grid_y,
                    cudaStream_t stream) {
   auto* kernel = &GemvJobKernel<kRows, kVecs, kTokens, Job>;
   static const GemvLimits limits = QueryGemvLimits(reinterpret_cast<const void*>(kernel));
-  const int64_t smem = kTokens * k * static_cast<int64_t>(sizeof(__nv_bfloat16));
+  // The staged rows, then at one token with panels the block's partial sums.
+  const int64_t partials = ReadsPanels<Job>() && kTokens == 1 ? kGemvThreads * 2 : 0;
+  const int64_t smem = kTokens * k * static_cast<int64_t>(sizeof(__nv_bfloat16)) +
+                       partials * static_cast<int64_t>(sizeof(float));
   if (smem > limits.max_smem) {
     throw Error("GEMV: k=" + std::to_string(k) + " needs " + std::to_string(smem) +
                 " bytes of shared memory, the device allows " + std::to_string(limits.max_smem));
   }
-  const unsigned blocks = GemvGridX(limits, smem, groups, grid_y, kTokens > 1);
+  const unsigned blocks =
+      GemvGridX(limits, smem, GemvWarpsWanted<kTokens, Job>(groups), grid_y, kTokens > 1);
   LaunchPdl(kernel, dim3(blocks, grid_y), dim3(kGemvThreads), static_cast<size_t>(smem), stream,
             job);
 }

@@ -67,14 +67,13 @@ struct ExpertRows {
   }
 };
 
-// h[slot][i] = silu(gate_i . x) * (up_i . x): a warp's two rows are gate row i and up row i.
+// h[slot][i] = silu(gate_i . x) * (up_i . x): a group is the pair (gate row i, up row i).
 struct GateUpJob {
   MoeArgs a;
   MoeWorkspace w;
   ExpertRows rows;
 
   __device__ bool Begin() { return rows.Find(a, w); }
-  __device__ bool Prefetchable() const { return false; }  // the expert is data
   __device__ int64_t K() const { return a.hidden; }
   __device__ int64_t NumGroups() const { return a.intermediate; }
   __device__ int NumTokens() const { return rows.end - rows.begin; }
@@ -91,15 +90,14 @@ struct GateUpJob {
   }
 };
 
-// expert_out[slot][n] = down_n . h[slot], kRows rows per warp.
-template <int kRows>
+// expert_out[slot][n] = down_n . h[slot]; a group is a pair of adjacent rows.
 struct DownJob {
+  static constexpr int kRows = 2;
   MoeArgs a;
   MoeWorkspace w;
   ExpertRows rows;
 
   __device__ bool Begin() { return rows.Find(a, w); }
-  __device__ bool Prefetchable() const { return false; }
   __device__ int64_t K() const { return a.intermediate; }
   __device__ int64_t NumGroups() const { return (a.hidden + kRows - 1) / kRows; }
   __device__ int NumTokens() const { return rows.end - rows.begin; }
@@ -109,7 +107,7 @@ struct DownJob {
   static constexpr int64_t kWeightChunkStride = kPanelChunkElements;
   __device__ const __nv_bfloat16* WeightRow(int64_t g, int r) const {
     const PanelMatrix m = ExpertDownPanels(a.hidden, a.intermediate);
-    return a.down + rows.expert * m.Elements() + m.RowStart(min(g * kRows + r, a.hidden - 1));
+    return a.down + rows.expert * m.Elements() + m.RowStart(g * kRows + r);
   }
   __device__ void Store(int64_t g, int t, const float (&v)[kRows]) const {
 #pragma unroll
@@ -147,29 +145,16 @@ __global__ void SiluMulKernel(const float* gate_up, int64_t intermediate, __nv_b
   }
 }
 
-// One activation row per expert (batch 1) compiles without the token loop.
-template <int kRows, int kVecs, class Job>
+// One activation row per expert (batch 1) compiles without the token loop. Both jobs read panels
+// (a warp takes 8 pairs) with kVecs chunks of each of a lane's two rows a round: 4 at one token
+// (8 loads in flight; 8 spilled under the two-block register cap), 8 with several.
+template <class Job>
 void LaunchExpertJob(const Job& job, int64_t groups, int64_t k, unsigned experts,
                      int64_t num_tokens, cudaStream_t stream) {
   if (num_tokens == 1) {
-    LaunchGemvJob<kRows, kVecs, 1>(job, groups, k, experts, stream);
+    LaunchGemvJob<2, 4, 1>(job, groups, k, experts, stream);
   } else {
-    LaunchGemvJob<kRows, kVecs, kGemvTokens>(job, groups, k, experts, stream);
-  }
-}
-
-// Down rows are short (768): four rows per warp for loads in flight at one token; two when
-// several tokens share an expert, where four would cost the second resident block (registers).
-template <int kVecs>
-void LaunchDown(const MoeArgs& a, const MoeWorkspace& w, unsigned experts, cudaStream_t stream) {
-  constexpr int kOneTokenRows = kVecs == 4 ? 4 : 2;  // 16 loads in flight either way
-  if (a.num_tokens == 1) {
-    LaunchGemvJob<kOneTokenRows, kVecs, 1>(DownJob<kOneTokenRows>{a, w, {}},
-                                           CeilDiv(a.hidden, kOneTokenRows), a.intermediate,
-                                           experts, stream);
-  } else {
-    LaunchGemvJob<2, kVecs, kGemvTokens>(DownJob<2>{a, w, {}}, CeilDiv(a.hidden, 2), a.intermediate,
-                                         experts, stream);
+    LaunchGemvJob<2, 8, kGemvTokens>(job, groups, k, experts, stream);
   }
 }
 
@@ -209,17 +194,9 @@ void MoeExperts(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream,
   // At most T * k experts can have tokens; the kernels read the actual count.
   const auto experts =
       static_cast<unsigned>(std::min<int64_t>(a.num_experts, a.num_tokens * a.top_k));
-  const GateUpJob gate_up{a, w, {}};
-  if (a.hidden / kVecElements > 4 * kWarpSize) {
-    LaunchExpertJob<2, 8>(gate_up, a.intermediate, a.hidden, experts, a.num_tokens, stream);
-  } else {
-    LaunchExpertJob<2, 4>(gate_up, a.intermediate, a.hidden, experts, a.num_tokens, stream);
-  }
-  if (a.intermediate / kVecElements > 4 * kWarpSize) {
-    LaunchDown<8>(a, w, experts, stream);
-  } else {
-    LaunchDown<4>(a, w, experts, stream);
-  }
+  LaunchExpertJob(GateUpJob{a, w, {}}, a.intermediate, a.hidden, experts, a.num_tokens, stream);
+  LaunchExpertJob(DownJob{a, w, {}}, CeilDiv(a.hidden, DownJob::kRows), a.intermediate, experts,
+                  a.num_tokens, stream);
 }
 
 void MoeForward(const MoeArgs& a, const MoeWorkspace& w, cudaStream_t stream) {
