@@ -50,20 +50,14 @@ __device__ inline void StageRows(__nv_bfloat16* xs, int64_t k, int count, RowOf 
   }
 }
 
-// Elements between a weight row's 32-element chunks: kPanelChunk for row-major rows, or the
-// Job's kWeightChunkStride (kPanelChunkElements for weights stored in panels, weight_panels.h).
-template <class Job>
-constexpr int64_t WeightChunkStride() {
-  if constexpr (requires { Job::kWeightChunkStride; }) {
-    return Job::kWeightChunkStride;
-  } else {
-    return kPanelChunk;
-  }
-}
-
+// Whether a Job's weights are stored in panels (weight_panels.h): its kWeightPanels.
 template <class Job>
 constexpr bool ReadsPanels() {
-  return WeightChunkStride<Job>() != kPanelChunk;
+  if constexpr (requires { Job::kWeightPanels; }) {
+    return Job::kWeightPanels;
+  } else {
+    return false;
+  }
 }
 
 // Weights in panels: a panel's 8 groups go to one warp, or at one token to a whole block, whose
@@ -214,8 +208,8 @@ __device__ inline void PrefetchGroup(const Job& job, int64_t group) {
 //   int NumTokens()                 activation rows of this block (after Begin)
 //   const bf16* ActivationRow(t)    activation row t (after Begin)
 //   const bf16* WeightRow(g, r)     row r of group g (clamped in range by the job)
-//   kWeightChunkStride (optional)   static constexpr: kPanelChunkElements for weights in panels
-//                                   (kRows == 2: a group is a pair; a warp takes 8 of them)
+//   kWeightPanels (optional)        static constexpr true: the weights are in panels (kRows ==
+//                                   2, a group is a pair, a warp or block takes 8 of them)
 //   void Store(g, t, vals[kRows])   epilogue of token t (called by one lane)
 // One token: registers capped at 128 for two resident blocks (no spills). Several tokens: the
 // per-token accumulators need more, so no cap (one or two blocks per SM, no spills).

@@ -80,7 +80,7 @@ struct GateUpJob {
   __device__ const __nv_bfloat16* ActivationRow(int t) const {
     return a.x + static_cast<int64_t>(w.token_of_slot[rows.begin + t]) * a.hidden;
   }
-  static constexpr int64_t kWeightChunkStride = kPanelChunkElements;
+  static constexpr bool kWeightPanels = true;
   __device__ const __nv_bfloat16* WeightRow(int64_t i, int r) const {
     const PanelMatrix m = ExpertGateUpPanels(a.hidden, a.intermediate);
     return a.gate_up + rows.expert * m.Elements() + PanelPairStart(i, r, m.PanelElements());
@@ -104,7 +104,7 @@ struct DownJob {
   __device__ const __nv_bfloat16* ActivationRow(int t) const {
     return w.hidden + (rows.begin + t) * a.intermediate;
   }
-  static constexpr int64_t kWeightChunkStride = kPanelChunkElements;
+  static constexpr bool kWeightPanels = true;
   __device__ const __nv_bfloat16* WeightRow(int64_t g, int r) const {
     const PanelMatrix m = ExpertDownPanels(a.hidden, a.intermediate);
     return a.down + rows.expert * m.Elements() + m.RowStart(g * kRows + r);
