@@ -60,10 +60,11 @@ TEST(ScheduleBuilderTest, NorthBatchOneHasTheExpectedTasksPerLayer) {
   ASSERT_EQ(schedule.sm_tasks.size(), 132u);
   std::map<std::pair<uint32_t, uint32_t>, int> per_op;  // (layer, opcode) -> tasks
   for (const TaskDescriptor* task : InGlobalOrder(schedule)) ++per_op[{task->layer, task->opcode}];
-  // Layer 1 is a sliding MoE layer: (32 q heads + 2 x 4 kv heads) x 128 / 64 QKV tiles, 16 static
-  // splits per (row, kv head) at 8K, 2048 / 64 x 4 O-proj tiles, 128 / 16 x 4 router tiles.
+  // Layer 1 is a sliding MoE layer: (32 q heads + 2 x 4 kv heads) x 128 / 64 QKV tiles, 4 static
+  // splits per (row, kv head) (batch 1's cap), 2048 / 64 x 4 O-proj tiles, 128 / 16 x 4 router
+  // tiles.
   EXPECT_EQ((per_op[{1, kQkv}]), (32 + 8) * 2);
-  EXPECT_EQ((per_op[{1, kAttention}]), 4 * 16);
+  EXPECT_EQ((per_op[{1, kAttention}]), 4 * 4);
   EXPECT_EQ((per_op[{1, kAttentionCombine}]), 4);
   EXPECT_EQ((per_op[{1, kOProj}]), 32 * 4);
   EXPECT_EQ((per_op[{1, kRouter}]), 8 * 4);
@@ -460,14 +461,15 @@ TEST(ScheduleBuilderTest, BatchOneCapsFullAttentionSplitsUpTo16K) {
   EXPECT_LE(slots(1, 1024), 8);
 }
 
-// Batches 3 and 4 take at most 8 sliding splits (measured faster there); 2 and 5 keep the
-// SM-covering count (16 and 7 on 132 SMs).
-TEST(ScheduleBuilderTest, BatchesThreeAndFourCapSlidingSplitsAtEight) {
+// Batch 1 takes at most 4 sliding splits, batches 3 and 4 at most 8 (measured faster there); 2
+// and 5 keep the SM-covering count (16 and 7 on 132 SMs).
+TEST(ScheduleBuilderTest, SmallBatchesCapTheirSlidingSplits) {
   const ModelConfig config = NmcPreset();
   auto splits = [&](int64_t batch, int64_t context) {
     return ChooseTileShapes(config, batch, BucketForContext(config, context), 132).sliding_splits;
   };
   for (int64_t context : {4096, 8192, 32768}) {
+    EXPECT_EQ(splits(1, context), 4) << context;
     EXPECT_EQ(splits(2, context), 16) << context;
     EXPECT_EQ(splits(3, context), 8) << context;
     EXPECT_EQ(splits(4, context), 8) << context;

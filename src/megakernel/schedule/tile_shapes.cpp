@@ -125,8 +125,11 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // kernel ms, policy sliding_splits 8 against the default in one process, two rounds each: 4K
   // batch 3 5.13-5.18 against 5.20-5.23, batch 4 6.07 against 6.12-6.13; 8K 5.25-5.30 against
   // 5.32-5.33 and 6.16-6.18 against 6.21-6.23; 16K and 32K 0.2-1 % faster, 1K the same). Batch 2
-  // was mixed (8K 0.5-1 % faster, 16K up to 0.9 % slower), so it keeps 16.
-  const int64_t sliding_cap = batch == 3 || batch == 4 ? 8 : cap;
+  // was mixed (8K 0.5-1 % faster, 16K up to 0.9 % slower), so it keeps 16. Batch 1, with the
+  // weights in panels: at most 4 (a window's 64 pages in splits of 16; H200, 8K, kernel ms, three
+  // processes with the policies in both orders: 2.619-2.625 against 2.647-2.649 with 16, 8
+  // 2.633-2.640, 2 2.742-2.748; 1K, where the default was already 4, unchanged).
+  const int64_t sliding_cap = batch == 1 ? 4 : batch == 3 || batch == 4 ? 8 : cap;
   tiles.sliding_splits = splits_for(bucket.max_sliding_pages, sliding_cap);
   tiles.full_split_slots = splits_for(bucket.max_full_pages, full_cap);
   tiles.attention_claimers = num_sms;
