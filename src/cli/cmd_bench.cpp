@@ -147,6 +147,12 @@ std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_
   options.max_num_tokens = 8192;
   if (o.grouped_moe_min_tokens > 0) options.grouped_moe_min_tokens = o.grouped_moe_min_tokens;
   options.megakernel_policy = o.megakernel_policy;
+  // The paths switch in turn after the KV pool exists: start with the megakernel when it is among
+  // them, so the pool leaves room for its panel copies (DecodePathBytes).
+  if (std::find(o.decode_paths.begin(), o.decode_paths.end(), "megakernel") !=
+      o.decode_paths.end()) {
+    options.decode_path = "megakernel";
+  }
   if (o.layers > 0) {
     if (!o.model_dir.empty()) throw Error("--layers works with the preset geometry only");
     ModelConfig config = NmcPreset(o.layers);

@@ -64,7 +64,9 @@ class CudaBackend : public Backend {
   WarmUpReport WarmUp(const std::function<void(int64_t done, int64_t total)>& progress);
 
   // Selects the decode paths of the next steps (CudaBackendOptions::decode_path; throws
-  // mkserve::Error on an unknown name). The previous paths and what they held (graphs) go.
+  // mkserve::Error on an unknown name). The previous paths and what they held (graphs) go. The
+  // KV pool left room only for the constructor's choice (DecodePathBytes): a path that needs more
+  // (the megakernel's panel copies) allocates from what the memory fraction left over.
   void set_decode_path(const std::string& choice);
   const std::string& decode_path() const { return options_.decode_path; }
   // The decode path of this name among those in use, or null.
