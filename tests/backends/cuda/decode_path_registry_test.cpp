@@ -1,4 +1,4 @@
-// Host only: the decode path registry's names and errors, and the step metadata a captured
+// Host only: the decode path registry's names, errors and memory, and the step metadata a captured
 // decode step is keyed by (BucketPlan) and reads (PackMetadata).
 #include "backends/cuda/decode/decode_path_registry.h"
 
@@ -8,6 +8,7 @@
 
 #include "backends/cuda/core/step_metadata.h"
 #include "common/error.h"
+#include "model/presets.h"
 
 namespace mkserve::cuda {
 namespace {
@@ -26,6 +27,19 @@ TEST(DecodePathRegistryTest, NamesTheRegisteredPathsAndRefusesOthers) {
     EXPECT_NE(message.find("'warp-drive'"), std::string::npos) << message;
     for (const std::string& name : names) EXPECT_NE(message.find(name), std::string::npos);
   }
+}
+
+// The KV pool leaves room for what a choice's paths allocate after it: the megakernel's panel
+// copies of QKV, O-proj, the dense MLP and the LM head, for a model it runs; nothing otherwise.
+TEST(DecodePathRegistryTest, ReservesTheMegakernelsPanelCopies) {
+  const ModelConfig north = NmcPreset();
+  const int64_t per_layer = (4096 + 2 * 512) * 2048 + 2048 * 4096;  // QKV and O-proj elements
+  const int64_t dense = 3 * 3072 * 2048, lm_head = int64_t{262144} * 2048;
+  EXPECT_EQ(DecodePathBytes("megakernel", north), 2 * (49 * per_layer + dense + lm_head));
+  EXPECT_EQ(DecodePathBytes("layered", north), 0);
+  EXPECT_EQ(DecodePathBytes("eager", north), 0);
+  EXPECT_EQ(DecodePathBytes("megakernel", TinyPreset()), 0);  // head_dim 16: declined
+  EXPECT_THROW(DecodePathBytes("warp-drive", north), Error);
 }
 
 TEST(StepMetadataTest, BucketPlanPadsTablesToPowerOfTwoPages) {
