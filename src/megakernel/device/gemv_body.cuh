@@ -7,7 +7,7 @@
 //   int Tokens()                   activation rows, at most kMaxGemvTokens
 //   const bf16* ActivationRow(t)   activation row t, at the K range's start
 //   const bf16* WeightRow(g, r)    row r (0 or 1) of pair g in its panel, at the K range's
-//                                  start (a multiple of kChunk: PanelChunkStart)
+//                                  start (a multiple of kChunk: cuda::PanelChunkStart)
 //   void Store(g, t, vals[2])      epilogue of pair g for token t (one lane calls it)
 //   bool staged (optional member)  true: the task already wrote its activation rows into xs (the
 //                                  fused norm: tiles of at most 8 tokens, K in one chunk)
@@ -39,13 +39,6 @@ inline constexpr int kMaxStageK = 4096;  // the widest K range staged whole for 
 inline constexpr int kStageElements = kMmaTokens * (kMaxStageK + kMaxStagePad);
 
 static_assert(kChunk == cuda::kPanelChunk, "a pair of 16-byte loads reads one panel chunk");
-
-// The elements of one panel of a matrix whose rows are k long, and where K element k (a
-// multiple of kChunk) starts within a row: chunks of a row lie kPanelChunkElements apart.
-__device__ inline int64_t PanelElementsOf(int64_t k) {
-  return (k + kChunk - 1) / kChunk * cuda::kPanelChunkElements;
-}
-__device__ inline int64_t PanelChunkStart(int k) { return k / kChunk * cuda::kPanelChunkElements; }
 
 // Per warp: its sums after the K loop (the split-K reduction and the epilogue).
 struct WarpGemvScratch {
@@ -147,7 +140,7 @@ __device__ inline void LoadPairs(const Tile& tile, int k0, int len, int g0, int 
                                  uint4 (&p)[kUnroll], uint4 (&q)[kUnroll]) {
   const int r = threadIdx.x % 32 / 4, j = threadIdx.x % 4;
   const bool row_valid = g0 + r < tile.Groups();
-  const int64_t at = PanelChunkStart(k0) + j * cuda::kVecElements;
+  const int64_t at = cuda::PanelChunkStart(k0) + j * cuda::kVecElements;
   const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + at : nullptr;
   const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + at : nullptr;
   const uint64_t policy = EvictFirstPolicy();
@@ -200,7 +193,7 @@ __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0
   const int lane = threadIdx.x % 32, r = lane / 4, j = lane % 4;
   const bool row_valid = g0 + r < tile.Groups();
   const bf16* any = tile.WeightRow(0, 0);  // an address for the copies that read nothing
-  const int64_t at = PanelChunkStart(k0) + j * cuda::kVecElements;
+  const int64_t at = cuda::PanelChunkStart(k0) + j * cuda::kVecElements;
   const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + at : any;
   const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + at : any;
   const int rounds = (c1 - c0 + kUnroll - 1) / kUnroll;

@@ -58,7 +58,7 @@ struct PlainTile {
   const bf16* x;  // [rows][x_stride]
   int64_t x_stride;
   const bf16* w;    // [n][K] in panels of adjacent-row pairs (weight_panels.h)
-  int64_t w_panel;  // elements per panel: PanelElementsOf(K)
+  int64_t w_panel;  // elements per panel: cuda::PanelElementsFor(K)
   float* out;
   int64_t out_stride;
   int n0, n1, k0, k1, row0, rows;
@@ -74,7 +74,7 @@ struct PlainTile {
   __device__ const bf16* ActivationRow(int t) const { return x + (row0 + t) * x_stride + k0; }
   __device__ const bf16* WeightRow(int g, int r) const {
     const int n = min(n0 + g * kRows + r, n1 - 1);
-    return w + cuda::PanelPairStart(n / 2, n % 2, w_panel) + PanelChunkStart(k0);
+    return w + cuda::PanelPairStart(n / 2, n % 2, w_panel) + cuda::PanelChunkStart(k0);
   }
   __device__ void Store(int g, int t, const float (&v)[kRows]) const {
     if (qkv_layer != nullptr) {
@@ -107,7 +107,7 @@ struct GateUpTile {
     return x + row * x_stride;
   }
   __device__ const bf16* WeightRow(int g, int r) const {
-    return w + cuda::PanelPairStart(i0 + g, r, PanelElementsOf(hidden));
+    return w + cuda::PanelPairStart(i0 + g, r, cuda::PanelElementsFor(hidden));
   }
   __device__ void Store(int g, int t, const float (&v)[2]) const {
     h[(row0 + t) * intermediate + i0 + g] = __float2bfloat16(cuda::Silu(v[0]) * v[1]);
@@ -140,7 +140,7 @@ __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvS
   const PlainTile tile{p.x_norm,
                        p.hidden,
                        p.layers[d.layer].qkv,
-                       PanelElementsOf(p.hidden),
+                       cuda::PanelElementsFor(p.hidden),
                        nullptr,
                        0,
                        n0,
@@ -163,7 +163,7 @@ __device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, Gem
   const PlainTile tile{p.attn_in,
                        q_width,
                        p.layers[d.layer].o_proj,
-                       PanelElementsOf(q_width),
+                       cuda::PanelElementsFor(q_width),
                        p.attn_out + LayerRow(p, d.layer, 0),
                        p.hidden,
                        n0,
@@ -194,7 +194,7 @@ __device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d,
   const PlainTile tile{p.ffn_hidden,
                        layer.intermediate,
                        layer.dense_down,
-                       PanelElementsOf(layer.intermediate),
+                       cuda::PanelElementsFor(layer.intermediate),
                        p.ffn_out + LayerRow(p, d.layer, 0),
                        p.hidden,
                        n0,
@@ -215,7 +215,7 @@ __device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, in
   const PlainTile tile{p.x_norm,
                        p.hidden,
                        p.lm_head,
-                       PanelElementsOf(p.hidden),
+                       cuda::PanelElementsFor(p.hidden),
                        p.logits,
                        p.vocab,
                        v0,
@@ -258,7 +258,7 @@ __device__ inline void RunExpertItem(const StepParams& p, uint32_t layer_id,
     const PlainTile tile{p.moe_hidden,
                          I,
                          layer.experts_down + item.expert * cuda::ExpertDownPanels(H, I).Elements(),
-                         PanelElementsOf(I),
+                         cuda::PanelElementsFor(I),
                          p.moe_out,
                          H,
                          out0,

@@ -13,9 +13,6 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// A GEMM task's K range starts on a chunk of the weights' panels.
-constexpr int64_t kPanelChunkK = cuda::kPanelChunk;
-
 // The largest power of two <= preferred that divides width.
 int64_t DividingTile(int64_t width, int64_t preferred) {
   int64_t tile = 1;
@@ -55,7 +52,7 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
     tiles.dense_up_tile = DividingTile(config.dense_intermediate_size, 64);
     const int64_t up_tiles = config.dense_intermediate_size / tiles.dense_up_tile;
     tiles.dense_down_splits =
-        up_tiles % 2 == 0 && config.dense_intermediate_size / 2 % kPanelChunkK == 0 ? 2 : 1;
+        up_tiles % 2 == 0 && config.dense_intermediate_size / 2 % cuda::kPanelChunk == 0 ? 2 : 1;
   }
   tiles.dense_down_tile = DividingTile(config.hidden_size, 64);
   if (config.num_experts > 0) {
@@ -187,9 +184,9 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
                    "dense_intermediate_size");
     RequireDivides(tiles.dense_down_splits, config.dense_intermediate_size / tiles.dense_up_tile,
                    "dense_down_splits", "the dense gate/up tile count");
-    Require(config.dense_intermediate_size / tiles.dense_down_splits % kPanelChunkK == 0,
+    Require(config.dense_intermediate_size / tiles.dense_down_splits % cuda::kPanelChunk == 0,
             "dense_down_splits must leave K ranges of a multiple of " +
-                std::to_string(kPanelChunkK) + " (whole weight panel chunks)");
+                std::to_string(cuda::kPanelChunk) + " (whole weight panel chunks)");
   }
   if (config.num_moe_layers() > 0) {
     RequireDivides(tiles.router_tile, config.num_experts, "router_tile", "num_experts");

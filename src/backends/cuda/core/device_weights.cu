@@ -51,7 +51,7 @@ void AppendMlp(const MlpWeights& mlp, bf16* gate_up, bf16* down, std::vector<Pie
   pieces->push_back({down, &mlp.down});
 }
 
-// The routed experts, which the GPU stores in panels: Upload packs them after the copy.
+// Every tensor of the layer but the routed experts, which UploadExperts packs into panels.
 std::vector<Piece> LayerPieces(const ModelConfig& config, const LayerWeights& weights,
                                const DeviceLayer& layer) {
   std::vector<Piece> pieces;
@@ -123,13 +123,13 @@ class Stager {
   uint16_t* staging_ = nullptr;
 };
 
-// Each routed expert lands row-major in a scratch buffer, then is packed into its panels.
+// Each routed expert lands row-major in `scratch` (2 * width * hidden), then is packed into its
+// panels; the copies after a pack wait for it (both on the legacy default stream).
 int64_t UploadExperts(const ModelConfig& config, const LayerWeights& weights,
-                      const DeviceLayer& layer, Stager& stager) {
+                      const DeviceLayer& layer, Stager& stager, DeviceBuffer<bf16>& scratch) {
   const int64_t hidden = config.hidden_size, width = layer.expert_intermediate;
   const PanelMatrix gate_up = ExpertGateUpPanels(hidden, width);
   const PanelMatrix down = ExpertDownPanels(hidden, width);
-  DeviceBuffer<bf16> scratch(2 * width * hidden);
   int64_t bytes = 0;
   for (size_t e = 0; e < weights.experts.size(); ++e) {
     const MlpWeights& expert = weights.experts[e];
@@ -188,9 +188,17 @@ DeviceWeights DeviceWeights::Upload(const ModelConfig& config, const ModelWeight
     if (progress) progress(done, weights.total_bytes_);
   };
   for (const Piece& piece : pieces) copied(stager.Copy(piece));
+  int64_t widest = 0;  // of the routed experts: their scratch is sized once
   for (int64_t l = 0; l < config.num_layers; ++l) {
-    if (!host.layers[l].experts.empty()) {
-      copied(UploadExperts(config, host.layers[l], weights.layers_[l], stager));
+    if (!host.layers[l].experts.empty())
+      widest = std::max(widest, weights.layers_[l].expert_intermediate);
+  }
+  if (widest > 0) {
+    DeviceBuffer<bf16> scratch(2 * widest * config.hidden_size);
+    for (int64_t l = 0; l < config.num_layers; ++l) {
+      if (!host.layers[l].experts.empty()) {
+        copied(UploadExperts(config, host.layers[l], weights.layers_[l], stager, scratch));
+      }
     }
   }
   return weights;

@@ -29,6 +29,17 @@ inline constexpr int64_t kPanelRows = 16;
 inline constexpr int64_t kPanelChunk = 32;                                // K elements
 inline constexpr int64_t kPanelChunkElements = kPanelRows * kPanelChunk;  // 1 KB of bf16
 
+// Elements of one panel of rows `k` long (K padded to whole chunks): what the device bodies
+// carry instead of a row stride.
+MKSERVE_HOST_DEVICE inline int64_t PanelElementsFor(int64_t k) {
+  return (k + kPanelChunk - 1) / kPanelChunk * kPanelChunkElements;
+}
+
+// Where K element `kk`'s chunk starts within a row's panel slot (kk sits kk % kPanelChunk in).
+MKSERVE_HOST_DEVICE inline int64_t PanelChunkStart(int64_t kk) {
+  return kk / kPanelChunk * kPanelChunkElements;
+}
+
 enum class PanelPairs { kAdjacentRows, kGateUp };
 
 struct PanelMatrix {
@@ -43,9 +54,7 @@ struct PanelMatrix {
     return {2 * gate_rows, k, PanelPairs::kGateUp};
   }
 
-  MKSERVE_HOST_DEVICE int64_t Chunks() const { return (k + kPanelChunk - 1) / kPanelChunk; }
-  // Elements of one panel: what RowStart's callers on the device carry instead of a row stride.
-  MKSERVE_HOST_DEVICE int64_t PanelElements() const { return Chunks() * kPanelChunkElements; }
+  MKSERVE_HOST_DEVICE int64_t PanelElements() const { return PanelElementsFor(k); }
   MKSERVE_HOST_DEVICE int64_t Panels() const {
     const int64_t pairs_per_panel = kPanelRows / 2;
     const int64_t pair_count = pairs == PanelPairs::kGateUp ? rows / 2 : (rows + 1) / 2;
@@ -54,7 +63,7 @@ struct PanelMatrix {
   MKSERVE_HOST_DEVICE int64_t Elements() const { return Panels() * PanelElements(); }
   MKSERVE_HOST_DEVICE int64_t RowStart(int64_t row) const;
   MKSERVE_HOST_DEVICE int64_t Offset(int64_t row, int64_t kk) const {
-    return RowStart(row) + kk / kPanelChunk * kPanelChunkElements + kk % kPanelChunk;
+    return RowStart(row) + PanelChunkStart(kk) + kk % kPanelChunk;
   }
 };
 

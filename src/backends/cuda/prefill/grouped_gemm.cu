@@ -103,7 +103,7 @@ struct Sources {
 
   __device__ void Load(__nv_bfloat16* stage, int64_t k0) const {
     const int col = (threadIdx.x % kChunks) * kVecElements;
-    const int64_t chunk = k0 / kPanelChunk * kPanelChunkElements;  // the weights' K tile
+    const int64_t chunk = PanelChunkStart(k0);  // the weights' K tile
 #pragma unroll
     for (int i = 0; i < kWarpM; ++i) {
       const int r = (threadIdx.x + i * kThreads) / kChunks;
