@@ -228,9 +228,8 @@ void CudaBackend::RunPlanned(const StepInputs& inputs, const StepPlan& plan, Ste
   path->Run(plan, in_step ? &*in_step : nullptr, stream_);
   const int64_t rows = static_cast<int64_t>(plan.logit_rows.size());
   if (rows > 0) {
-    sampler_.SampleRows(inputs, plan, 0, rows, workspace_->logits.data(),
-                        workspace_->sampled.data(), stream_, outputs,
-                        in_step ? &*in_step : nullptr);
+    sampler_.SampleRows(inputs, plan, 0, rows, workspace_->logits.data(), workspace_->sampled,
+                        stream_, outputs, in_step ? &*in_step : nullptr);
   }
 }
 
@@ -242,8 +241,8 @@ void CudaBackend::RunLayered(const StepInputs& inputs, const StepPlan& plan, Ste
   for (size_t first = 0; first < num_rows; first += kLogitRowsPerChunk) {
     const int64_t count = std::min<int64_t>(kLogitRowsPerChunk, num_rows - first);
     forward.ComputeLogits(meta.logit_tokens, first, count);
-    sampler_.SampleRows(inputs, plan, first, count, workspace_->logits.data(),
-                        workspace_->sampled.data(), stream_, outputs);
+    sampler_.SampleRows(inputs, plan, first, count, workspace_->logits.data(), workspace_->sampled,
+                        stream_, outputs);
   }
 }
 

@@ -48,7 +48,7 @@ class MegakernelDecodePath : public cuda::DecodePath {
            cudaStream_t stream) override {
     cuda::StepWorkspace& ws = c_.workspace;
     const bool stuck = c_.options.hooks && c_.options.hooks->TakeStuckStep();
-    decoder_->Run(plan, ws.logits.data(), StepSampling{ws.sampled.data(), in_step}, stream,
+    decoder_->Run(plan, ws.logits.data(), StepSampling{ws.sampled.device(), in_step}, stream,
                   stuck ? StepFault::kStuckWait : StepFault::kNone);
   }
 

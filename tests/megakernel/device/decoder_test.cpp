@@ -115,7 +115,7 @@ class MegakernelVsLayered : public ::testing::Test {
     panels_ = std::make_unique<ProjectionPanels>(backend_->config(), backend_->weights());
     decoder_ = std::make_unique<MegakernelDecoder>(backend_->config(), backend_->weights(),
                                                    *panels_, backend_->kv_pool(), mk_options);
-    argmax_ = cuda::DeviceBuffer<int32_t>(kMaxMegakernelBatch);
+    argmax_ = cuda::HostMappedBuffer<int32_t>(kMaxMegakernelBatch);
   }
 
   // One decode step of `batch` rows through both paths.
@@ -144,7 +144,8 @@ class MegakernelVsLayered : public ::testing::Test {
     const cuda::StepPlan plan =
         cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
     cuda::DeviceBuffer<float> logits = cuda::testing::NanFloats(batch * config.vocab_size);
-    decoder_->Run(plan, logits.data(), StepSampling{argmax_.data()}, backend_->stream());
+    std::fill_n(argmax_.host(), argmax_.count(), -1);  // a row the step does not write stays -1
+    decoder_->Run(plan, logits.data(), StepSampling{argmax_.device()}, backend_->stream());
     const std::vector<float> ours = cuda::testing::ToHost(logits);
     ExpectArgmaxOf(ours, batch);
     const std::vector<int32_t> our_routing = decoder_->LastRouting();
@@ -219,7 +220,8 @@ class MegakernelVsLayered : public ::testing::Test {
 
   // The step's argmax of each row against the logits it wrote (lowest id on ties).
   void ExpectArgmaxOf(const std::vector<float>& logits, int64_t batch) {
-    const std::vector<int32_t> argmax = cuda::testing::ToHost(argmax_);
+    MKSERVE_CUDA_CHECK(cudaStreamSynchronize(backend_->stream()));  // the kernel wrote argmax_
+    const int32_t* argmax = argmax_.host();
     const int64_t vocab = backend_->config().vocab_size;
     for (int64_t row = 0; row < batch; ++row) {
       const float* begin = logits.data() + row * vocab;
@@ -228,7 +230,7 @@ class MegakernelVsLayered : public ::testing::Test {
   }
 
   std::shared_ptr<cuda::ToolHooks> hooks_ = std::make_shared<cuda::ToolHooks>();
-  cuda::DeviceBuffer<int32_t> argmax_;  // [kMaxMegakernelBatch], made by Load
+  cuda::HostMappedBuffer<int32_t> argmax_;  // [kMaxMegakernelBatch], made by Load
   std::unique_ptr<cuda::CudaBackend> backend_;
   std::unique_ptr<ProjectionPanels> panels_;
   std::unique_ptr<MegakernelDecoder> decoder_;
@@ -329,12 +331,13 @@ TEST_F(MegakernelVsLayered, SamplesInsideTheStepAsTheGpuSampler) {
     }
     EXPECT_EQ(in_step.staged.count, staged);
     cuda::DeviceBuffer<float> logits = cuda::testing::NanFloats(batch * vocab);
-    decoder_->Run(plan, logits.data(), StepSampling{argmax_.data(), &in_step}, backend_->stream());
+    decoder_->Run(plan, logits.data(), StepSampling{argmax_.device(), &in_step},
+                  backend_->stream());
     const std::vector<float> ours = cuda::testing::ToHost(logits);  // before the masked row's
     StepOutputs got;
     got.results.resize(batch);
-    sampler.SampleRows(inputs, plan, 0, batch, logits.data(), argmax_.data(), backend_->stream(),
-                       &got, &in_step);
+    sampler.SampleRows(inputs, plan, 0, batch, logits.data(), argmax_, backend_->stream(), &got,
+                       &in_step);
     // The oracle: the GpuSampler's own kernel on a copy of the same logits.
     cuda::DeviceBuffer<float> copy = cuda::testing::ToDevice(ours);
     cuda::GpuSampler oracle(vocab);
@@ -432,7 +435,8 @@ TEST_F(MegakernelVsLayered, GreedyTokensOver256Steps) {
         cuda::BuildStepPlan(config, backend_->kv_layout(), inputs, backend_->max_num_tokens());
     // NaN every step: a logit the step failed to write must not keep the last step's value.
     MKSERVE_CUDA_CHECK(cudaMemsetAsync(logits.data(), 0xFF, logits.bytes(), backend_->stream()));
-    decoder_->Run(plan, logits.data(), StepSampling{argmax_.data()}, backend_->stream());
+    std::fill_n(argmax_.host(), argmax_.count(), -1);  // the last step's kernel has finished
+    decoder_->Run(plan, logits.data(), StepSampling{argmax_.device()}, backend_->stream());
     const std::vector<float> ours = cuda::testing::ToHost(logits);
     ExpectArgmaxOf(ours, batch);
     cuda::RoutingOverride forced(config, batch, decoder_->LastRouting());
@@ -483,7 +487,7 @@ TEST_F(MegakernelVsLayered, RefusesBatchesAboveItsMaximum) {
   const cuda::StepPlan plan = cuda::BuildStepPlan(backend_->config(), backend_->kv_layout(),
                                                   rows->inputs, backend_->max_num_tokens());
   cuda::DeviceBuffer<float> logits(9 * backend_->config().vocab_size);
-  EXPECT_THROW(small.Run(plan, logits.data(), StepSampling{argmax_.data()}, backend_->stream()),
+  EXPECT_THROW(small.Run(plan, logits.data(), StepSampling{argmax_.device()}, backend_->stream()),
                Error);
 }
 

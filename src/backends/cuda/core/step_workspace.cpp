@@ -49,7 +49,7 @@ StepWorkspace::StepWorkspace(const ModelConfig& config, int64_t max_tokens)
   prefill_carry_stats = DeviceBuffer<float>(t * config.num_heads * kPrefillCarryStats);
   logit_inputs = DeviceBuffer<__nv_bfloat16>(kLogitRowsPerChunk * hidden);
   logits = DeviceBuffer<float>(kLogitRowsPerChunk * config.vocab_size);
-  sampled = DeviceBuffer<int32_t>(kLogitRowsPerChunk);
+  sampled = HostMappedBuffer<int32_t>(kLogitRowsPerChunk);
   sync_counters = DeviceBuffer<int32_t>(1);
   MKSERVE_CUDA_CHECK(cudaMemset(sync_counters.data(), 0, sync_counters.bytes()));
   moe = MoeIndexViews(moe_index.data(), experts, assignments);

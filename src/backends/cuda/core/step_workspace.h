@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backends/cuda/core/device_buffer.h"
+#include "backends/cuda/core/host_mapped_buffer.h"
 #include "backends/cuda/decode/moe.h"
 #include "model/model_config.h"
 
@@ -43,7 +44,7 @@ struct StepWorkspace {
   DeviceBuffer<int32_t> metadata;            // the step plan's arrays, packed
   DeviceBuffer<__nv_bfloat16> logit_inputs;  // [kLogitRowsPerChunk][hidden]
   DeviceBuffer<float> logits;                // [kLogitRowsPerChunk][vocab]
-  DeviceBuffer<int32_t> sampled;             // [kLogitRowsPerChunk]
+  HostMappedBuffer<int32_t> sampled;         // [kLogitRowsPerChunk] argmax / in-kernel samples
   DeviceBuffer<int32_t> sync_counters;       // [1] the fused router's done counter, kept 0
 
   MoeWorkspace moe;  // views into moe_index / moe_hidden / moe_expert_out

@@ -199,7 +199,7 @@ void LayeredForward::ComputeLogits(const int32_t* logit_tokens, size_t first_row
   Linear(c_.cublas, ws.logit_inputs.data(), num_rows, config.hidden_size, c_.weights.lm_head(),
          config.vocab_size, config.logit_scale, ws.logits.data(), stream_);
   Mark(StepOp::kSampling);
-  ArgmaxRows(ws.logits.data(), num_rows, config.vocab_size, ws.sampled.data(), stream_);
+  ArgmaxRows(ws.logits.data(), num_rows, config.vocab_size, ws.sampled.device(), stream_);
 }
 
 }  // namespace mkserve::cuda

@@ -199,26 +199,26 @@ StagedSamples GpuSampler::Stage(int64_t num_logit_rows, std::span<const GpuSampl
   CopyUp(bias_values_, device_bias_values_, stream);
   CopyUp(allowed_masks_, device_allowed_masks_, stream);
   Reserve(device_originals_, std::max<size_t>(edits_.size(), 1));
-  Reserve(device_outputs_, std::max<size_t>(rows_.size(), 1));
+  if (outputs_.count() < static_cast<int64_t>(rows_.size())) {
+    // Grown only between steps: the host read the last step's outputs before this Stage.
+    outputs_ = HostMappedBuffer<SampleRowOutput>(std::max<int64_t>(
+        static_cast<int64_t>(rows_.size()), std::max<int64_t>(2 * outputs_.count(), 1)));
+  }
   return StagedSamples{static_cast<int64_t>(rows_.size()),
                        device_rows_.data(),
                        device_edits_.data(),
                        device_bias_values_.data(),
                        device_originals_.data(),
                        device_allowed_masks_.data(),
-                       device_outputs_.data()};
+                       outputs_.device()};
 }
 
 std::vector<SequenceResult> GpuSampler::Collect(cudaStream_t stream) {
   std::vector<SequenceResult> results(rows_.size());
   if (rows_.empty()) return results;
-  outputs_.resize(rows_.size());
-  MKSERVE_CUDA_CHECK(cudaMemcpyAsync(outputs_.data(), device_outputs_.data(),
-                                     outputs_.size() * sizeof(SampleRowOutput),
-                                     cudaMemcpyDeviceToHost, stream));
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the kernel wrote outputs_ on the host
   for (size_t r = 0; r < rows_.size(); ++r) {
-    const SampleRowOutput& out = outputs_[r];
+    const SampleRowOutput& out = outputs_.host()[r];
     if (out.token_id < 0 || out.token_id >= vocab_ || out.num_top < 0 ||
         out.num_top > kGpuMaxTopLogprobs) {
       throw Error("GPU sampler: row " + std::to_string(r) + " came back with token " +

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/core/device_buffer.h"
+#include "backends/cuda/core/host_mapped_buffer.h"
 #include "backends/cuda/sampling/sample_rows.h"
 #include "engine/backend.h"
 
@@ -64,14 +65,13 @@ class GpuSampler {
   std::vector<std::vector<float>> edit_biases_;  // per edit while building
   std::vector<int32_t> edit_of_token_;           // [vocab], -1 between rows
   std::vector<uint32_t> allowed_masks_;          // the rows' allowed-token bitmasks, back to back
-  std::vector<SampleRowOutput> outputs_;
   // Device copies, grown on demand.
   DeviceBuffer<SampleRowParams> device_rows_;
   DeviceBuffer<LogitEdit> device_edits_;
   DeviceBuffer<float> device_bias_values_;
   DeviceBuffer<float> device_originals_;
   DeviceBuffer<uint32_t> device_allowed_masks_;
-  DeviceBuffer<SampleRowOutput> device_outputs_;
+  HostMappedBuffer<SampleRowOutput> outputs_;  // the kernel writes, Collect reads after a sync
 };
 
 }  // namespace mkserve::cuda

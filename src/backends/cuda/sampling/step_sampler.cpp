@@ -55,7 +55,7 @@ InStepSamples StepSampler::StageInStep(const StepInputs& inputs, const StepPlan&
 }
 
 void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, size_t first,
-                             int64_t count, float* logits, const int32_t* argmax,
+                             int64_t count, float* logits, const HostMappedBuffer<int32_t>& argmax,
                              cudaStream_t stream, StepOutputs* outputs,
                              const InStepSamples* in_step) {
   auto fill = [&](const std::vector<size_t>& sequences, std::vector<SequenceResult> sampled) {
@@ -69,20 +69,14 @@ void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, siz
     fill(in_step->sequences, in_step_sampler_->Collect(stream));
   }
   std::vector<int64_t> rest;  // rows this call serves
-  bool needs_argmax = false;
   for (int64_t r = 0; r < count; ++r) {
     if (in_step != nullptr && in_step->request_of_row[first + r] >= 0) continue;
-    const RowNeeds& needs = plan.logit_rows[first + r].needs;
-    needs_argmax |= needs.sample && !needs.gpu_sample && !needs.host_sample;
     rest.push_back(r);
   }
   if (rest.empty()) return;
-  std::vector<int32_t> greedy(count);
-  if (needs_argmax) {
-    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), argmax, count * sizeof(int32_t),
-                                       cudaMemcpyDeviceToHost, stream));
-  }
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host copies below read the step's rows
+  // After the sync the argmax words are on the host already; the host copies below read the
+  // step's rows.
+  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> row_logits;
   std::vector<GpuSampleRequest> gpu_rows;
   std::vector<size_t> gpu_sequences;
@@ -96,7 +90,7 @@ void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, siz
       gpu_rows.push_back({r, &step});
       gpu_sequences.push_back(row.sequence_index);
     } else if (row.needs.sample && !row.needs.host_sample) {
-      result.token_id = greedy[r];
+      result.token_id = argmax.host()[r];
     }
   }
   if (gpu_rows.empty()) return;

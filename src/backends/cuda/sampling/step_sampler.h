@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cuda/core/host_mapped_buffer.h"
 #include "backends/cuda/core/step_plan.h"
 #include "backends/cuda/sampling/gpu_sampler.h"
 #include "engine/backend.h"
@@ -37,12 +38,12 @@ class StepSampler {
   InStepSamples StageInStep(const StepInputs& inputs, const StepPlan& plan, cudaStream_t stream);
 
   // Logits rows [first, first + count) of plan.logit_rows are `logits` rows 0..count-1 (the
-  // GpuSampler edits them) and their argmax is `argmax`, on `stream`. Fills the results of their
-  // sequences; waits for the stream. Rows `in_step` holds were sampled by the kernel: their
-  // results come from its outputs.
+  // GpuSampler edits them) and their argmax is `argmax`'s first `count` words, which the stream's
+  // kernels wrote. Fills the results of their sequences; waits for the stream. Rows `in_step` holds
+  // were sampled by the kernel: their results come from its outputs.
   void SampleRows(const StepInputs& inputs, const StepPlan& plan, size_t first, int64_t count,
-                  float* logits, const int32_t* argmax, cudaStream_t stream, StepOutputs* outputs,
-                  const InStepSamples* in_step = nullptr);
+                  float* logits, const HostMappedBuffer<int32_t>& argmax, cudaStream_t stream,
+                  StepOutputs* outputs, const InStepSamples* in_step = nullptr);
 
  private:
   int64_t vocab_ = 0;
