@@ -1,7 +1,8 @@
 // HostMappedBuffer: pinned host memory that kernels write through its device mapping, for the
 // few words a step hands back (sampled tokens, the sampler's per-row results). The host reads
-// them after the stream's sync with no copy: a device-to-host copy into pageable memory and its
-// wait cost a batch-1 decode step about 6 us of its 24 us of host time (H200, 2026-12-04).
+// them after the stream's sync with no copy. A device-to-host copy into pageable memory and its
+// wait took 15-20 us of a batch-1 decode step's host time on one lent H200 (8 on another); the
+// sync alone takes 1-3 (docs/performance.md, "Host time of a decode step").
 // Kernels only write it (a device read crosses PCIe); the host reads it only after a sync.
 #pragma once
 
