@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "backends/cuda/tools/router_override.h"
 #include "backends/cuda/tools/tool_hooks.h"
 #include "common/error.h"
+#include "engine/backend_error.h"
 #include "megakernel/device/megakernel_decoder.h"
 #include "megakernel/schedule/timeline.h"
 #include "model/presets.h"
@@ -471,6 +473,26 @@ TEST_F(MegakernelVsLayered, GreedyTokensOver256Steps) {
       "tokens\n",
       static_cast<long long>(kSteps), static_cast<long long>(batch), lowest,
       static_cast<long long>(near_tie_flips), static_cast<long long>(kSteps * batch));
+}
+
+// A step the watchdog abandons keeps its counters (its zeroing after it is skipped, so the report
+// reads them); the next step zeroes them first and decodes as the layered path does. Without
+// that, the half-counted waits of the schedule both steps run would pass early.
+TEST_F(MegakernelVsLayered, AnAbandonedStepLeavesTheNextOneRight) {
+  Load(5);
+  decoder_ = std::make_unique<MegakernelDecoder>(
+      backend_->config(), backend_->weights(), *panels_, backend_->kv_pool(),
+      MegakernelDecoderOptions{.watchdog = std::chrono::milliseconds(300), .record_routing = true});
+  for (int64_t batch : {1, 8}) {
+    const auto rows = cuda::MakeDecodeBatch(*backend_, batch, ContextOf(0, batch));
+    const cuda::StepPlan plan = cuda::BuildStepPlan(backend_->config(), backend_->kv_layout(),
+                                                    rows->inputs, backend_->max_num_tokens());
+    cuda::DeviceBuffer<float> logits(batch * backend_->config().vocab_size);
+    EXPECT_THROW(decoder_->Run(plan, logits.data(), StepSampling{argmax_.device()},
+                               backend_->stream(), StepFault::kStuckWait),
+                 BackendFatalError);
+    CompareStep(batch);
+  }
 }
 
 // A decoder is refused a max_batch above kMaxMegakernelBatch, and a step with more rows than its
