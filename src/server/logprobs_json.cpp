@@ -15,18 +15,19 @@ std::string TokenText(const tokenizer::Tokenizer& tokenizer, int32_t token_id) {
   return tokenizer.Decode(std::span<const int32_t>(&token_id, 1), /*skip_special_tokens=*/false);
 }
 
+// "bytes" are the token's own bytes (Tokenizer::TokenBytes), as OpenAI gives them: a character
+// split over tokens comes back whole from their bytes joined, while each token's "token" text
+// shows U+FFFD for its part.
 Json ChatLogprobEntry(const tokenizer::Tokenizer& tokenizer, const PositionLogprobs& position) {
-  std::string text = TokenText(tokenizer, position.chosen.token_id);
   Json top = Json::array();
   for (const TokenLogprob& candidate : position.top) {
-    std::string candidate_text = TokenText(tokenizer, candidate.token_id);
-    top.push_back({{"token", candidate_text},
+    top.push_back({{"token", TokenText(tokenizer, candidate.token_id)},
                    {"logprob", candidate.logprob},
-                   {"bytes", Bytes(candidate_text)}});
+                   {"bytes", Bytes(tokenizer.TokenBytes(candidate.token_id))}});
   }
-  return {{"token", text},
+  return {{"token", TokenText(tokenizer, position.chosen.token_id)},
           {"logprob", position.chosen.logprob},
-          {"bytes", Bytes(text)},
+          {"bytes", Bytes(tokenizer.TokenBytes(position.chosen.token_id))},
           {"top_logprobs", top}};
 }
 

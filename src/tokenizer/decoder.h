@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   virtual void DecodeChain(std::vector<std::string>& tokens) const = 0;
+  // The bytes one vocabulary token stands for, before any UTF-8 check, where this decoder maps
+  // tokens to bytes (ByteLevel, ByteFallback, a Sequence holding one); nullopt where it works on
+  // text, or the token is not one it maps.
+  virtual std::optional<std::string> TokenBytes(const std::string& token) const {
+    (void)token;
+    return std::nullopt;
+  }
 };
 
 // Null gives nullptr; an unknown type is an error naming it.

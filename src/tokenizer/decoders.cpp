@@ -27,6 +27,9 @@ class ByteLevelDecoder final : public Decoder {
     AppendUtf8Lossy(text, bytes);
     tokens.assign(1, std::move(text));
   }
+  std::optional<std::string> TokenBytes(const std::string& token) const override {
+    return ByteLevelMap::Get().Decode(token);
+  }
 };
 
 class MetaspaceDecoder final : public Decoder {
@@ -88,6 +91,11 @@ class ByteFallbackDecoder final : public Decoder {
     flush();
     tokens = std::move(out);
   }
+  std::optional<std::string> TokenBytes(const std::string& token) const override {
+    const std::optional<unsigned char> byte = ParseByteToken(token);
+    if (!byte) return std::nullopt;
+    return std::string(1, static_cast<char>(*byte));
+  }
 };
 
 class FuseDecoder final : public Decoder {
@@ -147,6 +155,12 @@ class SequenceDecoder final : public Decoder {
       : steps_(std::move(steps)) {}
   void DecodeChain(std::vector<std::string>& tokens) const override {
     for (const auto& step : steps_) step->DecodeChain(tokens);
+  }
+  std::optional<std::string> TokenBytes(const std::string& token) const override {
+    for (const auto& step : steps_) {
+      if (std::optional<std::string> bytes = step->TokenBytes(token)) return bytes;
+    }
+    return std::nullopt;
   }
 
  private:

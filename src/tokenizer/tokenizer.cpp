@@ -59,6 +59,14 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_to
   return text;
 }
 
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  if (id >= 0 && id < impl_->vocab_size && impl_->decoder && !impl_->added.FindById(id)) {
+    std::optional<std::string> bytes = impl_->decoder->TokenBytes(impl_->model->IdToToken(id));
+    if (bytes) return *bytes;
+  }
+  return Decode(std::span<const int32_t>(&id, 1), /*skip_special_tokens=*/false);
+}
+
 std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
   if (const AddedToken* added = impl_->added.FindByContent(token)) return added->id;
   return impl_->model->TokenToId(token);

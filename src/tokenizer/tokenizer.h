@@ -45,6 +45,11 @@ class Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens) const;
   // Throws mkserve::Error for an id outside [0, vocab_size()).
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
+  // The bytes token `id` stands for, which may be part of a UTF-8 sequence (a byte-level or
+  // byte-fallback token): the bytes of consecutive tokens join into the text, where Decode of
+  // one token would give U+FFFD for a partial character. Tokens a decoder does not map to bytes
+  // give Decode of the one token. Throws mkserve::Error for an id outside [0, vocab_size()).
+  std::string TokenBytes(int32_t id) const;
 
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // The vocabulary string of `id` (byte-level form for byte-level models); empty if none.

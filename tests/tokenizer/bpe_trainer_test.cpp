@@ -69,6 +69,26 @@ TEST_F(TinyTokenizerTest, FixedIdsAndConfig) {
   EXPECT_EQ(json["model"]["vocab"].size(), static_cast<size_t>(kTinyVocabSize));
 }
 
+// Each token's bytes join into the text, also where a character spans tokens (whose Decode
+// alone gives U+FFFD); a special token gives its content, an id outside the vocabulary throws.
+TEST_F(TinyTokenizerTest, TokenBytesJoinIntoTheText) {
+  Tokenizer tokenizer = Tokenizer::Load(dir_);
+  const std::string text = "Grüße, 你好 😀 — naïve ∑x²";
+  const std::vector<int32_t> ids = tokenizer.Encode(text, false);
+  std::string joined;
+  int partial = 0;
+  for (int32_t id : ids) {
+    const std::string bytes = tokenizer.TokenBytes(id);
+    const std::string alone = tokenizer.Decode(std::span<const int32_t>(&id, 1), false);
+    partial += bytes != alone ? 1 : 0;
+    joined += bytes;
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_GT(partial, 0) << "no token of the text held part of a character: the test proves less";
+  EXPECT_EQ(tokenizer.TokenBytes(kTinyEndOfTurnId), "<|END_OF_TURN_TOKEN|>");
+  EXPECT_THROW(tokenizer.TokenBytes(kTinyVocabSize), Error);
+}
+
 TEST_F(TinyTokenizerTest, EncodesChatMarkersAndRoundTrips) {
   Tokenizer tokenizer = Tokenizer::Load(dir_);
   std::string text =

@@ -43,6 +43,24 @@ TEST(DecodersTest, ByteFallbackFuseStripReplace) {
             "b");
 }
 
+// A token's own bytes, before the UTF-8 check: a byte-level or byte-fallback token that is part
+// of a character gives its bytes, not U+FFFD; decoders that work on text give none.
+TEST(DecodersTest, TokenBytesBeforeTheUtf8Check) {
+  auto byte_level = MakeDecoder({{"type", "ByteLevel"}});
+  EXPECT_EQ(byte_level->TokenBytes("\xC3\xA4\xC2\xB8"), "\xE4\xB8");  // 2 of 中's 3 bytes
+  EXPECT_EQ(byte_level->TokenBytes("\xC4\xA0world"), " world");
+  EXPECT_EQ(byte_level->TokenBytes("<\xEF\xBD\x9C>"), std::nullopt);  // not byte-level
+  json llama = {{"type", "Sequence"},
+                {"decoders",
+                 {{{"type", "Replace"}, {"pattern", {{"String", kMeta}}}, {"content", " "}},
+                  {{"type", "ByteFallback"}},
+                  {{"type", "Fuse"}}}}};
+  auto sequence = MakeDecoder(llama);
+  EXPECT_EQ(sequence->TokenBytes("<0xE4>"), "\xE4");
+  EXPECT_EQ(sequence->TokenBytes(kMeta + "Hi"), std::nullopt);  // text: Decode serves it
+  EXPECT_EQ(MakeDecoder({{"type", "Fuse"}})->TokenBytes("<0xE4>"), std::nullopt);
+}
+
 TEST(DecodersTest, StripCountsFromBothEnds) {
   json spec = {{"type", "Strip"}, {"content", "x"}, {"start", 2}, {"stop", 1}};
   EXPECT_EQ(Decode(spec, {"xxxaxx"}), "xax");
