@@ -38,27 +38,21 @@ bool CompletesBy(cudaEvent_t done, std::chrono::steady_clock::time_point until) 
 }  // namespace
 
 StepWatchdog::StepWatchdog() {
-  MKSERVE_CUDA_CHECK(
-      cudaHostAlloc(reinterpret_cast<void**>(&host_flag_), sizeof(uint32_t), cudaHostAllocMapped));
-  *host_flag_ = 0;
-  void* device = nullptr;
-  MKSERVE_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_flag_, 0));
-  device_flag_ = static_cast<const volatile uint32_t*>(device);
+  *flag_.host() = 0;
   MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&diagnostics_, cudaStreamNonBlocking));
 }
 
 StepWatchdog::~StepWatchdog() {
   if (diagnostics_ != nullptr) cudaStreamDestroy(diagnostics_);
-  if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
 }
 
-void StepWatchdog::Arm() { *const_cast<volatile uint32_t*>(host_flag_) = 0; }
+void StepWatchdog::Arm() { *static_cast<volatile uint32_t*>(flag_.host()) = 0; }
 
 void StepWatchdog::Wait(cudaEvent_t done, std::chrono::milliseconds timeout,
                         const uint32_t* counters, std::span<const CounterInfo> infos,
                         const std::string& step) const {
   if (CompletesBy(done, std::chrono::steady_clock::now() + timeout)) return;
-  *const_cast<volatile uint32_t*>(host_flag_) = 1;
+  *static_cast<volatile uint32_t*>(flag_.host()) = 1;
   std::string report;
   if (CompletesBy(done, std::chrono::steady_clock::now() + kAbortGrace)) {
     std::vector<uint32_t> values(infos.size());

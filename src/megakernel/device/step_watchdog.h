@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "backends/cuda/core/host_mapped_buffer.h"
 #include "megakernel/schedule/schedule.h"
 
 namespace mkserve::megakernel {
@@ -23,7 +24,7 @@ class StepWatchdog {
   StepWatchdog& operator=(const StepWatchdog&) = delete;
 
   // The flag for StepParams::abort_flag.
-  const volatile uint32_t* device_flag() const { return device_flag_; }
+  const volatile uint32_t* device_flag() const { return flag_.device(); }
 
   // Lowers the flag; call before launching the step.
   void Arm();
@@ -35,8 +36,7 @@ class StepWatchdog {
             std::span<const CounterInfo> infos, const std::string& step) const;
 
  private:
-  uint32_t* host_flag_ = nullptr;  // pinned, mapped
-  const volatile uint32_t* device_flag_ = nullptr;
+  cuda::HostMappedBuffer<uint32_t> flag_{1};
   cudaStream_t diagnostics_ = nullptr;  // reads the counters while the step's stream is stuck
 };
 

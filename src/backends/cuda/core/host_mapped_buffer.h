@@ -1,9 +1,11 @@
-// HostMappedBuffer: pinned host memory that kernels write through its device mapping, for the
-// few words a step hands back (sampled tokens, the sampler's per-row results). The host reads
-// them after the stream's sync with no copy. A device-to-host copy into pageable memory and its
-// wait took 15-20 us of a batch-1 decode step's host time on one lent H200 (8 on another); the
-// sync alone takes 1-3 (docs/performance.md, "Host time of a decode step").
-// Kernels only write it (a device read crosses PCIe); the host reads it only after a sync.
+// HostMappedBuffer: pinned host memory that kernels reach through its device mapping, for the
+// few words host and kernels hand each other with no copy: what a step hands back (sampled
+// tokens, the sampler's per-row results; the host reads them after the stream's sync) and the
+// watchdog's abort flag (the host writes it, stuck waits poll it). A device-to-host copy into
+// pageable memory and its wait took 15-20 us of a batch-1 decode step's host time on one lent
+// H200 (8 on another); the sync alone takes 1-3 (docs/performance.md, "Host time of a decode
+// step"). Every device access crosses PCIe, and many SMs' reads queue behind each other (about
+// 1 us each): for words a kernel writes, or reads rarely.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -43,10 +43,12 @@ const SamplingParams& ParamsOf(const SequenceStep& step) {
   return step.sampling != nullptr ? *step.sampling : kDefaults;
 }
 
-template <typename T>
-void Reserve(DeviceBuffer<T>& buffer, size_t count) {
+// A DeviceBuffer or HostMappedBuffer of at least `count` elements (grown between steps only: the
+// last step's kernel and the host's reads of its outputs are done).
+template <class Buffer>
+void Reserve(Buffer& buffer, size_t count) {
   if (buffer.count() >= static_cast<int64_t>(count)) return;
-  buffer = DeviceBuffer<T>(std::max<int64_t>(static_cast<int64_t>(count), 2 * buffer.count()));
+  buffer = Buffer(std::max<int64_t>(static_cast<int64_t>(count), 2 * buffer.count()));
 }
 
 template <typename T>
@@ -199,11 +201,7 @@ StagedSamples GpuSampler::Stage(int64_t num_logit_rows, std::span<const GpuSampl
   CopyUp(bias_values_, device_bias_values_, stream);
   CopyUp(allowed_masks_, device_allowed_masks_, stream);
   Reserve(device_originals_, std::max<size_t>(edits_.size(), 1));
-  if (outputs_.count() < static_cast<int64_t>(rows_.size())) {
-    // Grown only between steps: the host read the last step's outputs before this Stage.
-    outputs_ = HostMappedBuffer<SampleRowOutput>(std::max<int64_t>(
-        static_cast<int64_t>(rows_.size()), std::max<int64_t>(2 * outputs_.count(), 1)));
-  }
+  Reserve(outputs_, std::max<size_t>(rows_.size(), 1));
   return StagedSamples{static_cast<int64_t>(rows_.size()),
                        device_rows_.data(),
                        device_edits_.data(),
