@@ -1,8 +1,11 @@
 #include "grammar/json_schema.h"
 
+#include <cmath>
 #include <functional>
 #include <set>
 #include <vector>
+
+#include "grammar/numeric_range.h"
 
 namespace mkserve::grammar {
 namespace {
@@ -17,11 +20,24 @@ const std::set<std::string>& Annotations() {
 }
 
 const std::set<std::string>& Keywords() {
-  static const std::set<std::string> kKeywords = {
-      "type",        "properties", "required", "additionalProperties",
-      "items",       "minItems",   "maxItems", "enum",
-      "const",       "anyOf",      "$ref",     "$defs",
-      "definitions", "format"};
+  static const std::set<std::string> kKeywords = {"type",
+                                                  "properties",
+                                                  "required",
+                                                  "additionalProperties",
+                                                  "items",
+                                                  "minItems",
+                                                  "maxItems",
+                                                  "enum",
+                                                  "const",
+                                                  "anyOf",
+                                                  "$ref",
+                                                  "$defs",
+                                                  "definitions",
+                                                  "format",
+                                                  "minimum",
+                                                  "maximum",
+                                                  "exclusiveMinimum",
+                                                  "exclusiveMaximum"};
   return kKeywords;
 }
 
@@ -51,6 +67,74 @@ int Count(const Json& schema, const char* key, const std::string& where, int fal
                       "values above " + std::to_string(kMaxCountedItems) + " are not supported");
   }
   return static_cast<int>(it->get<int64_t>());
+}
+
+struct BoundKeyword {
+  const char* key;
+  bool lower, exclusive;
+};
+constexpr BoundKeyword kBoundKeywords[] = {{"minimum", true, false},
+                                           {"exclusiveMinimum", true, true},
+                                           {"maximum", false, false},
+                                           {"exclusiveMaximum", false, true}};
+
+// The schema's numeric bounds for `type` ("integer" or "number"). An integer's fractional bound
+// becomes the nearest integer inside it, inclusive (minimum 1.5 and exclusiveMinimum 1.5 are both
+// minimum 2); a number's must be an integer. A bound past kMaxRangeBound on its loose side bounds
+// nothing the grammar can spell.
+NumericRange Bounds(const Json& schema, const std::string& type, const std::string& where) {
+  NumericRange range;
+  for (const BoundKeyword& keyword : kBoundKeywords) {
+    const auto it = schema.find(keyword.key);
+    if (it == schema.end()) continue;
+    const std::string at = where + "." + keyword.key;
+    if (!it->is_number()) {
+      throw SchemaError(at, it->is_boolean() ? "must be a number (draft 4's boolean form is not "
+                                               "supported: give the bound itself)"
+                                             : "must be a number");
+    }
+    bool exclusive = keyword.exclusive;
+    double value = it->get<double>();
+    if (!it->is_number_integer() && value != std::floor(value)) {
+      if (type == "number") {
+        throw SchemaError(at,
+                          "a fractional bound on a number is not supported; use an integer "
+                          "bound or 'type': 'integer'");
+      }
+      value = keyword.lower ? std::ceil(value) : std::floor(value);
+      exclusive = false;
+    }
+    // JSON integers exactly (as a double 999999999999999999 is 10^18; nlohmann reads a
+    // non-negative one as unsigned), anything else as a double, exact up to 10^18 when integral.
+    const bool integer =
+        it->is_number_integer() && (!it->is_number_unsigned() || it->get<uint64_t>() <= INT64_MAX);
+    const bool above =
+        integer ? it->get<int64_t>() > kMaxRangeBound : value > static_cast<double>(kMaxRangeBound);
+    const bool below = integer ? it->get<int64_t>() < -kMaxRangeBound
+                               : value < -static_cast<double>(kMaxRangeBound);
+    if (keyword.lower ? below : above) continue;  // bounds nothing the grammar can spell
+    if (above || below) {
+      throw SchemaError(at,
+                        "a bound beyond +-" + std::to_string(kMaxRangeBound) + " is not supported");
+    }
+    const int64_t exact = integer ? it->get<int64_t>() : static_cast<int64_t>(value);
+    const NumericBound bound{exact, exclusive};
+    std::optional<NumericBound>& side = keyword.lower ? range.lower : range.upper;
+    // Of two bounds on one side the tighter: the larger lower (smaller upper) one, or at the same
+    // value the exclusive one.
+    const bool tighter = !side ||
+                         (keyword.lower ? bound.value > side->value : bound.value < side->value) ||
+                         (bound.value == side->value && bound.exclusive);
+    if (tighter) side = bound;
+  }
+  return range;
+}
+
+bool HasBounds(const Json& schema) {
+  for (const BoundKeyword& keyword : kBoundKeywords) {
+    if (schema.contains(keyword.key)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -127,6 +211,9 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
     }
     if (schema.contains("items")) return CompileArray(schema, where);
     if (schema.contains("format")) return CompileString(schema, where);
+    if (HasBounds(schema)) {
+      throw SchemaError(where, "numeric bounds need 'type': 'number' or 'integer' beside them");
+    }
     return rules_.value;  // no constraint: any JSON value
   }
   if (type->is_string()) return CompileType(type->get<std::string>(), schema, where);
@@ -150,8 +237,15 @@ int32_t JsonGrammarBuilder::CompileType(const std::string& type, const Json& sch
   if (type == "object") return CompileObject(schema, where);
   if (type == "array") return CompileArray(schema, where);
   if (type == "string") return CompileString(schema, where);
-  if (type == "number") return rules_.number;
-  if (type == "integer") return rules_.integer;
+  if (type == "number" || type == "integer") {
+    const bool integer = type == "integer";
+    if (!HasBounds(schema)) return integer ? rules_.integer : rules_.number;
+    const NumericRange range = Bounds(schema, type, where);
+    const int32_t rule =
+        integer ? IntegerRangeRule(grammar_, range) : NumberRangeRule(grammar_, range);
+    if (rule < 0) throw SchemaError(where, "no " + type + " lies between its bounds");
+    return rule;
+  }
   if (type == "boolean") return rules_.boolean;
   if (type == "null") return rules_.null;
   throw SchemaError(where + ".type", "unknown type " + Quoted(type) +

@@ -44,6 +44,12 @@ function violation(schema, value, path = '$') {
       if (inner) return inner;
     }
   }
+  if (typeof value === 'number') {
+    if (schema.minimum !== undefined && !(value >= schema.minimum)) return `${path}: below minimum`;
+    if (schema.maximum !== undefined && !(value <= schema.maximum)) return `${path}: above maximum`;
+    if (schema.exclusiveMinimum !== undefined && !(value > schema.exclusiveMinimum)) return `${path}: not above exclusiveMinimum`;
+    if (schema.exclusiveMaximum !== undefined && !(value < schema.exclusiveMaximum)) return `${path}: not below exclusiveMaximum`;
+  }
   if (schema.format === 'date' && !/^\d{4}-\d{2}-\d{2}$/.test(value)) return `${path}: not a date`;
   return null;
 }
@@ -52,14 +58,15 @@ const PERSON = {
   type: 'object',
   properties: {
     name: { type: 'string' },
-    age: { type: 'integer' },
+    age: { type: 'integer', minimum: 0, maximum: 150 },
+    height: { type: 'number', exclusiveMinimum: 0, maximum: 3 },
     role: { enum: ['admin', 'user', 'guest'] },
     active: { type: 'boolean' },
     born: { type: 'string', format: 'date' },
     scores: { type: 'array', items: { type: 'number' }, maxItems: 3 },
     manager: { anyOf: [{ $ref: '#/$defs/ref' }, { type: 'null' }] },
   },
-  required: ['name', 'age', 'role', 'active', 'born', 'scores', 'manager'],
+  required: ['name', 'age', 'height', 'role', 'active', 'born', 'scores', 'manager'],
   additionalProperties: false,
   $defs: { ref: { type: 'object', properties: { id: { type: 'integer' } }, required: ['id'], additionalProperties: false } },
 };
@@ -185,8 +192,8 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_schema' } }),
     { status: 400, param: 'response_format.json_schema', message: /is required/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), tool_choice: 'required',
-    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } } } }] }),
-    { status: 400, param: 'tools[0].function.parameters.properties.n', message: /'minimum' is not supported/ });
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } } } } }] }),
+    { status: 400, param: 'tools[0].function.parameters.properties.n', message: /'multipleOf' is not supported/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_object' }, ignore_eos: true }),
     { status: 400, param: null, message: /ignore_eos cannot be combined with a constrained output/ });
   await expectApiError(openai.chat.completions.create({ messages: [...user('x'), { role: 'assistant', content: '{' }],

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+#include <vector>
+
 #include "grammar/grammar_matcher.h"
 #include "grammar_test_util.h"
 
@@ -115,6 +119,101 @@ TEST(JsonSchemaTest, Formats) {
               {R"("123e4567e89b12d3a456426614174000")"}});
 }
 
+// Every integer in [-1100, 1100] against random bounds of every kind: the grammar accepts
+// exactly those between them, each spelled one way (no leading zeros, no "-0").
+TEST(JsonSchemaTest, IntegerBoundsAcceptExactlyTheIntegersBetweenThem) {
+  std::mt19937 random(7);
+  const char* kLower[] = {"minimum", "exclusiveMinimum"};
+  const char* kUpper[] = {"maximum", "exclusiveMaximum"};
+  for (int round = 0; round < 24; ++round) {
+    const int lo = static_cast<int>(random() % 2001) - 1000;
+    const int hi = lo + static_cast<int>(random() % 1200) - 100;
+    const bool has_lo = round % 4 != 3, has_hi = round % 4 != 2;
+    const bool lo_exclusive = random() % 2, hi_exclusive = random() % 2;
+    Json schema = {{"type", "integer"}};
+    if (has_lo) schema[kLower[lo_exclusive]] = lo;
+    if (has_hi) schema[kUpper[hi_exclusive]] = hi;
+    auto inside = [&](int v) {
+      return (!has_lo || (lo_exclusive ? v > lo : v >= lo)) &&
+             (!has_hi || (hi_exclusive ? v < hi : v <= hi));
+    };
+    bool any = false;
+    for (int v = -1100; v <= 1100; ++v) any = any || inside(v);
+    if (!any) {
+      JsonGrammarBuilder builder;
+      EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
+      continue;
+    }
+    auto grammar = CompileSchema(schema);
+    for (int v = -1100; v <= 1100; ++v) {
+      ASSERT_EQ(Matches(grammar, std::to_string(v)), inside(v)) << schema.dump() << " at " << v;
+    }
+    for (const char* text : {"-0", "00", "007", "-07", "1.0", "1e2", "+5"}) {
+      EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
+    }
+  }
+}
+
+TEST(JsonSchemaTest, IntegerBoundsAtTheLimits) {
+  ExpectCase({R"({"type": "integer", "minimum": 1})",
+              {"1", "9", "10", "99999999999999999999"},
+              {"0", "-1", "100000000000000000000"}});
+  ExpectCase({R"({"type": "integer", "maximum": -1})",
+              {"-1", "-10", "-99999999999999999999"},
+              {"0", "1", "-0"}});
+  ExpectCase({R"({"type": "integer", "minimum": 1.5, "exclusiveMaximum": 4.5})",
+              {"2", "3", "4"},
+              {"1", "5"}});
+  ExpectCase({R"({"type": "integer", "minimum": 0, "exclusiveMinimum": 0, "maximum": 3,
+                  "exclusiveMaximum": 9})",
+              {"1", "3"},
+              {"0", "4"}});
+  ExpectCase({R"({"type": "integer", "minimum": 999999999999999999})",
+              {"999999999999999999", "1000000000000000000", "99999999999999999999"},
+              {"999999999999999998", "-1"}});
+  ExpectCase({R"({"type": "integer", "minimum": -1e300, "maximum": 1e300})",
+              {"0", "-99999999999999999999", "99999999999999999999"},
+              {"01"}});
+  ExpectCase({R"({"type": ["integer", "string"], "minimum": 5})", {"5", R"("3")"}, {"4"}});
+}
+
+// Numbers with integer bounds: the integer part decides, except at a bound, where the fraction
+// (zero or not) does; no exponent.
+TEST(JsonSchemaTest, NumberBoundsAcceptExactlyTheNumbersBetweenThem) {
+  const std::vector<std::string> texts = {
+      "0",    "0.0",   "0.5",  "-0.5", "1",    "1.0",   "1.00", "1.01", "-1",  "-1.0",  "-1.5",
+      "2",    "2.5",   "2.0",  "-2",   "-2.0", "-2.01", "3",    "3.1",  "-3",  "9.999", "10",
+      "10.5", "-10.5", "-9.5", "100",  "0.01", "-0.01", "-9",   "9",    "-10", "-10.0", "-11"};
+  std::mt19937 random(11);
+  const char* kLower[] = {"minimum", "exclusiveMinimum"};
+  const char* kUpper[] = {"maximum", "exclusiveMaximum"};
+  for (int round = 0; round < 40; ++round) {
+    const int lo = static_cast<int>(random() % 13) - 6;
+    const int hi = lo + static_cast<int>(random() % 8);
+    const bool has_lo = round % 5 != 4, has_hi = round % 5 != 3;
+    const bool lo_exclusive = random() % 2, hi_exclusive = random() % 2;
+    Json schema = {{"type", "number"}};
+    if (has_lo) schema[kLower[lo_exclusive]] = lo;
+    if (has_hi) schema[kUpper[hi_exclusive]] = hi;
+    auto inside = [&](double v) {
+      return (!has_lo || (lo_exclusive ? v > lo : v >= lo)) &&
+             (!has_hi || (hi_exclusive ? v < hi : v <= hi));
+    };
+    if (has_lo && has_hi && (lo_exclusive || hi_exclusive) && lo == hi) {
+      JsonGrammarBuilder builder;
+      EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
+      continue;
+    }
+    auto grammar = CompileSchema(schema);
+    for (const std::string& text : texts) {
+      EXPECT_EQ(Matches(grammar, text), inside(std::stod(text))) << schema.dump() << " at " << text;
+    }
+    for (const char* text : {"1e1", "-0", "-0.0", "01", "1.", ".5"}) {
+      EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
+    }
+  }
+}
+
 void ExpectError(const char* schema, const std::string& where, const std::string& fragment) {
   JsonGrammarBuilder builder;
   try {
@@ -134,7 +233,7 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "a+"}}})",
               "schema.properties.s", "'pattern' is not supported");
   ExpectError(R"({"type": "string", "minLength": 2})", "schema", "'minLength' is not supported");
-  ExpectError(R"({"type": "integer", "minimum": 0})", "schema", "'minimum' is not supported");
+  ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema", "'multipleOf' is not supported");
   ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");
   ExpectError(R"({"type": "string", "format": "hostname"})", "schema.format",
               "format 'hostname' is not supported");
@@ -150,6 +249,16 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "array", "maxItems": 100000})", "schema.maxItems", "above 256");
   ExpectError(R"({"$ref": "#", "type": "object"})", "schema", "'$ref' together with 'type'");
   ExpectError("false", "schema", "matches nothing");
+  ExpectError(R"({"type": "integer", "minimum": 5, "maximum": 4})", "schema",
+              "no integer lies between its bounds");
+  ExpectError(R"({"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1})", "schema",
+              "no number lies between its bounds");
+  ExpectError(R"({"type": "number", "maximum": 0.5})", "schema.maximum",
+              "a fractional bound on a number");
+  ExpectError(R"({"type": "integer", "minimum": true})", "schema.minimum", "must be a number");
+  ExpectError(R"({"type": "integer", "minimum": 1e19})", "schema.minimum",
+              "a bound beyond +-999999999999999999");
+  ExpectError(R"({"minimum": 0})", "schema", "numeric bounds need 'type'");
   ExpectError("[1]", "schema", "must be an object or a boolean");
 }
 

@@ -1,0 +1,39 @@
+// Numeric ranges as grammar rules: the JSON spellings of the integers, or of the numbers, that lie
+// between two bounds (JSON Schema's minimum, maximum, exclusiveMinimum, exclusiveMaximum).
+//
+// Integers are split into runs of digit ranges ([123, 4567] is 12[3-9], 1[3-9][0-9], [2-9][0-9]
+// [0-9], [1-3][0-9][0-9][0-9], 4[0-4][0-9][0-9], 45[0-5][0-9], 456[0-7]), so each value is spelled
+// exactly one way: no leading zeros, no "-0". Numbers take integer bounds only: a number's
+// integer part decides the comparison except at a bound itself, where only its fraction (zero or
+// not) matters; bounded numbers have no exponent. Spellings stay within the JSON prelude's digit
+// limits (kMaxIntegerDigits, kMaxFractionDigits).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "grammar/grammar.h"
+
+namespace mkserve::grammar {
+
+// The largest bound magnitude a range takes: 10^18 - 1. A looser bound (a minimum below -10^18,
+// a maximum above 10^18) bounds nothing the prelude's 20 digits could not spell anyway.
+inline constexpr int64_t kMaxRangeBound = 999'999'999'999'999'999;
+
+struct NumericBound {
+  int64_t value = 0;  // |value| <= kMaxRangeBound
+  bool exclusive = false;
+};
+
+struct NumericRange {
+  std::optional<NumericBound> lower, upper;  // none: unbounded on that side
+};
+
+// A rule matching the JSON integers in `range`, or -1 when none lies in it.
+int32_t IntegerRangeRule(Grammar& grammar, const NumericRange& range);
+
+// A rule matching the JSON numbers (integer part, optional fraction, no exponent) in `range`,
+// or -1 when none lies in it.
+int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range);
+
+}  // namespace mkserve::grammar
