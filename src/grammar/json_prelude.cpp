@@ -64,6 +64,7 @@ class PreludeWriter {
     for (const Seq& alternative : character) {
       g_.AddAlternative(characters, Join({alternative, {Rule(characters)}}));
     }
+    r.characters = characters;
     r.string = Alternatives({Join({Lit("\""), {Rule(characters)}, Lit("\"")})});
 
     const int32_t more_digits = Rep({digit}, 0, kMaxIntegerDigits - 1);

@@ -23,7 +23,8 @@ struct JsonRules {
   int32_t value = -1;
   int32_t object = -1;
   int32_t array = -1;
-  int32_t string = -1;  // a whole string, quotes included
+  int32_t string = -1;      // a whole string, quotes included
+  int32_t characters = -1;  // any run of string characters (string's loop), no quotes
   int32_t number = -1;
   int32_t integer = -1;
   int32_t boolean = -1;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "grammar/numeric_range.h"
+#include "grammar/string_pattern.h"
 
 namespace mkserve::grammar {
 namespace {
@@ -34,6 +35,7 @@ const std::set<std::string>& Keywords() {
                                                   "$defs",
                                                   "definitions",
                                                   "format",
+                                                  "pattern",
                                                   "minimum",
                                                   "maximum",
                                                   "exclusiveMinimum",
@@ -210,7 +212,10 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
       return CompileObject(schema, where);
     }
     if (schema.contains("items")) return CompileArray(schema, where);
-    if (schema.contains("format")) return CompileString(schema, where);
+    if (schema.contains("format") || schema.contains("pattern")) {
+      // Without a type only strings are written: those are valid whatever the schema allows else.
+      return CompileString(schema, where);
+    }
     if (HasBounds(schema)) {
       throw SchemaError(where, "numeric bounds need 'type': 'number' or 'integer' beside them");
     }
@@ -411,6 +416,17 @@ int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& 
 }
 
 int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string& where) {
+  if (const auto pattern = schema.find("pattern"); pattern != schema.end()) {
+    if (!pattern->is_string()) throw SchemaError(where + ".pattern", "must be a string");
+    if (schema.contains("format")) {
+      throw SchemaError(where, "'pattern' together with 'format' is not supported");
+    }
+    try {
+      return StringPatternRule(grammar_, rules_, pattern->get<std::string>());
+    } catch (const PatternError& e) {
+      throw SchemaError(where + ".pattern", e.what());
+    }
+  }
   const auto format = schema.find("format");
   if (format == schema.end()) return rules_.string;
   const std::string name = format->is_string() ? format->get<std::string>() : format->dump();

@@ -51,6 +51,7 @@ function violation(schema, value, path = '$') {
     if (schema.exclusiveMaximum !== undefined && !(value < schema.exclusiveMaximum)) return `${path}: not below exclusiveMaximum`;
   }
   if (schema.format === 'date' && !/^\d{4}-\d{2}-\d{2}$/.test(value)) return `${path}: not a date`;
+  if (schema.pattern !== undefined && !new RegExp(schema.pattern).test(value)) return `${path}: does not match ${schema.pattern}`;
   return null;
 }
 
@@ -60,13 +61,15 @@ const PERSON = {
     name: { type: 'string' },
     age: { type: 'integer', minimum: 0, maximum: 150 },
     height: { type: 'number', exclusiveMinimum: 0, maximum: 3 },
+    badge: { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(-[a-z]+)?$' },
+    motto: { type: 'string', pattern: '^(?:yes|no)!$' },
     role: { enum: ['admin', 'user', 'guest'] },
     active: { type: 'boolean' },
     born: { type: 'string', format: 'date' },
     scores: { type: 'array', items: { type: 'number' }, maxItems: 3 },
     manager: { anyOf: [{ $ref: '#/$defs/ref' }, { type: 'null' }] },
   },
-  required: ['name', 'age', 'height', 'role', 'active', 'born', 'scores', 'manager'],
+  required: ['name', 'age', 'height', 'badge', 'motto', 'role', 'active', 'born', 'scores', 'manager'],
   additionalProperties: false,
   $defs: { ref: { type: 'object', properties: { id: { type: 'integer' } }, required: ['id'], additionalProperties: false } },
 };
@@ -183,8 +186,10 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
     response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', patternProperties: { x: {} } })),
     { status: 400, param: 'response_format.json_schema.schema', message: /'patternProperties' is not supported/ });
-  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: 'a+' } } })),
-    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'pattern' is not supported/ });
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', minLength: 1 } } })),
+    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'minLength' is not supported/ });
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: '(a)\\1' } } })),
+    { status: 400, param: 'response_format.json_schema.schema.properties.s.pattern', message: /backreferences are not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', format: 'ipv4' })),
     { status: 400, param: 'response_format.json_schema.schema.format', message: /format 'ipv4' is not supported/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'xml' } }),

@@ -214,6 +214,96 @@ TEST(JsonSchemaTest, NumberBoundsAcceptExactlyTheNumbersBetweenThem) {
   }
 }
 
+// A string schema of `pattern` accepts each of `accepted` (JSON texts) and rejects each of
+// `rejected`.
+void ExpectPattern(const std::string& pattern, std::vector<std::string> accepted,
+                   std::vector<std::string> rejected) {
+  auto grammar = CompileSchema(Json{{"type", "string"}, {"pattern", pattern}});
+  for (const std::string& text : accepted) {
+    EXPECT_TRUE(Matches(grammar, text)) << pattern << " should accept " << text;
+  }
+  for (const std::string& text : rejected) {
+    EXPECT_FALSE(Matches(grammar, text)) << pattern << " should reject " << text;
+  }
+}
+
+// `rejected` holds values the pattern does not match and, marked, matching ones the grammar does
+// not write (string_pattern.h: a class writes its plain characters, or its short escapes when it
+// holds none).
+TEST(JsonSchemaTest, PatternsMatchTheirStrings) {
+  ExpectPattern("^[a-z]+$", {R"("abc")", R"("z")"}, {R"("")", R"("aBc")", R"("abc1")", "abc"});
+  ExpectPattern(R"(^\d{3}-\d{4}$)", {R"("555-1234")"}, {R"("55-1234")", R"("5555-12345")"});
+  ExpectPattern("ab", {R"("ab")", R"("xxabyy")", R"("a\"ab\n")"}, {R"("a b")", R"("")"});
+  ExpectPattern("^(foo|bar)+$", {R"("foobar")", R"("bar")"}, {R"("")", R"("fo")", R"("foox")"});
+  ExpectPattern("^a.c$", {R"("abc")", R"("a c")", R"("a~c")"},
+                {R"("a\nc")", R"("ac")", R"("abbc")",
+                 /* not written: */ R"("a\"c")",
+                 "\"a\xc3\xa9"
+                 "c\""});
+  ExpectPattern(R"(^[^"\\]*$)", {R"("abc")", R"("")"},
+                {R"("a\"b")", R"("a\\b")", /* not written: */ "\"\xc3\xa9\""});
+  ExpectPattern(R"(^\s+$)", {R"("  ")"}, {R"("a")", R"("")", /* not written: */ R"(" \t")"});
+  ExpectPattern(R"(^\w+@\w+\.com$)", {R"("ann_1@example.com")"},
+                {R"("ann@example.org")", R"("a@b@c.com")"});
+  ExpectPattern(R"(^[\]\-]+$)", {R"("]-]")"}, {R"("a")"});
+  ExpectPattern(R"(^\u00e9+$)", {"\"\xc3\xa9\xc3\xa9\""}, {R"("e")"});
+  ExpectPattern("^colou?r$", {R"("color")", R"("colour")"}, {R"("colouur")"});
+  ExpectPattern("^x{2,3}$", {R"("xx")", R"("xxx")"}, {R"("x")", R"("xxxx")"});
+  ExpectPattern("^.{3}$", {R"("a-c")"}, {R"("ab")", R"("abcd")"});
+  ExpectPattern("^(?:ab)*$", {R"("")", R"("abab")"}, {R"("aba")"});
+  ExpectPattern("^[^a]$", {R"("b")"}, {R"("a")", R"("")"});
+  ExpectPattern(R"(^\S+$)", {R"("abc")"}, {R"("a b")"});
+  ExpectPattern(R"(^"$)", {R"("\"")"}, {R"(""")", R"("'")"});
+  ExpectPattern(R"(^\\$)", {R"("\\")"}, {R"("\")"});
+  ExpectPattern(R"(^\x41\t$)", {R"("A\t")"}, {R"("A")", "\"A\t\""});
+  ExpectPattern(R"(^[\x00-\x02\n]$)", {R"("\n")"}, {R"("a")", /* not written: */ R"("\u0001")"});
+  ExpectPattern("^(a|b.c)x$", {R"("ax")", R"("b-cx")"}, {R"("bcx")"});
+  ExpectPattern("^(a?)*b$", {R"("b")", R"("aab")"}, {R"("a")"});
+  ExpectPattern("^[a-z]{1,3}.?$", {R"("a")", R"("abc!")", R"("ab")"}, {R"("")", R"("abcd!")"});
+  ExpectPattern(R"(^(\x01|a)+$)", {R"("aa")"}, {R"("")", /* not written: */ R"("\u0001")"});
+  ExpectPattern("", {R"("")", R"("anything")"}, {"1"});
+  ExpectPattern("^$", {R"("")"}, {R"("a")"});
+}
+
+TEST(JsonSchemaTest, PatternsOutsideTheSubsetAreNamed) {
+  const std::pair<std::string, std::string> kRefused[] = {
+      {"(a", "unmatched '('"},
+      {"a)", "unmatched ')'"},
+      {"(?=a)", "lookaround"},
+      {R"((a)\1)", "backreferences"},
+      {R"(\bword)", "word boundaries"},
+      {"a**", "cannot follow a quantifier"},
+      {"*a", "nothing to repeat"},
+      {"a{3,2}", "n <= m"},
+      {"a{1000}", "above 256"},
+      {"a{x}", "must start a count"},
+      {"^a|b$", "inside a group"},
+      {"a^b", "anchors are supported only"},
+      {"[]", "empty class"},
+      {"[z-a]", "run upwards"},
+      {R"(\p{L})", "property escapes"},
+      {"[\xc3\xa9]", "non-ASCII characters in a class"},
+      {R"(\q)", "the escape \\q"},
+      {std::string(40, '(') + "a" + std::string(40, ')'), "nest deeper"},
+      {std::string(2000, 'a'), "longer than 1024"},
+      {"^.{17}$", "more than 16 places"},
+      {"^(a{256}){256}$", "automaton states"},
+      {"^(a?b?c?d?){200}$", "more than 16384 alternatives"},
+      {R"(^[\x01-\x02]$)", "matches no string"},
+  };
+  for (const auto& [pattern, fragment] : kRefused) {
+    JsonGrammarBuilder builder;
+    try {
+      builder.AddSchema(Json{{"type", "string"}, {"pattern", pattern}}, "schema");
+      ADD_FAILURE() << pattern << " compiled";
+    } catch (const SchemaError& e) {
+      EXPECT_EQ(e.where(), "schema.pattern") << pattern;
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+          << pattern << ": " << e.what();
+    }
+  }
+}
+
 void ExpectError(const char* schema, const std::string& where, const std::string& fragment) {
   JsonGrammarBuilder builder;
   try {
@@ -230,8 +320,10 @@ void ExpectError(const char* schema, const std::string& where, const std::string
 TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "object", "patternProperties": {"x": {}}})", "schema",
               "'patternProperties' is not supported");
-  ExpectError(R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "a+"}}})",
-              "schema.properties.s", "'pattern' is not supported");
+  ExpectError(R"({"type": "object", "properties": {"s": {"type": "string", "pattern": 5}}})",
+              "schema.properties.s.pattern", "must be a string");
+  ExpectError(R"({"type": "string", "pattern": "a", "format": "date"})", "schema",
+              "'pattern' together with 'format'");
   ExpectError(R"({"type": "string", "minLength": 2})", "schema", "'minLength' is not supported");
   ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema", "'multipleOf' is not supported");
   ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");

@@ -1,0 +1,34 @@
+// A JSON Schema `pattern` (an ECMA-262 regular expression) as a grammar rule: the JSON strings,
+// quotes included, whose value the pattern matches. Like JSON Schema, a pattern matches anywhere
+// in the value unless it is anchored with ^ at its start and $ at its end.
+//
+// Supported: literal characters (UTF-8 too), escaped metacharacters, \d \D \w \W \s \S, \t \n \r
+// \f \v \0, \xHH, \uXXXX; classes [a-z0-9_] and [^...] of ASCII characters and those escapes; the
+// dot; groups ( ) and (?: ); alternatives |; quantifiers * + ? {n} {n,} {n,m} (counts up to
+// kMaxCountedItems; a lazy ? after one changes nothing here). Anything else (backreferences,
+// lookaround, \b, named groups, \p{...}, anchors inside the pattern) is refused by name.
+//
+// The pattern becomes an automaton and the automaton a right-linear grammar (string_pattern.cpp
+// says why). What is generated always matches; not every match is generated: a class (the dot,
+// \w, [^a], ...) writes its printable ASCII characters, or, holding none, its short escapes
+// (\" \\ \b \f \n \r \t); so [^a] writes no non-ASCII character and \s only the space.
+#pragma once
+
+#include <string_view>
+
+#include "common/error.h"
+#include "grammar/grammar.h"
+#include "grammar/json_prelude.h"
+
+namespace mkserve::grammar {
+
+// Thrown for a pattern the compiler refuses; the message says what and where (a character index).
+class PatternError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The rule of the JSON strings whose value `pattern` matches. Throws PatternError.
+int32_t StringPatternRule(Grammar& grammar, const JsonRules& rules, std::string_view pattern);
+
+}  // namespace mkserve::grammar
