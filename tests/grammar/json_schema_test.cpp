@@ -119,26 +119,41 @@ TEST(JsonSchemaTest, Formats) {
               {R"("123e4567e89b12d3a456426614174000")"}});
 }
 
-// Every integer in [-1100, 1100] against random bounds of every kind: the grammar accepts
-// exactly those between them, each spelled one way (no leading zeros, no "-0").
+// Random bounds of every kind on `type`: lower in [lo_min, lo_max], upper up to `span` above it,
+// either side sometimes left out (by the round).
+struct RandomBounds {
+  int lo = 0, hi = 0;
+  bool has_lo = false, has_hi = false, lo_exclusive = false, hi_exclusive = false;
+
+  RandomBounds(std::mt19937& random, int round, int lo_min, int lo_max, int below, int span) {
+    lo = lo_min + static_cast<int>(random() % (lo_max - lo_min + 1));
+    hi = lo - below + static_cast<int>(random() % span);
+    has_lo = round % 5 != 4;
+    has_hi = round % 5 != 3;
+    lo_exclusive = random() % 2;
+    hi_exclusive = random() % 2;
+  }
+  Json Schema(const char* type) const {
+    Json schema = {{"type", type}};
+    if (has_lo) schema[lo_exclusive ? "exclusiveMinimum" : "minimum"] = lo;
+    if (has_hi) schema[hi_exclusive ? "exclusiveMaximum" : "maximum"] = hi;
+    return schema;
+  }
+  bool Inside(double v) const {
+    return (!has_lo || (lo_exclusive ? v > lo : v >= lo)) &&
+           (!has_hi || (hi_exclusive ? v < hi : v <= hi));
+  }
+};
+
+// Every integer in [-1100, 1100] against random bounds: the grammar accepts exactly those
+// between them, each spelled one way (no leading zeros, no "-0").
 TEST(JsonSchemaTest, IntegerBoundsAcceptExactlyTheIntegersBetweenThem) {
   std::mt19937 random(7);
-  const char* kLower[] = {"minimum", "exclusiveMinimum"};
-  const char* kUpper[] = {"maximum", "exclusiveMaximum"};
-  for (int round = 0; round < 24; ++round) {
-    const int lo = static_cast<int>(random() % 2001) - 1000;
-    const int hi = lo + static_cast<int>(random() % 1200) - 100;
-    const bool has_lo = round % 4 != 3, has_hi = round % 4 != 2;
-    const bool lo_exclusive = random() % 2, hi_exclusive = random() % 2;
-    Json schema = {{"type", "integer"}};
-    if (has_lo) schema[kLower[lo_exclusive]] = lo;
-    if (has_hi) schema[kUpper[hi_exclusive]] = hi;
-    auto inside = [&](int v) {
-      return (!has_lo || (lo_exclusive ? v > lo : v >= lo)) &&
-             (!has_hi || (hi_exclusive ? v < hi : v <= hi));
-    };
+  for (int round = 0; round < 30; ++round) {
+    const RandomBounds bounds(random, round, -1000, 1000, 100, 1200);
+    const Json schema = bounds.Schema("integer");
     bool any = false;
-    for (int v = -1100; v <= 1100; ++v) any = any || inside(v);
+    for (int v = -1100; v <= 1100; ++v) any = any || bounds.Inside(v);
     if (!any) {
       JsonGrammarBuilder builder;
       EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
@@ -146,7 +161,8 @@ TEST(JsonSchemaTest, IntegerBoundsAcceptExactlyTheIntegersBetweenThem) {
     }
     auto grammar = CompileSchema(schema);
     for (int v = -1100; v <= 1100; ++v) {
-      ASSERT_EQ(Matches(grammar, std::to_string(v)), inside(v)) << schema.dump() << " at " << v;
+      ASSERT_EQ(Matches(grammar, std::to_string(v)), bounds.Inside(v))
+          << schema.dump() << " at " << v;
     }
     for (const char* text : {"-0", "00", "007", "-07", "1.0", "1e2", "+5"}) {
       EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
@@ -185,28 +201,19 @@ TEST(JsonSchemaTest, NumberBoundsAcceptExactlyTheNumbersBetweenThem) {
       "2",    "2.5",   "2.0",  "-2",   "-2.0", "-2.01", "3",    "3.1",  "-3",  "9.999", "10",
       "10.5", "-10.5", "-9.5", "100",  "0.01", "-0.01", "-9",   "9",    "-10", "-10.0", "-11"};
   std::mt19937 random(11);
-  const char* kLower[] = {"minimum", "exclusiveMinimum"};
-  const char* kUpper[] = {"maximum", "exclusiveMaximum"};
   for (int round = 0; round < 40; ++round) {
-    const int lo = static_cast<int>(random() % 13) - 6;
-    const int hi = lo + static_cast<int>(random() % 8);
-    const bool has_lo = round % 5 != 4, has_hi = round % 5 != 3;
-    const bool lo_exclusive = random() % 2, hi_exclusive = random() % 2;
-    Json schema = {{"type", "number"}};
-    if (has_lo) schema[kLower[lo_exclusive]] = lo;
-    if (has_hi) schema[kUpper[hi_exclusive]] = hi;
-    auto inside = [&](double v) {
-      return (!has_lo || (lo_exclusive ? v > lo : v >= lo)) &&
-             (!has_hi || (hi_exclusive ? v < hi : v <= hi));
-    };
-    if (has_lo && has_hi && (lo_exclusive || hi_exclusive) && lo == hi) {
+    const RandomBounds bounds(random, round, -6, 6, 0, 8);
+    const Json schema = bounds.Schema("number");
+    if (bounds.has_lo && bounds.has_hi && (bounds.lo_exclusive || bounds.hi_exclusive) &&
+        bounds.lo == bounds.hi) {
       JsonGrammarBuilder builder;
       EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
       continue;
     }
     auto grammar = CompileSchema(schema);
     for (const std::string& text : texts) {
-      EXPECT_EQ(Matches(grammar, text), inside(std::stod(text))) << schema.dump() << " at " << text;
+      EXPECT_EQ(Matches(grammar, text), bounds.Inside(std::stod(text)))
+          << schema.dump() << " at " << text;
     }
     for (const char* text : {"1e1", "-0", "-0.0", "01", "1.", ".5"}) {
       EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
