@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "grammar/numeric_range.h"
-#include "grammar/string_pattern.h"
 
 namespace mkserve::grammar {
 namespace {
@@ -422,7 +421,8 @@ int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string&
       throw SchemaError(where, "'pattern' together with 'format' is not supported");
     }
     try {
-      return StringPatternRule(grammar_, rules_, pattern->get<std::string>());
+      return StringPatternRule(grammar_, rules_, pattern->get<std::string>(),
+                               wide_pattern_positions_left_);
     } catch (const PatternError& e) {
       throw SchemaError(where + ".pattern", e.what());
     }

@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "grammar/grammar.h"
 #include "grammar/json_prelude.h"
+#include "grammar/string_pattern.h"
 
 namespace mkserve::grammar {
 
@@ -65,8 +66,9 @@ class JsonGrammarBuilder {
   JsonRules rules_;
   const Json* document_ = nullptr;  // the schema being added: $ref targets live in it
   std::string document_where_;
-  std::map<std::string, int32_t> ref_rules_;   // by document path + pointer
-  std::map<int32_t, std::string> rule_where_;  // for cycle errors
+  std::map<std::string, int32_t> ref_rules_;                    // by document path + pointer
+  std::map<int32_t, std::string> rule_where_;                   // for cycle errors
+  int wide_pattern_positions_left_ = kMaxWidePatternPositions;  // shared by every pattern
 };
 
 }  // namespace mkserve::grammar

@@ -445,11 +445,15 @@ class Automaton {
 // A set is written as its plain characters, or when it holds none, as a backslash and the letters
 // of its short escapes (\" \\ \b \f \n \r \t); other control characters are not written. Each
 // position of a set wider than kMaxNarrowWidth costs a token cache build over most of the
-// vocabulary (about 0.1 s for 262K entries), so a pattern may hold at most kMaxWidePositions.
+// vocabulary (about 0.1 s for 262K entries), so the patterns of one grammar share a budget of
+// them (kMaxWidePatternPositions).
 class Writer {
  public:
-  Writer(Grammar& grammar, const Automaton& automaton, Seq ending)
-      : g_(grammar), a_(automaton), ending_(std::move(ending)) {}
+  Writer(Grammar& grammar, const Automaton& automaton, Seq ending, int& wide_positions_left)
+      : g_(grammar),
+        a_(automaton),
+        ending_(std::move(ending)),
+        wide_positions_left_(wide_positions_left) {}
 
   // The rule of the strings from `start` to `final`, or PatternError when none can be written.
   int32_t Write(int start, int final) {
@@ -494,12 +498,12 @@ class Writer {
             continue;
           }
           if (edge.bytes.empty() && Plain(edge.set).count() > kMaxNarrowWidth &&
-              ++wide_positions_ > kMaxWidePositions) {
-            throw PatternError("the pattern has more than " + std::to_string(kMaxWidePositions) +
-                               " places that read a class of more than " +
+              --wide_positions_left_ < 0) {
+            throw PatternError("the schema's patterns read a class of more than " +
                                std::to_string(kMaxNarrowWidth) +
-                               " characters (such as ., \\w or [a-z]); each costs a token cache "
-                               "over the whole vocabulary");
+                               " characters (such as ., \\w or [a-z]) in more than " +
+                               std::to_string(kMaxWidePatternPositions) +
+                               " places; each costs a token cache over the whole vocabulary");
           }
           if (++alternatives_ > kMaxAlternatives) {
             throw PatternError("the pattern's grammar would have more than " +
@@ -515,7 +519,6 @@ class Writer {
 
  private:
   static constexpr size_t kMaxNarrowWidth = 22;  // hex digits of both cases
-  static constexpr int kMaxWidePositions = 16;
   static constexpr int kMaxAlternatives = 16384;
 
   int32_t RuleOf(int state) {
@@ -551,13 +554,14 @@ class Writer {
   std::vector<bool> live_;
   std::vector<int32_t> rules_;
   std::vector<int> pending_;
-  int wide_positions_ = 0;
+  int& wide_positions_left_;
   int alternatives_ = 0;
 };
 
 }  // namespace
 
-int32_t StringPatternRule(Grammar& grammar, const JsonRules& rules, std::string_view pattern) {
+int32_t StringPatternRule(Grammar& grammar, const JsonRules& rules, std::string_view pattern,
+                          int& wide_positions_left) {
   if (pattern.size() > kMaxPatternBytes) {
     throw PatternError("patterns longer than " + std::to_string(kMaxPatternBytes) +
                        " bytes are not supported");
@@ -571,7 +575,7 @@ int32_t StringPatternRule(Grammar& grammar, const JsonRules& rules, std::string_
   Seq ending;
   if (!anchored_end) ending.push_back(Element::Rule(rules.characters));
   Append(ending, grammar.Literal("\""));
-  const int32_t match = Writer(grammar, automaton, ending).Write(start, final);
+  const int32_t match = Writer(grammar, automaton, ending, wide_positions_left).Write(start, final);
   Seq body = grammar.Literal("\"");
   if (!anchored_start) body.push_back(Element::Rule(rules.characters));
   body.push_back(Element::Rule(match));

@@ -293,7 +293,7 @@ TEST(JsonSchemaTest, PatternsOutsideTheSubsetAreNamed) {
       {R"(\q)", "the escape \\q"},
       {std::string(40, '(') + "a" + std::string(40, ')'), "nest deeper"},
       {std::string(2000, 'a'), "longer than 1024"},
-      {"^.{17}$", "more than 16 places"},
+      {"^.{33}$", "in more than 32 places"},
       {"^(a{256}){256}$", "automaton states"},
       {"^(a?b?c?d?){200}$", "more than 16384 alternatives"},
       {R"(^[\x01-\x02]$)", "matches no string"},
@@ -331,6 +331,9 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
               "schema.properties.s.pattern", "must be a string");
   ExpectError(R"({"type": "string", "pattern": "a", "format": "date"})", "schema",
               "'pattern' together with 'format'");
+  ExpectError(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^.{20}$"},
+                  "b": {"type": "string", "pattern": "^\\w{20}$"}}})",
+              "schema.properties.a.pattern", "in more than 32 places");  // compiled last
   ExpectError(R"({"type": "string", "minLength": 2})", "schema", "'minLength' is not supported");
   ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema", "'multipleOf' is not supported");
   ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");
