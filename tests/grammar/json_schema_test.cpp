@@ -270,6 +270,7 @@ TEST(JsonSchemaTest, PatternsMatchTheirStrings) {
   ExpectPattern(R"(^(\x01|a)+$)", {R"("aa")"}, {R"("")", /* not written: */ R"("\u0001")"});
   ExpectPattern("", {R"("")", R"("anything")"}, {"1"});
   ExpectPattern("^$", {R"("")"}, {R"("a")"});
+  ExpectPattern(R"(^(a|[^\x00-\x7f]b)$)", {R"("a")"}, {R"("b")", R"("ab")"});  // a dead branch
 }
 
 TEST(JsonSchemaTest, PatternsOutsideTheSubsetAreNamed) {
