@@ -24,6 +24,7 @@
 #include "engine/scripted_backend.h"
 #include "server/grammar_vocabulary.h"
 #include "server/http_server.h"
+#include "server/output_grammar.h"
 #include "server/output_parser_factory.h"
 #include "server/routes.h"
 #include "server/server_state.h"
@@ -360,6 +361,8 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
   model->command4_format = server::IsCommand4Template(*model->chat_template);
   model->grammar_vocabulary = server::BuildGrammarVocabulary(*model->tokenizer);
+  model->grammar_cache = std::make_shared<grammar::GrammarCache>(
+      model->grammar_vocabulary, server::kCachedGrammars, server::kCachedGrammarPositions);
   // Seconds at a 262K vocabulary: done while the weights load.
   std::future<void> warm_grammar = std::async(
       std::launch::async, [&] { server::WarmJsonPreludeCaches(*model->grammar_vocabulary); });

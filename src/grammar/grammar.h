@@ -47,6 +47,7 @@ class Grammar {
   const std::vector<Element>& elements() const { return elements_; }
   const std::vector<int32_t>& alternatives(int32_t rule) const { return rules_[rule]; }
   const ByteSet& byte_set(int32_t index) const { return byte_sets_[index]; }
+  int32_t num_byte_sets() const { return static_cast<int32_t>(byte_sets_.size()); }
   int32_t num_rules() const { return static_cast<int32_t>(rules_.size()); }
   // Elements below this index are JsonPrelude()'s, identical in every grammar built on it.
   int32_t prelude_size() const { return prelude_size_; }

@@ -27,6 +27,12 @@ struct PositionCache {
 // and the next request builds again.
 class PositionCacheTable {
  public:
+  // Positions held (or being built).
+  size_t size() const {
+    std::lock_guard lock(mutex_);
+    return entries_.size();
+  }
+
   template <typename Build>
   std::shared_ptr<const PositionCache> Get(int32_t position, Build build) {
     std::optional<std::promise<std::shared_ptr<const PositionCache>>> promise;  // when building
@@ -52,7 +58,7 @@ class PositionCacheTable {
   }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::unordered_map<int32_t, std::shared_future<std::shared_ptr<const PositionCache>>> entries_;
 };
 

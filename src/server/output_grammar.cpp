@@ -158,7 +158,9 @@ std::shared_ptr<const grammar::CompiledGrammar> ChatOutputGrammar(const ServedMo
     root = AnswerRule(builder, request.response_format);
   }
   try {
-    return std::make_shared<const grammar::CompiledGrammar>(std::move(builder).Finish(root),
+    grammar::Grammar compiled = std::move(builder).Finish(root);
+    if (model.grammar_cache) return model.grammar_cache->Get(std::move(compiled));
+    return std::make_shared<const grammar::CompiledGrammar>(std::move(compiled),
                                                             model.grammar_vocabulary);
   } catch (const grammar::SchemaError& e) {
     throw ApiError(ErrorKind::kInvalidRequest, e.what(), e.where());

@@ -20,6 +20,11 @@
 
 namespace mkserve::server {
 
+// What ServedModel::grammar_cache keeps: recent grammars, and their cached positions in all
+// (32 KB each for a 262K vocabulary: 128 MB).
+inline constexpr size_t kCachedGrammars = 64;
+inline constexpr size_t kCachedGrammarPositions = 4096;
+
 // Throws ApiError (400) for a schema it cannot enforce, naming the field and the feature, and for
 // a constraint on a prompt that ends inside an assistant prefill.
 std::shared_ptr<const grammar::CompiledGrammar> ChatOutputGrammar(const ServedModel& model,

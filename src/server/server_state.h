@@ -10,6 +10,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "grammar/token_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,6 +32,8 @@ struct ServedModel {
   bool command4_format = false;
   // The tokenizer as the grammar matcher sees it (constrained output).
   std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary;
+  // Recent requests' compiled grammars (null: each request compiles its own).
+  std::shared_ptr<grammar::GrammarCache> grammar_cache;
 };
 
 class ServerState {
