@@ -1,5 +1,6 @@
 #include "grammar/numeric_range.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
