@@ -6,7 +6,8 @@
 // whitespace runs, multi-byte UTF-8 cut anywhere). The grammar is response_format json_object,
 // or the JSON schema in --schema. The caches of the shared JSON rules are built first, as the
 // server does at start-up; the first mask (the schema's own positions still cold) is reported
-// apart.
+// apart. Last, one request's masks along one walk, its grammar compiled anew against kept from
+// an earlier request with the same constraint (GrammarCache, as the server does).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -19,10 +20,12 @@
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
+#include "grammar/grammar_cache.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 #include "server/grammar_vocabulary.h"
 #include "server/load_generator.h"
+#include "server/output_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mkserve::cli {
@@ -107,13 +110,15 @@ int RunBenchGrammar(std::span<const std::string> argv) {
   server::WarmJsonPreludeCaches(*vocabulary);
   std::printf("JSON rule caches (once per server start): %.0f ms\n", MillisecondsSince(start));
 
-  grammar::JsonGrammarBuilder builder;
-  const int32_t root =
-      schema_path.empty()
-          ? builder.rules().object
-          : builder.AddSchema(grammar::Json::parse(ReadFile(schema_path)), "schema");
-  auto compiled =
-      std::make_shared<grammar::CompiledGrammar>(std::move(builder).Finish(root), vocabulary);
+  const std::string schema_text = schema_path.empty() ? "" : ReadFile(schema_path);
+  auto compile = [&] {
+    grammar::JsonGrammarBuilder builder;
+    const int32_t root = schema_text.empty()
+                             ? builder.rules().object
+                             : builder.AddSchema(grammar::Json::parse(schema_text), "schema");
+    return std::move(builder).Finish(root);
+  };
+  auto compiled = std::make_shared<grammar::CompiledGrammar>(compile(), vocabulary);
 
   const std::vector<int32_t> no_end_tokens;
   std::vector<uint32_t> mask(grammar::MaskWords(vocabulary->size()));
@@ -156,6 +161,34 @@ int RunBenchGrammar(std::span<const std::string> argv) {
       server::Percentile(mask_ms, 100));
   std::printf("accept per token: p50 %.4f ms, p99 %.4f ms\n", server::Percentile(accept_ms, 50),
               server::Percentile(accept_ms, 99));
+
+  // One request's masks along a fixed walk: its grammar compiled anew (every position of its own
+  // cold, as before GrammarCache) against kept from an earlier request with the same constraint.
+  auto walk_ms = [&](const std::shared_ptr<const grammar::CompiledGrammar>& grammar) {
+    grammar::GrammarMatcher matcher(grammar);
+    std::mt19937 walk_random(seed + 1);
+    double sum = 0.0;
+    for (int step = 0; step < 256; ++step) {
+      const Clock::time_point begin = Clock::now();
+      matcher.FillMask(no_end_tokens, mask);
+      sum += MillisecondsSince(begin);
+      allowed.clear();
+      for (int32_t id = 0; id < vocabulary->size(); ++id) {
+        if (grammar::MaskAllows(mask, id)) allowed.push_back(id);
+      }
+      if (allowed.empty() || !matcher.Accept(allowed[walk_random() % allowed.size()])) break;
+    }
+    return sum;
+  };
+  grammar::GrammarCache cache(vocabulary, server::kCachedGrammars, server::kCachedGrammarPositions);
+  const double anew =
+      walk_ms(std::make_shared<const grammar::CompiledGrammar>(compile(), vocabulary));
+  walk_ms(cache.Get(compile()));  // an earlier request
+  const double kept = walk_ms(cache.Get(compile()));
+  std::printf(
+      "one request's masks along a walk of up to 256 tokens: %.1f ms with its grammar compiled "
+      "anew, %.1f ms with it kept from an earlier request\n",
+      anew, kept);
   return 0;
 }
 
