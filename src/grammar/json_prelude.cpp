@@ -66,6 +66,13 @@ class PreludeWriter {
     }
     r.characters = characters;
     r.string = Alternatives({Join({Lit("\""), {Rule(characters)}, Lit("\"")})});
+    // At least one character (minLength 1): the same alternatives, each on into the loop. Here
+    // in the prelude its token caches are built once per server, not once per request.
+    const int32_t some = g_.NewRule();
+    for (const Seq& alternative : character) {
+      g_.AddAlternative(some, Join({alternative, {Rule(characters)}}));
+    }
+    r.nonempty_string = Alternatives({Join({Lit("\""), {Rule(some)}, Lit("\"")})});
 
     const int32_t more_digits = Rep({digit}, 0, kMaxIntegerDigits - 1);
     r.integer = Alternatives({

@@ -1,5 +1,5 @@
-// The JSON rules every JSON grammar starts from: any value, object, array, string (optionally of
-// a format), number, integer, boolean and null, plus bounded whitespace and free text. They are
+// The JSON rules every JSON grammar starts from: any value, object, array, string (non-empty, or
+// of a format), number, integer, boolean and null, plus bounded whitespace and free text. They are
 // written in the same order into every grammar, so their element positions (and the token caches of
 // those positions) are the same everywhere.
 #pragma once
@@ -23,8 +23,9 @@ struct JsonRules {
   int32_t value = -1;
   int32_t object = -1;
   int32_t array = -1;
-  int32_t string = -1;      // a whole string, quotes included
-  int32_t characters = -1;  // any run of string characters (string's loop), no quotes
+  int32_t string = -1;           // a whole string, quotes included
+  int32_t characters = -1;       // any run of string characters (string's loop), no quotes
+  int32_t nonempty_string = -1;  // a string of at least one character, quotes included
   int32_t number = -1;
   int32_t integer = -1;
   int32_t boolean = -1;

@@ -35,6 +35,7 @@ const std::set<std::string>& Keywords() {
                                                   "definitions",
                                                   "format",
                                                   "pattern",
+                                                  "minLength",
                                                   "minimum",
                                                   "maximum",
                                                   "exclusiveMinimum",
@@ -211,7 +212,7 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
       return CompileObject(schema, where);
     }
     if (schema.contains("items")) return CompileArray(schema, where);
-    if (schema.contains("format") || schema.contains("pattern")) {
+    if (schema.contains("format") || schema.contains("pattern") || schema.contains("minLength")) {
       // Without a type only strings are written: those are valid whatever the schema allows else.
       return CompileString(schema, where);
     }
@@ -415,6 +416,17 @@ int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& 
 }
 
 int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string& where) {
+  // minLength 0 or 1 (a prelude rule); longer ones would be a cold token cache per counted
+  // character in every request (docs/api.md).
+  const int min_length = Count(schema, "minLength", where, 0);
+  if (min_length > 1) {
+    throw SchemaError(where + ".minLength", "values above 1 are not supported");
+  }
+  if (min_length == 1 && schema.contains("pattern")) {
+    throw SchemaError(where,
+                      "'minLength' together with 'pattern' is not supported; let the "
+                      "pattern require a character");
+  }
   if (const auto pattern = schema.find("pattern"); pattern != schema.end()) {
     if (!pattern->is_string()) throw SchemaError(where + ".pattern", "must be a string");
     if (schema.contains("format")) {
@@ -428,7 +440,7 @@ int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string&
     }
   }
   const auto format = schema.find("format");
-  if (format == schema.end()) return rules_.string;
+  if (format == schema.end()) return min_length == 1 ? rules_.nonempty_string : rules_.string;
   const std::string name = format->is_string() ? format->get<std::string>() : format->dump();
   if (name == "date-time") return rules_.date_time;
   if (name == "date") return rules_.date;

@@ -5,11 +5,11 @@
 // a map; with properties, only the listed ones are generated, which every additionalProperties
 // value allows); array with items, minItems, maxItems (up to kMaxCountedItems); enum; const;
 // anyOf; $ref into the document ("#", "#/$defs/x", any JSON pointer; recursion allowed);
-// $defs/definitions; string formats date-time, date, time, email, uuid, and pattern
-// (string_pattern.h); number and integer, with minimum, maximum, exclusiveMinimum,
-// exclusiveMaximum (numeric_range.h: a number's bounds must be integers); boolean, null.
-// Annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
-// readOnly, writeOnly) are ignored. Any other keyword is refused by name.
+// $defs/definitions; string formats date-time, date, time, email, uuid, pattern
+// (string_pattern.h) and minLength 0 or 1; number and integer, with minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum (numeric_range.h: a number's bounds must be integers);
+// boolean, null. Annotations (title, description, default, examples, $schema, $id, $comment,
+// deprecated, readOnly, writeOnly) are ignored. Any other keyword is refused by name.
 #pragma once
 
 #include <map>

@@ -50,6 +50,7 @@ function violation(schema, value, path = '$') {
     if (schema.exclusiveMinimum !== undefined && !(value > schema.exclusiveMinimum)) return `${path}: not above exclusiveMinimum`;
     if (schema.exclusiveMaximum !== undefined && !(value < schema.exclusiveMaximum)) return `${path}: not below exclusiveMaximum`;
   }
+  if (schema.minLength !== undefined && [...value].length < schema.minLength) return `${path}: shorter than minLength`;
   if (schema.format === 'date' && !/^\d{4}-\d{2}-\d{2}$/.test(value)) return `${path}: not a date`;
   if (schema.pattern !== undefined && !new RegExp(schema.pattern).test(value)) return `${path}: does not match ${schema.pattern}`;
   return null;
@@ -58,7 +59,7 @@ function violation(schema, value, path = '$') {
 const PERSON = {
   type: 'object',
   properties: {
-    name: { type: 'string' },
+    name: { type: 'string', minLength: 1 },
     age: { type: 'integer', minimum: 0, maximum: 150 },
     height: { type: 'number', exclusiveMinimum: 0, maximum: 3 },
     badge: { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(-[a-z]+)?$' },
@@ -186,8 +187,8 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
     response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', patternProperties: { x: {} } })),
     { status: 400, param: 'response_format.json_schema.schema', message: /'patternProperties' is not supported/ });
-  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', minLength: 1 } } })),
-    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'minLength' is not supported/ });
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', maxLength: 8 } } })),
+    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'maxLength' is not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: '(a)\\1' } } })),
     { status: 400, param: 'response_format.json_schema.schema.properties.s.pattern', message: /backreferences are not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', format: 'ipv4' })),

@@ -101,6 +101,17 @@ TEST(JsonSchemaTest, RefsAndRecursion) {
               {R"({"next":{}})"}});
 }
 
+TEST(JsonSchemaTest, NonEmptyStrings) {
+  ExpectCase({R"({"type": "string", "minLength": 1})",
+              {R"("a")", R"("\n")", "\"\xc3\xa9\"", R"("ab c")"},
+              {R"("")", "a"}});
+  ExpectCase({R"({"type": ["string", "null"], "minLength": 1})", {R"("x")", "null"}, {R"("")"}});
+  ExpectCase({R"({"minLength": 1})", {R"("x")"}, {R"("")", "1"}});  // strings only: each valid
+  ExpectCase({R"({"type": "string", "minLength": 0})", {R"("")", R"("a")"}, {"a"}});
+  ExpectCase(
+      {R"({"type": "string", "minLength": 1, "format": "date"})", {R"("2024-01-31")"}, {R"("")"}});
+}
+
 TEST(JsonSchemaTest, Formats) {
   ExpectCase({R"({"type": "string", "format": "date"})",
               {R"("2024-02-29")", R"("1999-12-31")"},
@@ -335,7 +346,10 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^.{20}$"},
                   "b": {"type": "string", "pattern": "^\\w{20}$"}}})",
               "schema.properties.a.pattern", "in more than 32 places");  // compiled last
-  ExpectError(R"({"type": "string", "minLength": 2})", "schema", "'minLength' is not supported");
+  ExpectError(R"({"type": "string", "minLength": 2})", "schema.minLength", "values above 1");
+  ExpectError(R"({"type": "string", "maxLength": 8})", "schema", "'maxLength' is not supported");
+  ExpectError(R"({"type": "string", "minLength": 1, "pattern": "a*"})", "schema",
+              "'minLength' together with 'pattern'");
   ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema", "'multipleOf' is not supported");
   ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");
   ExpectError(R"({"type": "string", "format": "hostname"})", "schema.format",
