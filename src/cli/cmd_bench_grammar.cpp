@@ -8,6 +8,7 @@
 // server does at start-up; the first mask (the schema's own positions still cold) is reported
 // apart. Last, one request's masks along one walk, its grammar compiled anew against kept from
 // an earlier request with the same constraint (GrammarCache, as the server does).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -122,33 +123,45 @@ int RunBenchGrammar(std::span<const std::string> argv) {
 
   const std::vector<int32_t> no_end_tokens;
   std::vector<uint32_t> mask(grammar::MaskWords(vocabulary->size()));
-  std::vector<double> mask_ms, accept_ms;
-  std::mt19937 random(seed);
   std::vector<int32_t> allowed;
-  double cold_ms = 0.0;
-  int64_t walks = 0;
-  while (static_cast<int64_t>(mask_ms.size()) < num_tokens) {
-    grammar::GrammarMatcher matcher(compiled);
-    ++walks;
-    for (int step = 0; step < 256 && static_cast<int64_t>(mask_ms.size()) < num_tokens; ++step) {
-      start = Clock::now();
+  // One walk of up to `steps` tokens through `grammar`, each sampled uniformly among the allowed
+  // ones; `timed(mask_ms, accept_ms)` hears of each step. Ends early when the text is complete.
+  auto walk = [&](const std::shared_ptr<const grammar::CompiledGrammar>& grammar,
+                  std::mt19937& random, int steps, auto timed) {
+    grammar::GrammarMatcher matcher(grammar);
+    for (int step = 0; step < steps; ++step) {
+      Clock::time_point begin = Clock::now();
       matcher.FillMask(no_end_tokens, mask);
-      const double ms = MillisecondsSince(start);
-      if (walks == 1 && step == 0) {
-        cold_ms = ms;
-      } else {
-        mask_ms.push_back(ms);
-      }
+      const double mask_ms = MillisecondsSince(begin);
       allowed.clear();
       for (int32_t id = 0; id < vocabulary->size(); ++id) {
         if (grammar::MaskAllows(mask, id)) allowed.push_back(id);
       }
-      if (allowed.empty()) break;  // complete
-      const int32_t token = allowed[random() % allowed.size()];
-      start = Clock::now();
-      if (!matcher.Accept(token)) throw Error("internal: the mask allowed a token Accept refused");
-      accept_ms.push_back(MillisecondsSince(start));
+      if (allowed.empty()) return;  // complete
+      begin = Clock::now();
+      if (!matcher.Accept(allowed[random() % allowed.size()])) {
+        throw Error("internal: the mask allowed a token Accept refused");
+      }
+      timed(mask_ms, MillisecondsSince(begin));
     }
+  };
+
+  std::vector<double> mask_ms, accept_ms;
+  std::mt19937 random(seed);
+  double cold_ms = -1.0;
+  int64_t walks = 0;
+  while (static_cast<int64_t>(mask_ms.size()) < num_tokens) {
+    ++walks;
+    const int steps = static_cast<int>(
+        std::min<int64_t>(256, num_tokens - static_cast<int64_t>(mask_ms.size()) + 1));
+    walk(compiled, random, steps, [&](double mask_step, double accept_step) {
+      if (cold_ms < 0) {
+        cold_ms = mask_step;  // the first mask: the schema's own positions cold
+      } else {
+        mask_ms.push_back(mask_step);
+      }
+      accept_ms.push_back(accept_step);
+    });
   }
   double total = 0.0;
   for (double ms : mask_ms) total += ms;
@@ -164,27 +177,17 @@ int RunBenchGrammar(std::span<const std::string> argv) {
 
   // One request's masks along a fixed walk: its grammar compiled anew (every position of its own
   // cold, as before GrammarCache) against kept from an earlier request with the same constraint.
-  auto walk_ms = [&](const std::shared_ptr<const grammar::CompiledGrammar>& grammar) {
-    grammar::GrammarMatcher matcher(grammar);
-    std::mt19937 walk_random(seed + 1);
+  auto request_ms = [&](const std::shared_ptr<const grammar::CompiledGrammar>& grammar) {
+    std::mt19937 request_random(seed + 1);
     double sum = 0.0;
-    for (int step = 0; step < 256; ++step) {
-      const Clock::time_point begin = Clock::now();
-      matcher.FillMask(no_end_tokens, mask);
-      sum += MillisecondsSince(begin);
-      allowed.clear();
-      for (int32_t id = 0; id < vocabulary->size(); ++id) {
-        if (grammar::MaskAllows(mask, id)) allowed.push_back(id);
-      }
-      if (allowed.empty() || !matcher.Accept(allowed[walk_random() % allowed.size()])) break;
-    }
+    walk(grammar, request_random, 256, [&](double mask_step, double) { sum += mask_step; });
     return sum;
   };
   grammar::GrammarCache cache(vocabulary, server::kCachedGrammars, server::kCachedGrammarPositions);
   const double anew =
-      walk_ms(std::make_shared<const grammar::CompiledGrammar>(compile(), vocabulary));
-  walk_ms(cache.Get(compile()));  // an earlier request
-  const double kept = walk_ms(cache.Get(compile()));
+      request_ms(std::make_shared<const grammar::CompiledGrammar>(compile(), vocabulary));
+  request_ms(cache.Get(compile()));  // an earlier request
+  const double kept = request_ms(cache.Get(compile()));
   std::printf(
       "one request's masks along a walk of up to 256 tokens: %.1f ms with its grammar compiled "
       "anew, %.1f ms with it kept from an earlier request\n",
