@@ -27,6 +27,7 @@ struct SamplingParams {
   int32_t min_tokens = 0;
   bool ignore_eos = false;
   std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;  // a matched stop string ends the text, not cut off
   std::vector<int32_t> stop_token_ids;
   // Filled by the engine, not the client: EOS (unless ignore_eos) and stop_token_ids, whose
   // logits the sampler masks while fewer than min_tokens tokens have been generated (as vLLM).

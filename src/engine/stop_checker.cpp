@@ -65,7 +65,8 @@ std::optional<std::string> StopChecker::CutAtStopString(std::string& matched) {
     }
   }
   if (first == std::string::npos) return std::nullopt;
-  std::string before = pending_.substr(0, first);
+  std::string before =
+      pending_.substr(0, params_.include_stop_str_in_output ? first + matched.size() : first);
   pending_.clear();
   return before;
 }

@@ -1,10 +1,11 @@
 // StopChecker: decides, token by token, whether a sequence is done and which text may be shown.
 //
 //  - EOS ids (unless ignore_eos) and stop_token_ids end with "stop"; the token is not emitted.
-//  - Stop strings end with "stop"; the text from the match on is never emitted. Text that could
-//    still be the start of a stop string is withheld until the next tokens decide it. Every piece
-//    of text released is checked, including what the decoder held back (e.g. an incomplete UTF-8
-//    sequence, released as U+FFFD) and lets go only at the end.
+//  - Stop strings end with "stop"; the text after the match is never emitted, nor the match
+//    itself unless include_stop_str_in_output. Text that could still be the start of a stop
+//    string is withheld until the next tokens decide it. Every piece of text released is
+//    checked, including what the decoder held back (e.g. an incomplete UTF-8 sequence, released
+//    as U+FFFD) and lets go only at the end.
 //  - max_tokens and the context limit (max_model_len) end with "length" (or "stop" when the
 //    released tail holds a stop string); withheld text is released.
 //  - Until min_tokens tokens exist nothing stops the sequence except the length limits (the

@@ -95,6 +95,7 @@ void ParseLengthFields(const JsonFields& fields, int64_t min_max_tokens,
   }
   sampling.ignore_eos = fields.Bool("ignore_eos").value_or(false);
   sampling.stop = ParseStop(fields);
+  sampling.include_stop_str_in_output = fields.Bool("include_stop_str_in_output").value_or(false);
   sampling.stop_token_ids = ParseTokenIdList(fields, "stop_token_ids");
 }
 
@@ -123,10 +124,10 @@ void ParseSamplingFields(const JsonFields& fields, SamplingParams& sampling) {
 // vLLM's extensions to the request that change the output and that mkserve does not implement
 // are refused by name, as the OpenAI fields it cannot honour are (chat_request.cpp): a client
 // written for vLLM must not get unconstrained or differently cut text without knowing. Values
-// that ask for what mkserve does anyway (use_beam_search false, include_stop_str_in_output false)
-// are accepted; vLLM extensions that are implemented (top_k, min_p, repetition_penalty,
-// min_tokens, ignore_eos, stop_token_ids, chat_template_kwargs, add_special_tokens, documents) are
-// parsed with the other fields.
+// that ask for what mkserve does anyway (use_beam_search false, skip_special_tokens false) are
+// accepted; vLLM extensions that are implemented (top_k, min_p, repetition_penalty, min_tokens,
+// ignore_eos, stop_token_ids, include_stop_str_in_output, chat_template_kwargs,
+// add_special_tokens, documents) are parsed with the other fields.
 void RejectUnhonouredVllmFields(const JsonFields& fields) {
   struct Refusal {
     const char* field;
@@ -155,8 +156,6 @@ void RejectUnhonouredVllmFields(const JsonFields& fields) {
   // Switches refused when true; false is what mkserve does.
   constexpr Refusal kWhenTrue[] = {
       {"use_beam_search", "beam search is not supported; send false or leave it out"},
-      {"include_stop_str_in_output",
-       "the matched stop string is never included in the output; send false or leave it out"},
       {"skip_special_tokens",
        "special tokens the model writes are returned as their text; send false or leave it out"},
       {"return_tokens_as_token_ids",

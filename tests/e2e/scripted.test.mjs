@@ -203,6 +203,15 @@ test('stop string is never emitted, streaming and not', async () => {
   assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'one two ');
 });
 
+test('include_stop_str_in_output ends the text with the match, streaming and not', async () => {
+  const body = { messages: user('stopword'), stop: ['STOP', 'three'], max_tokens: 100, include_stop_str_in_output: true };
+  const response = await openai.chat.completions.create(body);
+  assert.equal(response.choices[0].message.content, 'one two STOP');
+  assert.equal(response.choices[0].finish_reason, 'stop');
+  const chunks = await collect(await openai.chat.completions.create({ ...body, stream: true }));
+  assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'one two STOP');
+});
+
 test('reasoning off through chat_template_kwargs', async () => {
   const response = await openai.chat.completions.create({
     messages: user('direct'), max_tokens: 50, chat_template_kwargs: { enable_thinking: false } });

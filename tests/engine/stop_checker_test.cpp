@@ -93,6 +93,29 @@ TEST(StopCheckerTest, EarliestOfSeveralStopStringsWins) {
   EXPECT_EQ(run.stop_string, "lo wor");
 }
 
+// include_stop_str_in_output: the text ends with the match, still nothing after it.
+TEST(StopCheckerTest, IncludedStopStringEndsTheText) {
+  SamplingParams params = Params({"<end>"});
+  params.include_stop_str_in_output = true;
+  Outcome run = Feed(params, {0, 1, 4, 5, 6});
+  EXPECT_EQ(run.text, "Hello<end>");
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+  EXPECT_EQ(run.stop_string, "<end>");
+  // Matched inside one token's text: what follows the match in that token is dropped.
+  params.stop = {"wo"};
+  run = Feed(params, {0, 1, 2, 3});
+  EXPECT_EQ(run.text, "Hello wo");
+  // The earliest match wins, and a match in the text released at the length limit is kept too.
+  params.stop = {"ld", "lo wor"};
+  run = Feed(params, {0, 1, 2, 3});
+  EXPECT_EQ(run.text, "Hello wor");
+  params.stop = {"<end>"};
+  params.max_tokens = 4;
+  run = Feed(params, {0, 1, 4, 5});
+  EXPECT_EQ(run.text, "Hello<end>");
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+}
+
 TEST(StopCheckerTest, LengthReleasesWithheldText) {
   Outcome run = Feed(Params({"<end>"}, 2), {0, 4});
   EXPECT_EQ(run.finish, FinishReason::kLength);

@@ -19,6 +19,7 @@ TEST(ChatRequestTest, ReadsEverySamplingField) {
                {"min_p", 0.05},
                {"max_completion_tokens", 32},
                {"stop", "END"},
+               {"include_stop_str_in_output", true},
                {"stop_token_ids", {7, 9}},
                {"seed", 1234},
                {"n", 2},
@@ -42,6 +43,7 @@ TEST(ChatRequestTest, ReadsEverySamplingField) {
   EXPECT_EQ(sampling.max_tokens, 32);
   EXPECT_TRUE(request.generation.has_max_tokens);
   EXPECT_EQ(sampling.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(sampling.include_stop_str_in_output);
   EXPECT_EQ(sampling.stop_token_ids, (std::vector<int32_t>{7, 9}));
   EXPECT_EQ(sampling.seed, 1234u);
   EXPECT_EQ(request.generation.n, 2);
@@ -111,7 +113,6 @@ TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
                                                  {"guided_grammar", "root ::= \"a\""},
                                                  {"structural_tag", "{}"},
                                                  {"use_beam_search", true},
-                                                 {"include_stop_str_in_output", true},
                                                  {"skip_special_tokens", true},
                                                  {"return_tokens_as_token_ids", true},
                                                  {"allowed_token_ids", {1, 2}},
@@ -128,8 +129,8 @@ TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
     EXPECT_EQ(error.kind(), ErrorKind::kInvalidRequest);
   }
   Json body = MinimalChat();
-  for (const char* name : {"use_beam_search", "include_stop_str_in_output", "skip_special_tokens",
-                           "return_tokens_as_token_ids", "echo"}) {
+  for (const char* name :
+       {"use_beam_search", "skip_special_tokens", "return_tokens_as_token_ids", "echo"}) {
     body[name] = false;
   }
   body["guided_json"] = nullptr;  // null is absent

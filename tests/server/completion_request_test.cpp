@@ -113,7 +113,6 @@ TEST(TokenizeRequestTest, MessagesTakeEveryPromptShapingField) {
 TEST(CompletionRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
   for (auto [name, value] :
        std::vector<std::pair<std::string, Json>>{{"guided_regex", "[a-z]+"},
-                                                 {"include_stop_str_in_output", true},
                                                  {"skip_special_tokens", true},
                                                  {"prompt_logprobs", 2},
                                                  {"truncate_prompt_tokens", 5}}) {
