@@ -6,6 +6,78 @@
 #include "server/json_fields.h"
 
 namespace mkserve::server {
+
+ToolDefinition ParseFunctionTool(const JsonFields& function,
+                                 const std::vector<ToolDefinition>& earlier) {
+  ToolDefinition definition;
+  std::optional<std::string> name = function.NonEmptyString("name");
+  if (!name) ThrowInvalid(function.Param("name"), "a function tool needs a name");
+  for (const ToolDefinition& tool : earlier) {
+    if (tool.name == *name) {
+      ThrowInvalid(function.Param("name"),
+                   "a second tool named '" + *name + "': tool names must be unique");
+    }
+  }
+  definition.name = *name;
+  definition.description = function.String("description").value_or("");
+  if (const Json* parameters = function.Object("parameters")) definition.parameters = *parameters;
+  definition.parameters_param = function.Param("parameters");
+  function.Bool("strict");  // typed; the schema binds whenever the output is constrained
+  return definition;
+}
+
+void CheckToolChoice(const ToolChoice& choice, const std::vector<ToolDefinition>& tools,
+                     const std::string& name_param) {
+  bool needs_tools =
+      choice.mode == ToolChoice::Mode::kRequired || choice.mode == ToolChoice::Mode::kNamed;
+  if (needs_tools && tools.empty()) ThrowInvalid("tool_choice", "requires 'tools'");
+  if (choice.mode == ToolChoice::Mode::kNamed) {
+    bool known = false;
+    for (const ToolDefinition& tool : tools) known = known || tool.name == choice.name;
+    if (!known) ThrowInvalid(name_param, "no tool named '" + choice.name + "' in 'tools'");
+  }
+}
+
+ToolChoice::Mode ToolChoiceMode(const std::string& mode) {
+  if (mode == "none") return ToolChoice::Mode::kNone;
+  if (mode == "auto") return ToolChoice::Mode::kAuto;
+  if (mode != "required") {
+    ThrowInvalid("tool_choice", "must be 'none', 'auto', 'required' or a named function");
+  }
+  return ToolChoice::Mode::kRequired;
+}
+
+Json ParseJsonSchemaFields(const JsonFields& fields) {
+  fields.String("name");  // typed when present; nothing depends on them
+  fields.Bool("strict");
+  const Json* schema = fields.Get("schema");
+  if (schema == nullptr) ThrowInvalid(fields.Param("schema"), "is required");
+  if (!schema->is_object() && !schema->is_boolean()) {
+    ThrowInvalid(fields.Param("schema"),
+                 "expected a JSON schema object, got " + JsonTypeName(*schema));
+  }
+  return *schema;
+}
+
+void CheckToolResults(const std::vector<ChatMessage>& messages,
+                      const std::vector<std::string>& tool_call_id_params) {
+  std::set<std::string> call_ids;  // of the assistant turns so far
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& message = messages[i];
+    for (const ToolCall& call : message.tool_calls) call_ids.insert(call.id);
+    // A result the template cannot attach to a call would reach the model as a result of
+    // nothing: refused, as OpenAI refuses it.
+    if (message.role != "tool") continue;
+    if (message.tool_call_id.empty()) {
+      ThrowInvalid(tool_call_id_params[i], "a tool result needs the id of the call it answers");
+    }
+    if (!call_ids.count(message.tool_call_id)) {
+      ThrowInvalid(tool_call_id_params[i], "no earlier assistant turn has a tool call with id '" +
+                                               message.tool_call_id + "'");
+    }
+  }
+}
+
 namespace {
 
 // String content, or an array of {"type": "text", "text": ...} parts joined. Images and audio
@@ -87,22 +159,7 @@ std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
     }
     const Json* function = tool.Object("function");
     if (function == nullptr) ThrowInvalid(tool.Param("function"), "a tool needs 'function'");
-    JsonFields function_fields(*function, tool.Param("function"));
-    ToolDefinition definition;
-    std::optional<std::string> name = function_fields.NonEmptyString("name");
-    if (!name) ThrowInvalid(function_fields.Param("name"), "a function tool needs a name");
-    for (const ToolDefinition& earlier : tools) {
-      if (earlier.name == *name) {
-        ThrowInvalid(function_fields.Param("name"),
-                     "a second tool named '" + *name + "': tool names must be unique");
-      }
-    }
-    definition.name = *name;
-    definition.description = function_fields.String("description").value_or("");
-    if (const Json* parameters = function_fields.Object("parameters")) {
-      definition.parameters = *parameters;
-    }
-    tools.push_back(std::move(definition));
+    tools.push_back(ParseFunctionTool(JsonFields(*function, tool.Param("function")), tools));
   }
   return tools;
 }
@@ -113,15 +170,7 @@ ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefin
   const Json* value = fields.Get("tool_choice");
   if (value == nullptr) return choice;
   if (value->is_string()) {
-    std::string mode = value->get<std::string>();
-    if (mode == "none")
-      choice.mode = ToolChoice::Mode::kNone;
-    else if (mode == "auto")
-      choice.mode = ToolChoice::Mode::kAuto;
-    else if (mode == "required")
-      choice.mode = ToolChoice::Mode::kRequired;
-    else
-      ThrowInvalid("tool_choice", "must be 'none', 'auto', 'required' or a named function");
+    choice.mode = ToolChoiceMode(value->get<std::string>());
   } else {
     JsonFields named(*value, "tool_choice");
     const Json* function = named.Object("function");
@@ -132,15 +181,7 @@ ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefin
     choice.mode = ToolChoice::Mode::kNamed;
     choice.name = *name;
   }
-  bool needs_tools =
-      choice.mode == ToolChoice::Mode::kRequired || choice.mode == ToolChoice::Mode::kNamed;
-  if (needs_tools && tools.empty()) ThrowInvalid("tool_choice", "requires 'tools'");
-  if (choice.mode == ToolChoice::Mode::kNamed) {
-    bool known = false;
-    for (const ToolDefinition& tool : tools) known = known || tool.name == choice.name;
-    if (!known)
-      ThrowInvalid("tool_choice.function.name", "no tool named '" + choice.name + "' in 'tools'");
-  }
+  CheckToolChoice(choice, tools, "tool_choice.function.name");
   return choice;
 }
 
@@ -166,16 +207,8 @@ ResponseFormat ParseResponseFormat(const JsonFields& fields) {
   if (json_schema == nullptr) {
     ThrowInvalid("response_format.json_schema", "is required when the type is 'json_schema'");
   }
-  JsonFields schema_fields(*json_schema, "response_format.json_schema");
-  schema_fields.String("name");  // typed when present; nothing depends on them
-  schema_fields.Bool("strict");
-  const Json* schema = schema_fields.Get("schema");
-  if (schema == nullptr) ThrowInvalid("response_format.json_schema.schema", "is required");
-  if (!schema->is_object() && !schema->is_boolean()) {
-    ThrowInvalid("response_format.json_schema.schema",
-                 "expected a JSON schema object, got " + JsonTypeName(*schema));
-  }
-  format.schema = *schema;
+  format.schema = ParseJsonSchemaFields(JsonFields(*json_schema, "response_format.json_schema"));
+  format.schema_param = "response_format.json_schema.schema";
   return format;
 }
 
@@ -277,25 +310,13 @@ std::vector<ChatMessage> ParseMessages(const Json& messages, const std::string& 
     ThrowInvalid(param, "expected an array of messages, got " + JsonTypeName(messages));
   if (messages.empty()) ThrowInvalid(param, "must contain at least one message");
   std::vector<ChatMessage> parsed;
-  std::set<std::string> call_ids;  // of the assistant turns so far
+  std::vector<std::string> tool_call_id_params;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string at = param + "[" + std::to_string(i) + "]";
     parsed.push_back(ParseMessage(messages[i], at));
-    const ChatMessage& message = parsed.back();
-    for (const ToolCall& call : message.tool_calls) call_ids.insert(call.id);
-    // A result the template cannot attach to a call would reach the model as a result of
-    // nothing: refused, as OpenAI refuses it.
-    if (message.role == "tool") {
-      if (message.tool_call_id.empty()) {
-        ThrowInvalid(at + ".tool_call_id", "a tool message needs the id of the call it answers");
-      }
-      if (!call_ids.count(message.tool_call_id)) {
-        ThrowInvalid(
-            at + ".tool_call_id",
-            "no earlier assistant message has a tool call with id '" + message.tool_call_id + "'");
-      }
-    }
+    tool_call_id_params.push_back(at + ".tool_call_id");
   }
+  CheckToolResults(parsed, tool_call_id_params);
   return parsed;
 }
 

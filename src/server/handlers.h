@@ -11,6 +11,7 @@ namespace mkserve::server {
 
 HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleResponses(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleDetokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleModels(const ServerState& state, const HttpRequest& request);

@@ -45,6 +45,7 @@ struct ToolDefinition {
   std::string name;
   std::string description;
   Json parameters = Json::object();  // JSON schema, passed to the template
+  std::string parameters_param;      // names the schema in errors ("tools[0].function.parameters")
 };
 
 struct ToolChoice {
@@ -59,6 +60,7 @@ struct ResponseFormat {
   Type type = Type::kText;
   Json schema;  // json_schema.schema (json_schema.name and .strict are checked, not kept: the
                 // schema is enforced either way)
+  std::string schema_param;  // names the schema in errors ("response_format.json_schema.schema")
 };
 
 struct ChatRequest {

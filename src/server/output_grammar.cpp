@@ -35,7 +35,7 @@ int32_t SpecialToken(const ServedModel& model, const std::string& text) {
 // The answer's JSON value: any object, or the response_format schema.
 int32_t AnswerRule(grammar::JsonGrammarBuilder& builder, const ResponseFormat& format) {
   if (format.type == ResponseFormat::Type::kJsonObject) return builder.rules().object;
-  return AddSchema(builder, format.schema, "response_format.json_schema.schema");
+  return AddSchema(builder, format.schema, format.schema_param);
 }
 
 // Writes the Command-4 blocks into one grammar.
@@ -55,7 +55,7 @@ class Command4Writer {
   Seq ActionBlock(const std::vector<ToolDefinition>& tools, const std::vector<size_t>& offered,
                   bool single_call) {
     std::vector<Seq> calls;
-    for (size_t index : offered) calls.push_back(ToolCall(tools[index], index));
+    for (size_t index : offered) calls.push_back(ToolCall(tools[index]));
     const int32_t call = g_.RuleOf(calls);
     const Element ws = Element::Rule(builder_.rules().ws);
     Seq block{Token("<|START_ACTION|>")};
@@ -77,13 +77,11 @@ class Command4Writer {
 
  private:
   // {"tool_call_id": "0", "tool_name": "f", "parameters": {...}}, spaced as the template writes it.
-  Seq ToolCall(const ToolDefinition& tool, size_t index) {
+  Seq ToolCall(const ToolDefinition& tool) {
     const Json& schema = tool.parameters;
-    const int32_t parameters =
-        schema.is_object() && schema.empty()
-            ? builder_.rules().object
-            : AddSchema(builder_, schema,
-                        "tools[" + std::to_string(index) + "].function.parameters");
+    const int32_t parameters = schema.is_object() && schema.empty()
+                                   ? builder_.rules().object
+                                   : AddSchema(builder_, schema, tool.parameters_param);
     grammar::ByteSet digits;
     for (char c = '0'; c <= '9'; ++c) digits.set(static_cast<unsigned char>(c));
     Seq call = g_.Literal("{\"tool_call_id\": \"");
@@ -137,8 +135,9 @@ std::shared_ptr<const grammar::CompiledGrammar> ChatOutputGrammar(const ServedMo
   if (!forced_call && request.response_format.type == ResponseFormat::Type::kText) return nullptr;
   if (prompt.prefill) {
     throw ApiError(ErrorKind::kInvalidRequest,
-                   "response_format and tool_choice 'required' or named cannot continue an "
-                   "assistant prefill (a final assistant message); end with a user or tool message",
+                   "a constrained output (a JSON format, or tool_choice 'required' or named) "
+                   "cannot continue an assistant prefill (a final assistant message); end with a "
+                   "user or tool message",
                    "messages");
   }
   if (!model.grammar_vocabulary) {

@@ -8,4 +8,8 @@ std::string DumpJson(const Json& value) {
 
 std::string SseEvent(const Json& payload) { return "data: " + DumpJson(payload) + "\n\n"; }
 
+std::string NamedSseEvent(const std::string& name, const Json& payload) {
+  return "event: " + name + "\n" + SseEvent(payload);
+}
+
 }  // namespace mkserve::server

@@ -1,0 +1,44 @@
+// POST /v1/responses: the chat pipeline (prompt, limits, output grammar, engine run) with the
+// Responses API's request and output shapes (responses_request.h, responses_output.h).
+#include "server/chat_prompt.h"
+#include "server/generation_response.h"
+#include "server/handlers.h"
+#include "server/json_fields.h"
+#include "server/output_grammar.h"
+#include "server/output_parser_factory.h"
+#include "server/request_limits.h"
+#include "server/responses_output.h"
+#include "server/responses_request.h"
+
+namespace mkserve::server {
+
+HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) {
+  const ServedModel& model = state.RequireModel();
+  ResponsesRequest request = ParseResponsesRequest(ParseJsonBody(http.body));
+  ChatRequest& chat = request.chat;
+  state.CheckModelName(chat.generation.model);
+  ChatPrompt prompt = BuildChatPrompt(model, chat, state.options().default_enable_thinking);
+  ApplyModelLimits(model, static_cast<int64_t>(prompt.token_ids.size()),
+                   /*default_to_context=*/true, chat.generation);
+
+  std::unique_ptr<OutputParser> parser = MakeOutputParserFactory(model, chat, prompt)();
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  try {
+    grammar = ChatOutputGrammar(model, chat, prompt);
+  } catch (const ApiError& error) {  // the chat field that names the conversation
+    if (error.param() == "messages") throw ApiError(error.kind(), error.what(), "input");
+    throw;
+  }
+  EngineRequest engine_request{std::move(prompt.token_ids), chat.generation.sampling, 1,
+                               std::move(grammar)};
+  std::vector<RequestHandle> handles;
+  handles.push_back(model.engine->Submit(std::move(engine_request)));
+  auto run = std::make_unique<GenerationRun>(std::move(handles), 1, http.is_connection_closed);
+  auto output =
+      std::make_unique<ResponsesOutput>(NewResponseMeta("resp_", state.options().model_id),
+                                        std::move(request.echo), std::move(parser));
+  if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
+  return CompleteResponse(*run, *output);
+}
+
+}  // namespace mkserve::server

@@ -1,0 +1,215 @@
+#include "server/responses_output.h"
+
+#include "server/sse.h"
+
+namespace mkserve::server {
+namespace {
+
+// `base` with the fields of `extra` added.
+Json With(Json base, const Json& extra) {
+  base.update(extra);
+  return base;
+}
+
+}  // namespace
+
+ResponsesOutput::ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser)
+    : meta_(std::move(meta)), echo_(std::move(echo)), parser_(std::move(parser)) {
+  if (!parser_) parser_ = std::make_unique<PlainOutputParser>();
+}
+
+std::string ResponsesOutput::Event(const std::string& type, Json payload) {
+  payload["type"] = type;
+  payload["sequence_number"] = sequence_++;
+  return NamedSseEvent(type, payload);
+}
+
+Json ResponsesOutput::ItemJson(const Item& item) const {
+  switch (item.kind) {
+    case Kind::kReasoning:
+      return {{"id", item.id},
+              {"type", "reasoning"},
+              {"summary", Json::array()},
+              {"content", Json::array({{{"type", "reasoning_text"}, {"text", item.text}}})}};
+    case Kind::kMessage:
+      return {{"id", item.id},
+              {"type", "message"},
+              {"status", item.status},
+              {"role", "assistant"},
+              {"content", Json::array({{{"type", "output_text"},
+                                        {"text", item.text},
+                                        {"annotations", Json::array()},
+                                        {"logprobs", Json::array()}}})}};
+    case Kind::kFunctionCall:
+      return {{"id", item.id},           {"type", "function_call"}, {"status", item.status},
+              {"call_id", item.call_id}, {"name", item.name},       {"arguments", item.text}};
+  }
+  return nullptr;
+}
+
+Json ResponsesOutput::Snapshot(const std::string& status, const Usage* usage) const {
+  Json response = {{"id", meta_.id},
+                   {"object", "response"},
+                   {"created_at", meta_.created_unix_s},
+                   {"status", status},
+                   {"error", nullptr},
+                   {"incomplete_details", incomplete_details_},
+                   {"model", meta_.model},
+                   {"output", Json::array()},
+                   {"previous_response_id", nullptr},
+                   {"store", false},
+                   {"truncation", "disabled"},
+                   {"usage", nullptr}};
+  response.update(echo_);
+  if (status == "in_progress") return response;
+  for (const Item& item : items_) response["output"].push_back(ItemJson(item));
+  if (usage != nullptr) {
+    response["usage"] = {{"input_tokens", usage->prompt_tokens},
+                         {"input_tokens_details", {{"cached_tokens", usage->cached_tokens}}},
+                         {"output_tokens", usage->completion_tokens},
+                         {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens_}}},
+                         {"total_tokens", usage->prompt_tokens + usage->completion_tokens}};
+  }
+  return response;
+}
+
+std::string ResponsesOutput::StreamStart() {
+  std::string events = Event("response.created", {{"response", Snapshot("in_progress", nullptr)}});
+  events += Event("response.in_progress", {{"response", Snapshot("in_progress", nullptr)}});
+  return events;
+}
+
+std::string ResponsesOutput::CloseOpenItem(const std::string& status) {
+  if (!item_open_) return "";
+  item_open_ = false;
+  Item& item = items_.back();
+  item.status = status;
+  const int64_t index = static_cast<int64_t>(items_.size()) - 1;
+  Json at = {{"item_id", item.id}, {"output_index", index}};
+  std::string events;
+  switch (item.kind) {
+    case Kind::kReasoning: {
+      Json part = {{"type", "reasoning_text"}, {"text", item.text}};
+      events += Event("response.reasoning_text.done",
+                      With(at, {{"content_index", 0}, {"text", item.text}}));
+      events +=
+          Event("response.content_part.done", With(at, {{"content_index", 0}, {"part", part}}));
+      break;
+    }
+    case Kind::kMessage: {
+      Json part = ItemJson(item)["content"][0];
+      events +=
+          Event("response.output_text.done",
+                With(at, {{"content_index", 0}, {"text", item.text}, {"logprobs", Json::array()}}));
+      events +=
+          Event("response.content_part.done", With(at, {{"content_index", 0}, {"part", part}}));
+      break;
+    }
+    case Kind::kFunctionCall:
+      events += Event("response.function_call_arguments.done",
+                      With(at, {{"name", item.name}, {"arguments", item.text}}));
+      break;
+  }
+  events += Event("response.output_item.done", {{"output_index", index}, {"item", ItemJson(item)}});
+  return events;
+}
+
+std::string ResponsesOutput::Append(Kind kind, const std::string& text, const ToolCallDelta* call) {
+  std::string events;
+  const bool new_call = call != nullptr && call->index != open_call_;
+  if (!item_open_ || items_.back().kind != kind || new_call) {
+    events += CloseOpenItem("completed");
+    const std::string suffix =
+        meta_.id.substr(meta_.id.find('_') + 1) + "_" + std::to_string(items_.size());
+    Item item;
+    item.kind = kind;
+    if (kind == Kind::kReasoning) item.id = "rs_" + suffix;
+    if (kind == Kind::kMessage) item.id = "msg_" + suffix;
+    if (kind == Kind::kFunctionCall) {
+      item.id = "fc_" + suffix;
+      item.call_id = !call->id.empty() ? call->id : "call_" + suffix;
+      item.name = call->name;
+      open_call_ = call->index;
+    }
+    items_.push_back(std::move(item));
+    item_open_ = true;
+    if (kind != Kind::kReasoning) answered_ = true;
+    const int64_t index = static_cast<int64_t>(items_.size()) - 1;
+    Json added = ItemJson(items_.back());
+    if (kind == Kind::kReasoning) added["content"] = Json::array();
+    if (kind == Kind::kMessage) added["content"] = Json::array();
+    events += Event("response.output_item.added", {{"output_index", index}, {"item", added}});
+    if (kind != Kind::kFunctionCall) {
+      Json part = kind == Kind::kReasoning
+                      ? Json{{"type", "reasoning_text"}, {"text", ""}}
+                      : Json{{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}};
+      events += Event("response.content_part.added", {{"item_id", items_.back().id},
+                                                      {"output_index", index},
+                                                      {"content_index", 0},
+                                                      {"part", part}});
+    }
+  }
+  if (text.empty()) return events;
+  Item& item = items_.back();
+  item.text += text;
+  Json at = {{"item_id", item.id},
+             {"output_index", static_cast<int64_t>(items_.size()) - 1},
+             {"delta", text}};
+  switch (kind) {
+    case Kind::kReasoning:
+      events += Event("response.reasoning_text.delta", With(at, {{"content_index", 0}}));
+      break;
+    case Kind::kMessage:
+      events += Event("response.output_text.delta",
+                      With(at, {{"content_index", 0}, {"logprobs", Json::array()}}));
+      break;
+    case Kind::kFunctionCall:
+      events += Event("response.function_call_arguments.delta", at);
+      break;
+  }
+  return events;
+}
+
+std::string ResponsesOutput::Apply(const ParsedDelta& delta) {
+  std::string events;
+  if (!delta.reasoning.empty()) events += Append(Kind::kReasoning, delta.reasoning);
+  if (!delta.content.empty()) events += Append(Kind::kMessage, delta.content);
+  for (const ToolCallDelta& call : delta.tool_calls) {
+    events += Append(Kind::kFunctionCall, call.arguments, &call);
+  }
+  return events;
+}
+
+std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
+  if (const auto* tokens = std::get_if<TokensEvent>(&event.event)) {
+    const bool answered_before = answered_;
+    std::string events = Apply(parser_->Feed(tokens->text));
+    // Tokens before the answer began: the reasoning's, when there is reasoning.
+    if (!answered_before && !answered_) {
+      reasoning_tokens_ += static_cast<int64_t>(tokens->token_ids.size());
+    }
+    return events;
+  }
+  const auto& finished = std::get<FinishedEvent>(event.event);
+  std::string events = Apply(parser_->Finish());
+  if (items_.empty() || items_.front().kind != Kind::kReasoning) reasoning_tokens_ = 0;
+  if (finished.reason == FinishReason::kStop) {
+    status_ = "completed";
+  } else {
+    // The length limit (max_output_tokens or the context), or the server stopping the request.
+    status_ = "incomplete";
+    incomplete_details_ = {
+        {"reason", finished.reason == FinishReason::kLength ? "max_output_tokens" : "interrupted"}};
+  }
+  events += CloseOpenItem(status_ == "completed" ? "completed" : "incomplete");
+  return events;
+}
+
+std::string ResponsesOutput::StreamEnd(const Usage& usage) {
+  return Event(status_ == "completed" ? "response.completed" : "response.incomplete",
+               {{"response", Snapshot(status_, &usage)}});
+}
+
+Json ResponsesOutput::FinalResponse(const Usage& usage) const { return Snapshot(status_, &usage); }
+
+}  // namespace mkserve::server

@@ -1,0 +1,65 @@
+// Builds /v1/responses output from one choice's engine events: the text goes through the chat
+// OutputParser and comes out as output items, in the order the model wrote them: a reasoning
+// item (reasoning_text), message items (output_text) and function_call items. Streams as the
+// Responses API's named SSE events (response.created ... response.completed), or as one response
+// object. It has ChatChoices' interface, so StreamResponse / CompleteResponse run it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/generation_run.h"
+#include "server/output_parser.h"
+#include "server/response_meta.h"
+
+namespace mkserve::server {
+
+class ResponsesOutput {
+ public:
+  // `echo`: the request's settings the response object repeats (ResponsesRequest::echo).
+  ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser);
+
+  // Streaming: response.created and response.in_progress; then per event the item events; then
+  // response.completed (or response.incomplete). No [DONE]: the Responses API ends without one.
+  std::string StreamStart();
+  std::string StreamEvent(const ChoiceEvent& event);
+  std::string StreamEnd(const Usage& usage);
+
+  // Non-streaming.
+  void Accumulate(const ChoiceEvent& event) { StreamEvent(event); }
+  Json FinalResponse(const Usage& usage) const;
+
+ private:
+  enum class Kind { kReasoning, kMessage, kFunctionCall };
+  struct Item {
+    Kind kind = Kind::kMessage;
+    std::string id;
+    std::string text;  // reasoning or answer text; a call's arguments
+    std::string call_id, name;
+    std::string status = "in_progress";
+  };
+
+  // The response object; `status` "in_progress" while streaming, without usage.
+  Json Snapshot(const std::string& status, const Usage* usage) const;
+  std::string Event(const std::string& type, Json payload);
+  Json ItemJson(const Item& item) const;
+  // Appends to the open item of `kind`, opening one (and closing the open item) when needed.
+  std::string Append(Kind kind, const std::string& text, const ToolCallDelta* call = nullptr);
+  std::string Apply(const ParsedDelta& delta);
+  std::string CloseOpenItem(const std::string& status);
+
+  ResponseMeta meta_;
+  Json echo_;
+  std::unique_ptr<OutputParser> parser_;
+  std::vector<Item> items_;
+  bool item_open_ = false;  // items_.back() still takes text
+  int32_t open_call_ = -1;  // the parser's index of the open function call
+  int64_t sequence_ = 0;
+  int64_t tokens_ = 0, reasoning_tokens_ = 0;
+  bool answered_ = false;  // a message or call item has begun: later tokens are not reasoning
+  std::string status_ = "in_progress";
+  Json incomplete_details_ = nullptr;
+};
+
+}  // namespace mkserve::server

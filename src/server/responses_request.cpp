@@ -1,0 +1,318 @@
+#include "server/responses_request.h"
+
+#include <limits>
+#include <set>
+
+#include "server/chat_request.h"
+#include "server/generation_request.h"
+#include "server/json_fields.h"
+
+namespace mkserve::server {
+namespace {
+
+ChatMessage Message(std::string role, std::string content, std::string tool_call_id = "") {
+  ChatMessage message;
+  message.role = std::move(role);
+  message.content = std::move(content);
+  message.tool_call_id = std::move(tool_call_id);
+  return message;
+}
+
+// Text given as a string or as an array of input_text / output_text parts, joined. Images, files
+// and audio are refused by name: the model reads text only.
+std::string ParseText(const Json& value, const std::string& param) {
+  if (value.is_string()) return value.get<std::string>();
+  if (!value.is_array()) {
+    ThrowInvalid(param,
+                 "expected a string or an array of content parts, got " + JsonTypeName(value));
+  }
+  std::string text;
+  for (size_t i = 0; i < value.size(); ++i) {
+    JsonFields part(value[i], param + "[" + std::to_string(i) + "]");
+    const std::string type = part.String("type").value_or("");
+    if (type != "input_text" && type != "output_text") {
+      ThrowInvalid(part.Param("type"),
+                   "only 'input_text' and 'output_text' parts are supported, got '" + type + "'");
+    }
+    std::optional<std::string> part_text = part.String("text");
+    if (!part_text) ThrowInvalid(part.Param("text"), "a text part needs 'text'");
+    text += *part_text;
+  }
+  return text;
+}
+
+// The item's `field`, which must be there, as text.
+std::string RequiredText(const JsonFields& item, const std::string& field) {
+  const Json* value = item.Get(field);
+  if (value == nullptr) ThrowInvalid(item.Param(field), "is required");
+  return ParseText(*value, item.Param(field));
+}
+
+// A reasoning item's text: its `content` (reasoning_text parts), else its `summary`.
+std::string ParseReasoningItem(const JsonFields& item) {
+  std::string text;
+  for (const char* field : {"content", "summary"}) {
+    const Json* parts = item.Array(field);
+    if (parts == nullptr) continue;
+    for (size_t i = 0; i < parts->size(); ++i) {
+      JsonFields part((*parts)[i], item.Param(field) + "[" + std::to_string(i) + "]");
+      std::optional<std::string> part_text = part.String("text");
+      if (!part_text) ThrowInvalid(part.Param("text"), "a reasoning part needs 'text'");
+      text += *part_text;
+    }
+    if (!text.empty()) break;
+  }
+  return text;
+}
+
+// The input items as chat messages. Consecutive assistant-side items (reasoning, assistant
+// messages, function calls) make one assistant turn, as the chat template renders a turn; a
+// function_call_output is a tool message. `call_id_params[i]` names the call id of the item
+// message i came from, for CheckToolResults.
+void ParseInputItems(const Json& input, std::vector<ChatMessage>& messages,
+                     std::vector<std::string>& call_id_params) {
+  if (!input.is_array()) {
+    ThrowInvalid("input", "expected a string or an array of items, got " + JsonTypeName(input));
+  }
+  if (input.empty()) ThrowInvalid("input", "must contain at least one item");
+  static const std::set<std::string> kRoles = {"user", "system", "developer", "assistant"};
+  bool assistant_open = false;  // the last message is an assistant turn items may still join
+  auto assistant_turn = [&](const std::string& param) -> ChatMessage& {
+    if (!assistant_open) {
+      messages.push_back(ChatMessage());
+      messages.back().role = "assistant";
+      call_id_params.push_back(param + ".call_id");
+      assistant_open = true;
+    }
+    return messages.back();
+  };
+  for (size_t i = 0; i < input.size(); ++i) {
+    const std::string at = "input[" + std::to_string(i) + "]";
+    JsonFields item(input[i], at);
+    const std::string type = item.String("type").value_or("message");
+    if (type == "message") {
+      std::optional<std::string> role = item.String("role");
+      if (!role || !kRoles.count(*role)) {
+        ThrowInvalid(item.Param("role"), "must be one of user, system, developer, assistant");
+      }
+      std::string text = RequiredText(item, "content");
+      if (*role == "assistant") {
+        ChatMessage& turn = assistant_turn(at);
+        turn.content = turn.content.value_or("") + text;
+        continue;
+      }
+      messages.push_back(Message(*role, std::move(text)));
+      call_id_params.push_back(at + ".call_id");
+      assistant_open = false;
+    } else if (type == "reasoning") {
+      assistant_turn(at).reasoning_content += ParseReasoningItem(item);
+    } else if (type == "function_call") {
+      ToolCall call;
+      std::optional<std::string> call_id = item.NonEmptyString("call_id");
+      if (!call_id) ThrowInvalid(item.Param("call_id"), "a function_call item needs 'call_id'");
+      std::optional<std::string> name = item.NonEmptyString("name");
+      if (!name) ThrowInvalid(item.Param("name"), "a function_call item needs 'name'");
+      call.id = *call_id;
+      call.name = *name;
+      call.arguments = item.String("arguments").value_or("{}");
+      assistant_turn(at).tool_calls.push_back(std::move(call));
+    } else if (type == "function_call_output") {
+      std::optional<std::string> call_id = item.String("call_id");
+      messages.push_back(Message("tool", RequiredText(item, "output"), call_id.value_or("")));
+      call_id_params.push_back(at + ".call_id");
+      assistant_open = false;
+    } else {
+      ThrowInvalid(item.Param("type"), "input items of type '" + type +
+                                           "' are not supported (message, reasoning, "
+                                           "function_call, function_call_output)");
+    }
+  }
+}
+
+std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
+  std::vector<ToolDefinition> tools;
+  const Json* list = fields.Array("tools");
+  if (list == nullptr) return tools;
+  for (size_t i = 0; i < list->size(); ++i) {
+    JsonFields tool((*list)[i], "tools[" + std::to_string(i) + "]");
+    const std::string type = tool.String("type").value_or("");
+    if (type != "function") {
+      ThrowInvalid(tool.Param("type"), "only 'function' tools are supported, got '" + type +
+                                           "' (this server has no hosted tools)");
+    }
+    tools.push_back(ParseFunctionTool(tool, tools));
+  }
+  return tools;
+}
+
+ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefinition>& tools) {
+  ToolChoice choice;
+  choice.mode = tools.empty() ? ToolChoice::Mode::kNone : ToolChoice::Mode::kAuto;
+  const Json* value = fields.Get("tool_choice");
+  if (value == nullptr) return choice;
+  if (value->is_string()) {
+    choice.mode = ToolChoiceMode(value->get<std::string>());
+  } else {
+    JsonFields named(*value, "tool_choice");
+    if (named.String("type").value_or("") != "function") {
+      ThrowInvalid("tool_choice.type", "a tool_choice object must be {\"type\": \"function\"}");
+    }
+    std::optional<std::string> name = named.NonEmptyString("name");
+    if (!name) ThrowInvalid("tool_choice.name", "a named tool_choice needs a name");
+    choice.mode = ToolChoice::Mode::kNamed;
+    choice.name = *name;
+  }
+  CheckToolChoice(choice, tools, "tool_choice.name");
+  return choice;
+}
+
+// text.format: {"type": "text" | "json_object" | "json_schema", name, schema, strict}.
+ResponseFormat ParseTextFormat(const JsonFields& fields) {
+  ResponseFormat format;
+  const Json* text = fields.Object("text");
+  if (text == nullptr) return format;
+  JsonFields text_fields(*text, "text");
+  if (std::optional<std::string> verbosity = text_fields.String("verbosity")) {
+    if (*verbosity != "medium") {
+      ThrowInvalid("text.verbosity",
+                   "this model has no verbosity control; send 'medium' or leave it out");
+    }
+  }
+  const Json* value = text_fields.Object("format");
+  if (value == nullptr) return format;
+  JsonFields format_fields(*value, "text.format");
+  const std::string type = format_fields.String("type").value_or("");
+  if (type == "text") return format;
+  if (type == "json_object") {
+    format.type = ResponseFormat::Type::kJsonObject;
+  } else if (type == "json_schema") {
+    format.type = ResponseFormat::Type::kJsonSchema;
+    format.schema = ParseJsonSchemaFields(format_fields);
+    format.schema_param = "text.format.schema";
+  } else {
+    ThrowInvalid("text.format.type",
+                 "unknown format type '" + type + "'; supported: text, json_object, json_schema");
+  }
+  return format;
+}
+
+// reasoning.effort: "none" turns thinking off, any other effort on; absent: the server default.
+std::optional<bool> ParseReasoningEffort(const JsonFields& fields) {
+  const Json* reasoning = fields.Object("reasoning");
+  if (reasoning == nullptr) return std::nullopt;
+  JsonFields reasoning_fields(*reasoning, "reasoning");
+  reasoning_fields.String("summary");  // typed; the reasoning comes back whole, not summarised
+  std::optional<std::string> effort = reasoning_fields.String("effort");
+  if (!effort) return std::nullopt;
+  static const std::set<std::string> kEfforts = {"none", "minimal", "low", "medium", "high"};
+  if (!kEfforts.count(*effort)) {
+    ThrowInvalid("reasoning.effort", "must be one of none, minimal, low, medium, high");
+  }
+  return *effort != "none";
+}
+
+// What needs a stored response, a hosted tool or another output than text is refused by name.
+void RejectUnhonouredFields(const JsonFields& fields) {
+  if (fields.Get("previous_response_id") != nullptr) {
+    ThrowInvalid("previous_response_id",
+                 "this server does not store responses; send the whole conversation in 'input'");
+  }
+  if (fields.Get("conversation") != nullptr) {
+    ThrowInvalid("conversation",
+                 "this server keeps no conversations; send the whole conversation in 'input'");
+  }
+  if (fields.Bool("background").value_or(false)) {
+    ThrowInvalid("background", "background responses are not supported; send false");
+  }
+  if (fields.Get("prompt") != nullptr) {
+    ThrowInvalid("prompt", "stored prompt templates are not supported; send 'input'");
+  }
+  if (std::optional<std::string> truncation = fields.String("truncation")) {
+    if (*truncation != "disabled") {
+      ThrowInvalid("truncation",
+                   "input is never truncated (an input over the context is refused); send "
+                   "'disabled'");
+    }
+  }
+  if (const Json* include = fields.Array("include")) {
+    for (size_t i = 0; i < include->size(); ++i) {
+      // Reasoning comes back as plain reasoning_text: there is nothing to encrypt.
+      if ((*include)[i] != "reasoning.encrypted_content") {
+        ThrowInvalid(
+            "include[" + std::to_string(i) + "]",
+            "only \"reasoning.encrypted_content\" can be included, got " + (*include)[i].dump());
+      }
+    }
+  }
+  if (std::optional<std::string> tier = fields.String("service_tier")) {
+    if (*tier != "auto" && *tier != "default") {
+      ThrowInvalid("service_tier", "this server has one tier; send 'auto' or 'default'");
+    }
+  }
+  fields.Bool("store");  // typed: nothing is stored either way, and the response says so
+  fields.Object("metadata");
+  if (const Json* n = fields.Get("n"); n != nullptr && *n != 1) {
+    ThrowInvalid("n", "a response has one output; send several requests for several");
+  }
+}
+
+}  // namespace
+
+ResponsesRequest ParseResponsesRequest(const Json& body) {
+  JsonFields fields(body, "");
+  ResponsesRequest request;
+  ChatRequest& chat = request.chat;
+  std::vector<std::string> call_id_params;  // CheckToolResults' names of the messages' call ids
+  std::optional<std::string> instructions = fields.String("instructions");
+  if (instructions) {
+    chat.messages.push_back(Message("system", *instructions));
+    call_id_params.push_back("instructions");
+  }
+  const Json* input = fields.Get("input");
+  if (input == nullptr) ThrowInvalid("input", "is required");
+  if (input->is_string()) {
+    chat.messages.push_back(Message("user", input->get<std::string>()));
+    call_id_params.push_back("input");
+  } else {
+    ParseInputItems(*input, chat.messages, call_id_params);
+  }
+  CheckToolResults(chat.messages, call_id_params);
+  RejectUnhonouredFields(fields);
+  chat.generation = ParseGenerationFields(fields, /*min_max_tokens=*/1);
+  if (std::optional<int64_t> max =
+          fields.Integer("max_output_tokens", 1, std::numeric_limits<int32_t>::max())) {
+    chat.generation.sampling.max_tokens = static_cast<int32_t>(*max);
+    chat.generation.has_max_tokens = true;
+  }
+  chat.tools = ParseTools(fields);
+  chat.tool_choice = ParseToolChoice(fields, chat.tools);
+  chat.parallel_tool_calls = fields.Bool("parallel_tool_calls").value_or(true);
+  chat.response_format = ParseTextFormat(fields);
+  chat.enable_thinking = ParseReasoningEffort(fields);
+
+  Json& echo = request.echo;
+  echo["instructions"] = instructions ? Json(*instructions) : Json(nullptr);
+  echo["max_output_tokens"] =
+      chat.generation.has_max_tokens ? Json(chat.generation.sampling.max_tokens) : Json(nullptr);
+  echo["tools"] = fields.Get("tools") != nullptr ? *fields.Get("tools") : Json::array();
+  echo["tool_choice"] = fields.Get("tool_choice") != nullptr
+                            ? *fields.Get("tool_choice")
+                            : Json(chat.tools.empty() ? "none" : "auto");
+  const Json* text = fields.Get("text");
+  const Json* format = text != nullptr && text->contains("format") ? &(*text)["format"] : nullptr;
+  echo["text"] = {
+      {"format", format != nullptr && format->is_object() ? *format : Json{{"type", "text"}}}};
+  const Json* reasoning = fields.Get("reasoning");
+  const Json* effort =
+      reasoning != nullptr && reasoning->contains("effort") ? &(*reasoning)["effort"] : nullptr;
+  echo["reasoning"] = {{"effort", effort != nullptr ? *effort : Json(nullptr)},
+                       {"summary", nullptr}};
+  echo["temperature"] = chat.generation.sampling.temperature;
+  echo["top_p"] = chat.generation.sampling.top_p;
+  echo["parallel_tool_calls"] = chat.parallel_tool_calls;
+  echo["metadata"] = fields.Get("metadata") != nullptr ? *fields.Get("metadata") : Json::object();
+  echo["user"] = chat.generation.user.empty() ? Json(nullptr) : Json(chat.generation.user);
+  return request;
+}
+
+}  // namespace mkserve::server

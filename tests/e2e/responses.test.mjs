@@ -1,0 +1,147 @@
+// /v1/responses through the official SDK against the scripted backend: output items (reasoning,
+// message, function_call), the named stream events, a tool round trip, text.format and the
+// fields that need a stored response, refused by name.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { makeTinyModel, writeScript, startServer, client, rawPost } from './harness.mjs';
+
+// The first matching rule wins: a prompt holding the tool's result also holds the question.
+const SCRIPT = [
+  { prompt_contains: 'sunny', output: 'The tool answered.<|END_THINKING|><|START_TEXT|>It is sunny in Paris.<|END_TEXT|>' },
+  { prompt_contains: 'weather', output: 'I should call the tool.<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]<|END_ACTION|>' },
+  { prompt_contains: 'greet', output: 'The user greets me.<|END_THINKING|><|START_TEXT|>Hello there, friend!<|END_TEXT|>' },
+  { prompt_contains: 'direct', output: '<|START_TEXT|>Direct answer.<|END_TEXT|>' },
+];
+const TOOLS = [{
+  type: 'function', name: 'get_weather', description: 'Weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+}];
+
+let model, server, openai;
+before(async () => {
+  model = makeTinyModel();
+  const script = writeScript(model.dir, SCRIPT);
+  server = await startServer(model.modelDir, ['--backend', `scripted:${script}`]);
+  openai = client(server);
+});
+after(async () => { await server?.stop(); model?.cleanup(); });
+
+test('a reasoning item, then a message item, with usage', async () => {
+  const response = await openai.responses.create({ model: 'tiny', input: 'greet me', instructions: 'Be kind.' });
+  assert.equal(response.object, 'response');
+  assert.match(response.id, /^resp_/);
+  assert.equal(response.status, 'completed');
+  assert.equal(response.instructions, 'Be kind.');
+  assert.deepEqual(response.output.map((item) => item.type), ['reasoning', 'message']);
+  assert.equal(response.output[0].content[0].text, 'The user greets me.');
+  assert.equal(response.output[1].content[0].type, 'output_text');
+  assert.equal(response.output_text, 'Hello there, friend!');
+  assert.equal(response.store, false);
+  const { usage } = response;
+  assert.ok(usage.input_tokens > 0 && usage.output_tokens > 0);
+  assert.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens);
+  assert.ok(usage.output_tokens_details.reasoning_tokens > 0);
+  assert.ok(usage.output_tokens_details.reasoning_tokens < usage.output_tokens);
+});
+
+test('the stream: named events in order, deltas that add up to the final items', async () => {
+  const stream = await openai.responses.create({ model: 'tiny', input: 'greet me', stream: true });
+  const events = [];
+  for await (const event of stream) events.push(event);
+  const types = events.map((e) => e.type);
+  assert.equal(types[0], 'response.created');
+  assert.equal(types[1], 'response.in_progress');
+  assert.equal(types.at(-1), 'response.completed');
+  assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+  const reasoning = events.filter((e) => e.type === 'response.reasoning_text.delta').map((e) => e.delta).join('');
+  const text = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+  assert.equal(reasoning, 'The user greets me.');
+  assert.equal(text, 'Hello there, friend!');
+  // Every item is added before its deltas and done after them, one at a time.
+  const added = events.filter((e) => e.type === 'response.output_item.added').map((e) => e.output_index);
+  const done = events.filter((e) => e.type === 'response.output_item.done').map((e) => e.output_index);
+  assert.deepEqual(added, [0, 1]);
+  assert.deepEqual(done, [0, 1]);
+  assert.ok(types.indexOf('response.output_item.done') < types.lastIndexOf('response.output_item.added'));
+  const final = events.at(-1).response;
+  assert.equal(final.output[1].content[0].text, 'Hello there, friend!');
+  assert.equal(final.usage.output_tokens, events.at(-1).response.usage.output_tokens);
+});
+
+test('a function call, then its output sent back, then the answer', async () => {
+  const first = await openai.responses.create({ model: 'tiny', input: 'What is the weather?', tools: TOOLS });
+  const call = first.output.find((item) => item.type === 'function_call');
+  assert.ok(call, JSON.stringify(first.output));
+  assert.equal(call.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris' });
+  assert.match(call.call_id, /\S/);
+  assert.equal(first.status, 'completed');
+
+  const second = await openai.responses.create({
+    model: 'tiny', tools: TOOLS,
+    input: [
+      { role: 'user', content: 'What is the weather?' },
+      ...first.output,
+      { type: 'function_call_output', call_id: call.call_id, output: '{"sky": "sunny"}' },
+    ],
+  });
+  assert.equal(second.output_text, 'It is sunny in Paris.');
+
+  // The call streamed: its arguments' deltas add up to the item's arguments.
+  const stream = await openai.responses.create({ model: 'tiny', input: 'What is the weather?', tools: TOOLS, stream: true });
+  const events = [];
+  for await (const event of stream) events.push(event);
+  const args = events.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+  const doneArgs = events.find((e) => e.type === 'response.function_call_arguments.done');
+  assert.equal(args, doneArgs.arguments);
+  assert.deepEqual(JSON.parse(args), { city: 'Paris' });
+});
+
+test('a function_call_output naming no earlier call is refused, naming the item', async () => {
+  const response = await rawPost(server, '/v1/responses', JSON.stringify({
+    input: [{ role: 'user', content: 'hi' }, { type: 'function_call_output', call_id: 'nope', output: 'x' }],
+  }));
+  assert.equal(response.status, 400);
+  assert.equal(response.json.error.param, 'input[1].call_id');
+});
+
+test('max_output_tokens cuts the response: status incomplete, the reason named', async () => {
+  const response = await openai.responses.create({ model: 'tiny', input: 'greet me', max_output_tokens: 3 });
+  assert.equal(response.status, 'incomplete');
+  assert.deepEqual(response.incomplete_details, { reason: 'max_output_tokens' });
+  assert.equal(response.usage.output_tokens, 3);
+});
+
+test('reasoning.effort none: the answer alone', async () => {
+  const response = await openai.responses.create({ model: 'tiny', input: 'direct', reasoning: { effort: 'none' } });
+  assert.deepEqual(response.output.map((item) => item.type), ['message']);
+  assert.equal(response.output_text, 'Direct answer.');
+  assert.equal(response.reasoning.effort, 'none');
+});
+
+test('fields that need a stored response or a hosted tool are refused by name', async () => {
+  const cases = [
+    [{ input: 'hi', previous_response_id: 'resp_1' }, 'previous_response_id'],
+    [{ input: 'hi', background: true }, 'background'],
+    [{ input: 'hi', truncation: 'auto' }, 'truncation'],
+    [{ input: 'hi', include: ['message.output_text.logprobs'] }, 'include[0]'],
+    [{ input: 'hi', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+    [{ input: 'hi', tools: TOOLS, tool_choice: { type: 'function', name: 'other' } }, 'tool_choice.name'],
+    [{ input: [{ type: 'item_reference', id: 'x' }] }, 'input[0].type'],
+    [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, 'input[0].content[0].type'],
+    [{ input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: 3 } } }, 'text.format.schema'],
+    [{ input: 'hi', max_output_tokens: 0 }, 'max_output_tokens'],
+    [{}, 'input'],
+  ];
+  for (const [body, param] of cases) {
+    const response = await rawPost(server, '/v1/responses', JSON.stringify(body));
+    assert.equal(response.status, 400, JSON.stringify(body));
+    assert.equal(response.json.error.param, param, JSON.stringify(response.json));
+  }
+  // A schema the grammar cannot enforce is named under text.format, not chat's response_format.
+  const unsupported = await rawPost(server, '/v1/responses', JSON.stringify({
+    input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'number', multipleOf: 3 } } },
+  }));
+  assert.equal(unsupported.status, 400);
+  assert.match(unsupported.json.error.param, /^text\.format\.schema/);
+});
