@@ -1,5 +1,6 @@
 // POST /v1/responses: the chat pipeline (prompt, limits, output grammar, engine run) with the
-// Responses API's request and output shapes (responses_request.h, responses_output.h).
+// Responses API's request and output shapes (responses_request.h, responses_output.h). Nothing
+// is stored, so the paths that read, delete or cancel a stored response answer 404.
 #include "server/chat_prompt.h"
 #include "server/generation_response.h"
 #include "server/handlers.h"
@@ -39,6 +40,12 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
                                         std::move(request.echo), std::move(parser));
   if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
   return CompleteResponse(*run, *output);
+}
+
+HttpResponse HandleStoredResponse(const ServerState&, const HttpRequest& http) {
+  throw ApiError(ErrorKind::kNotFound,
+                 "this server does not store responses, so " + http.method + " " + http.path +
+                     " finds none; a response is returned only to the request that made it");
 }
 
 }  // namespace mkserve::server

@@ -138,6 +138,13 @@ test('fields that need a stored response or a hosted tool are refused by name', 
     assert.equal(response.status, 400, JSON.stringify(body));
     assert.equal(response.json.error.param, param, JSON.stringify(response.json));
   }
+  // Nothing is stored: reading, deleting or cancelling a response finds none.
+  for (const [method, path] of [['GET', '/v1/responses/resp_1'], ['DELETE', '/v1/responses/resp_1'],
+    ['POST', '/v1/responses/resp_1/cancel']]) {
+    const response = await fetch(`${server.url}${path}`, { method });
+    assert.equal(response.status, 404, `${method} ${path}`);
+    assert.match((await response.json()).error.message, /does not store responses/);
+  }
   // A schema the grammar cannot enforce is named under text.format, not chat's response_format.
   const unsupported = await rawPost(server, '/v1/responses', JSON.stringify({
     input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'number', multipleOf: 3 } } },
