@@ -68,6 +68,17 @@ test('the stream: named events in order, deltas that add up to the final items',
   assert.equal(final.usage.output_tokens, events.at(-1).response.usage.output_tokens);
 });
 
+test("the SDK's stream helper accumulates the same response", async () => {
+  const stream = openai.responses.stream({ model: 'tiny', input: 'greet me' });
+  let text = '';
+  stream.on('response.output_text.delta', (event) => { text += event.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(text, 'Hello there, friend!');
+  assert.equal(final.status, 'completed');
+  assert.deepEqual(final.output.map((item) => item.type), ['reasoning', 'message']);
+  assert.equal(final.output[1].content[0].text, 'Hello there, friend!');
+});
+
 test('a function call, then its output sent back, then the answer', async () => {
   const first = await openai.responses.create({ model: 'tiny', input: 'What is the weather?', tools: TOOLS });
   const call = first.output.find((item) => item.type === 'function_call');
