@@ -16,8 +16,8 @@ HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& 
   ChatRequest request = ParseChatRequest(ParseJsonBody(http.body));
   state.CheckModelName(request.generation.model);
   ChatPrompt prompt = BuildChatPrompt(model, request, state.options().default_enable_thinking);
-  ApplyModelLimits(model, static_cast<int64_t>(prompt.token_ids.size()),
-                   /*default_to_context=*/true, request.generation);
+  ApplyModelLimits(model, static_cast<int64_t>(prompt.token_ids.size()), kChatFields,
+                   request.generation);
 
   ChatOutputOptions options{MakeOutputParserFactory(model, request, prompt), model.tokenizer.get(),
                             request.logprobs, request.generation.include_usage};

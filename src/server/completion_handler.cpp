@@ -38,7 +38,7 @@ HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& http
   for (size_t i = 0; i < request.prompts.size(); ++i) {
     prompts.push_back(Tokenize(model, request.prompts[i], i, request.prompts.size() > 1));
     ApplyModelLimits(model, static_cast<int64_t>(prompts.back().token_ids.size()),
-                     /*default_to_context=*/false, request.generation);
+                     kCompletionFields, request.generation);
   }
   std::vector<RequestHandle> handles;
   for (const CompletionPrompt& prompt : prompts) {

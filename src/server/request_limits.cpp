@@ -18,7 +18,7 @@ void CheckTokenIds(const ServedModel& model, std::span<const int32_t> ids,
   }
 }
 
-void ApplyModelLimits(const ServedModel& model, int64_t prompt_tokens, bool default_to_context,
+void ApplyModelLimits(const ServedModel& model, int64_t prompt_tokens, const PromptFields& fields,
                       GenerationRequest& request) {
   SamplingParams& sampling = request.sampling;
   for (const auto& [token_id, bias] : sampling.logit_bias) {
@@ -30,21 +30,20 @@ void ApplyModelLimits(const ServedModel& model, int64_t prompt_tokens, bool defa
   }
   CheckTokenIds(model, sampling.stop_token_ids, "stop_token_ids");
   int64_t context = model.engine->max_model_len();
-  const std::string prompt_param = default_to_context ? "messages" : "prompt";
   if (prompt_tokens >= context) {
-    ThrowInvalid(prompt_param, "the prompt is " + std::to_string(prompt_tokens) +
-                                   " tokens, which leaves no room in the context of " +
-                                   std::to_string(context) + " tokens");
+    ThrowInvalid(fields.prompt, "the prompt is " + std::to_string(prompt_tokens) +
+                                    " tokens, which leaves no room in the context of " +
+                                    std::to_string(context) + " tokens");
   }
   int64_t room = context - prompt_tokens;
-  if (!request.has_max_tokens && default_to_context) {
+  if (!request.has_max_tokens && fields.default_to_context) {
     sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
   }
   if (sampling.max_tokens > room) {
-    ThrowInvalid(request.has_max_tokens ? "max_tokens" : prompt_param,
-                 "the prompt (" + std::to_string(prompt_tokens) + " tokens) plus max_tokens (" +
-                     std::to_string(sampling.max_tokens) + ") exceeds the context of " +
-                     std::to_string(context) + " tokens");
+    ThrowInvalid(request.has_max_tokens ? fields.max_tokens : fields.prompt,
+                 "the prompt (" + std::to_string(prompt_tokens) + " tokens) plus " +
+                     fields.max_tokens + " (" + std::to_string(sampling.max_tokens) +
+                     ") exceeds the context of " + std::to_string(context) + " tokens");
   }
 }
 

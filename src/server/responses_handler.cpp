@@ -12,24 +12,34 @@
 #include "server/responses_request.h"
 
 namespace mkserve::server {
+namespace {
+
+// Runs a step of the chat pipeline, whose errors name the conversation `messages`: here the
+// client sent it as `input`.
+template <class Step>
+auto NamingInput(Step step) {
+  try {
+    return step();
+  } catch (const ApiError& error) {
+    if (error.param() == "messages") throw ApiError(error.kind(), error.what(), "input");
+    throw;
+  }
+}
+
+}  // namespace
 
 HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
   ResponsesRequest request = ParseResponsesRequest(ParseJsonBody(http.body));
   ChatRequest& chat = request.chat;
   state.CheckModelName(chat.generation.model);
-  ChatPrompt prompt = BuildChatPrompt(model, chat, state.options().default_enable_thinking);
-  ApplyModelLimits(model, static_cast<int64_t>(prompt.token_ids.size()),
-                   /*default_to_context=*/true, chat.generation);
+  ChatPrompt prompt = NamingInput(
+      [&] { return BuildChatPrompt(model, chat, state.options().default_enable_thinking); });
+  ApplyModelLimits(model, static_cast<int64_t>(prompt.token_ids.size()), kResponsesFields,
+                   chat.generation);
 
   std::unique_ptr<OutputParser> parser = MakeOutputParserFactory(model, chat, prompt)();
-  std::shared_ptr<const grammar::CompiledGrammar> grammar;
-  try {
-    grammar = ChatOutputGrammar(model, chat, prompt);
-  } catch (const ApiError& error) {  // the chat field that names the conversation
-    if (error.param() == "messages") throw ApiError(error.kind(), error.what(), "input");
-    throw;
-  }
+  auto grammar = NamingInput([&] { return ChatOutputGrammar(model, chat, prompt); });
   EngineRequest engine_request{std::move(prompt.token_ids), chat.generation.sampling, 1,
                                std::move(grammar)};
   std::vector<RequestHandle> handles;

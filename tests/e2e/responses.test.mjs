@@ -143,6 +143,9 @@ test('fields that need a stored response or a hosted tool are refused by name', 
     [{ input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: 3 } } }, 'text.format.schema'],
     [{ input: 'hi', max_output_tokens: 0 }, 'max_output_tokens'],
     [{}, 'input'],
+    [{ input: 'word '.repeat(5000) }, 'input'],
+    [{ input: 'hi', max_output_tokens: 100000 }, 'max_output_tokens'],
+    [{ input: [{ role: 'assistant', content: 'prefill' }], text: { format: { type: 'json_object' } } }, 'input'],
   ];
   for (const [body, param] of cases) {
     const response = await rawPost(server, '/v1/responses', JSON.stringify(body));
