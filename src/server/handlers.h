@@ -12,6 +12,8 @@ namespace mkserve::server {
 HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleResponses(const ServerState& state, const HttpRequest& request);
+// POST /v1/responses/input_tokens: the input tokens a /v1/responses body would have.
+HttpResponse HandleResponsesInputTokens(const ServerState& state, const HttpRequest& request);
 // GET / DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel: 404, nothing is stored.
 HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& request);

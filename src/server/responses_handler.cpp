@@ -1,6 +1,7 @@
 // POST /v1/responses: the chat pipeline (prompt, limits, output grammar, engine run) with the
-// Responses API's request and output shapes (responses_request.h, responses_output.h). Nothing
-// is stored, so the paths that read, delete or cancel a stored response answer 404.
+// Responses API's request and output shapes (responses_request.h, responses_output.h), and the
+// count of a request's input tokens. Nothing is stored, so the paths that read, delete or cancel
+// a stored response answer 404.
 #include "server/chat_prompt.h"
 #include "server/generation_response.h"
 #include "server/handlers.h"
@@ -50,6 +51,18 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
                                         std::move(request.echo), std::move(parser));
   if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
   return CompleteResponse(*run, *output);
+}
+
+HttpResponse HandleResponsesInputTokens(const ServerState& state, const HttpRequest& http) {
+  const ServedModel& model = state.RequireModel();
+  ResponsesRequest request = ParseResponsesRequest(ParseJsonBody(http.body));
+  state.CheckModelName(request.chat.generation.model);
+  ChatPrompt prompt = NamingInput([&] {
+    return BuildChatPrompt(model, request.chat, state.options().default_enable_thinking);
+  });
+  Json body = {{"object", "response.input_tokens"},
+               {"input_tokens", static_cast<int64_t>(prompt.token_ids.size())}};
+  return JsonResponse(DumpJson(body));
 }
 
 HttpResponse HandleStoredResponse(const ServerState&, const HttpRequest& http) {

@@ -45,6 +45,7 @@ void RegisterRoutes(HttpServer& http, const ServerState& state, const HttpCounte
   http.Route("POST", "/v1/chat/completions", kAuth,   Guard(bind(HandleChatCompletions)));
   http.Route("POST", "/v1/completions",      kAuth,   Guard(bind(HandleCompletions)));
   http.Route("POST", "/v1/responses",        kAuth,   Guard(bind(HandleResponses)));
+  http.Route("POST", "/v1/responses/input_tokens", kAuth, Guard(bind(HandleResponsesInputTokens)));
   http.Route("GET",  "/v1/responses/*",      kAuth,   Guard(bind(HandleStoredResponse)));
   http.Route("DELETE", "/v1/responses/*",    kAuth,   Guard(bind(HandleStoredResponse)));
   http.Route("POST", "/v1/responses/*",      kAuth,   Guard(bind(HandleStoredResponse)));

@@ -42,6 +42,11 @@ test('a reasoning item, then a message item, with usage', async () => {
   assert.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens);
   assert.ok(usage.output_tokens_details.reasoning_tokens > 0);
   assert.ok(usage.output_tokens_details.reasoning_tokens < usage.output_tokens);
+  // The count endpoint gives the same input tokens for the same body.
+  const count = await rawPost(server, '/v1/responses/input_tokens',
+    JSON.stringify({ model: 'tiny', input: 'greet me', instructions: 'Be kind.' }));
+  assert.equal(count.status, 200);
+  assert.deepEqual(count.json, { object: 'response.input_tokens', input_tokens: usage.input_tokens });
 });
 
 test('the stream: named events in order, deltas that add up to the final items', async () => {
