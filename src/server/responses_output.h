@@ -56,7 +56,7 @@ class ResponsesOutput {
   bool item_open_ = false;  // items_.back() still takes text
   int32_t open_call_ = -1;  // the parser's index of the open function call
   int64_t sequence_ = 0;
-  int64_t tokens_ = 0, reasoning_tokens_ = 0;
+  int64_t reasoning_tokens_ = 0;  // the tokens before the answer began
   bool answered_ = false;  // a message or call item has begun: later tokens are not reasoning
   std::string status_ = "in_progress";
   Json incomplete_details_ = nullptr;
