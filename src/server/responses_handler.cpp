@@ -46,9 +46,9 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
   std::vector<RequestHandle> handles;
   handles.push_back(model.engine->Submit(std::move(engine_request)));
   auto run = std::make_unique<GenerationRun>(std::move(handles), 1, http.is_connection_closed);
-  auto output =
-      std::make_unique<ResponsesOutput>(NewResponseMeta("resp_", state.options().model_id),
-                                        std::move(request.echo), std::move(parser));
+  auto output = std::make_unique<ResponsesOutput>(
+      NewResponseMeta("resp_", state.options().model_id), std::move(request.echo),
+      std::move(parser), chat.logprobs ? model.tokenizer.get() : nullptr);
   if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
   return CompleteResponse(*run, *output);
 }

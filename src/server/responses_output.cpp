@@ -1,5 +1,8 @@
 #include "server/responses_output.h"
 
+#include <utility>
+
+#include "server/logprobs_json.h"
 #include "server/sse.h"
 
 namespace mkserve::server {
@@ -13,8 +16,12 @@ Json With(Json base, const Json& extra) {
 
 }  // namespace
 
-ResponsesOutput::ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser)
-    : meta_(std::move(meta)), echo_(std::move(echo)), parser_(std::move(parser)) {
+ResponsesOutput::ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser,
+                                 const tokenizer::Tokenizer* logprobs_tokenizer)
+    : meta_(std::move(meta)),
+      echo_(std::move(echo)),
+      parser_(std::move(parser)),
+      logprobs_tokenizer_(logprobs_tokenizer) {
   if (!parser_) parser_ = std::make_unique<PlainOutputParser>();
 }
 
@@ -39,7 +46,7 @@ Json ResponsesOutput::ItemJson(const Item& item) const {
               {"content", Json::array({{{"type", "output_text"},
                                         {"text", item.text},
                                         {"annotations", Json::array()},
-                                        {"logprobs", Json::array()}}})}};
+                                        {"logprobs", item.logprobs}}})}};
     case Kind::kFunctionCall:
       return {{"id", item.id},           {"type", "function_call"}, {"status", item.status},
               {"call_id", item.call_id}, {"name", item.name},       {"arguments", item.text}};
@@ -100,7 +107,7 @@ std::string ResponsesOutput::CloseOpenItem(const std::string& status) {
       Json part = ItemJson(item)["content"][0];
       events +=
           Event("response.output_text.done",
-                With(at, {{"content_index", 0}, {"text", item.text}, {"logprobs", Json::array()}}));
+                With(at, {{"content_index", 0}, {"text", item.text}, {"logprobs", item.logprobs}}));
       events +=
           Event("response.content_part.done", With(at, {{"content_index", 0}, {"part", part}}));
       break;
@@ -114,7 +121,8 @@ std::string ResponsesOutput::CloseOpenItem(const std::string& status) {
   return events;
 }
 
-std::string ResponsesOutput::Append(Kind kind, const std::string& text, const ToolCallDelta* call) {
+std::string ResponsesOutput::Append(Kind kind, const std::string& text, const ToolCallDelta* call,
+                                    Json logprobs) {
   std::string events;
   const bool new_call = call != nullptr && call->index != open_call_;
   if (!item_open_ || items_.back().kind != kind || new_call) {
@@ -152,6 +160,7 @@ std::string ResponsesOutput::Append(Kind kind, const std::string& text, const To
   if (text.empty()) return events;
   Item& item = items_.back();
   item.text += text;
+  for (const Json& entry : logprobs) item.logprobs.push_back(entry);
   Json at = {{"item_id", item.id},
              {"output_index", static_cast<int64_t>(items_.size()) - 1},
              {"delta", text}};
@@ -161,7 +170,7 @@ std::string ResponsesOutput::Append(Kind kind, const std::string& text, const To
       break;
     case Kind::kMessage:
       events += Event("response.output_text.delta",
-                      With(at, {{"content_index", 0}, {"logprobs", Json::array()}}));
+                      With(at, {{"content_index", 0}, {"logprobs", std::move(logprobs)}}));
       break;
     case Kind::kFunctionCall:
       events += Event("response.function_call_arguments.delta", at);
@@ -170,10 +179,19 @@ std::string ResponsesOutput::Append(Kind kind, const std::string& text, const To
   return events;
 }
 
-std::string ResponsesOutput::Apply(const ParsedDelta& delta) {
+std::string ResponsesOutput::Apply(const ParsedDelta& delta, Json logprobs) {
   std::string events;
   if (!delta.reasoning.empty()) events += Append(Kind::kReasoning, delta.reasoning);
-  if (!delta.content.empty()) events += Append(Kind::kMessage, delta.content);
+  // A message's logprobs are those of the tokens that wrote its text: with text, this event's
+  // and the held ones'; with none while a message is open, held for its next text; else (the
+  // reasoning's tokens, a call's, the markers between) none.
+  for (const Json& entry : logprobs) pending_logprobs_.push_back(entry);
+  if (!delta.content.empty()) {
+    events += Append(Kind::kMessage, delta.content, nullptr,
+                     std::exchange(pending_logprobs_, Json::array()));
+  } else if (!item_open_ || items_.back().kind != Kind::kMessage) {
+    pending_logprobs_ = Json::array();
+  }
   for (const ToolCallDelta& call : delta.tool_calls) {
     events += Append(Kind::kFunctionCall, call.arguments, &call);
   }
@@ -183,7 +201,13 @@ std::string ResponsesOutput::Apply(const ParsedDelta& delta) {
 std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
   if (const auto* tokens = std::get_if<TokensEvent>(&event.event)) {
     const bool answered_before = answered_;
-    std::string events = Apply(parser_->Feed(tokens->text));
+    Json logprobs = Json::array();
+    if (logprobs_tokenizer_ != nullptr) {
+      for (const PositionLogprobs& position : tokens->logprobs) {
+        logprobs.push_back(ChatLogprobEntry(*logprobs_tokenizer_, position));
+      }
+    }
+    std::string events = Apply(parser_->Feed(tokens->text), std::move(logprobs));
     // Tokens before the answer began: the reasoning's, when there is reasoning.
     if (!answered_before && !answered_) {
       reasoning_tokens_ += static_cast<int64_t>(tokens->token_ids.size());
@@ -191,7 +215,7 @@ std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
     return events;
   }
   const auto& finished = std::get<FinishedEvent>(event.event);
-  std::string events = Apply(parser_->Finish());
+  std::string events = Apply(parser_->Finish(), Json::array());
   if (items_.empty() || items_.front().kind != Kind::kReasoning) reasoning_tokens_ = 0;
   if (finished.reason == FinishReason::kStop) {
     status_ = "completed";

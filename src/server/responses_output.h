@@ -1,6 +1,7 @@
 // Builds /v1/responses output from one choice's engine events: the text goes through the chat
 // OutputParser and comes out as output items, in the order the model wrote them: a reasoning
-// item (reasoning_text), message items (output_text) and function_call items. Streams as the
+// item (reasoning_text), message items (output_text, with their tokens' logprobs when asked) and
+// function_call items. Streams as the
 // Responses API's named SSE events (response.created ... response.completed), or as one response
 // object. It has ChatChoices' interface, so StreamResponse / CompleteResponse run it.
 #pragma once
@@ -12,13 +13,16 @@
 #include "server/generation_run.h"
 #include "server/output_parser.h"
 #include "server/response_meta.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mkserve::server {
 
 class ResponsesOutput {
  public:
   // `echo`: the request's settings the response object repeats (ResponsesRequest::echo).
-  ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser);
+  // `logprobs_tokenizer`: names the tokens of the answer's logprobs; null when none are asked.
+  ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser,
+                  const tokenizer::Tokenizer* logprobs_tokenizer = nullptr);
 
   // Streaming: response.created and response.in_progress; then per event the item events; then
   // response.completed (or response.incomplete). No [DONE]: the Responses API ends without one.
@@ -37,6 +41,7 @@ class ResponsesOutput {
     std::string id;
     std::string text;  // reasoning or answer text; a call's arguments
     std::string call_id, name;
+    Json logprobs = Json::array();  // a message's tokens
     std::string status = "in_progress";
   };
 
@@ -44,14 +49,20 @@ class ResponsesOutput {
   Json Snapshot(const std::string& status, const Usage* usage) const;
   std::string Event(const std::string& type, Json payload);
   Json ItemJson(const Item& item) const;
-  // Appends to the open item of `kind`, opening one (and closing the open item) when needed.
-  std::string Append(Kind kind, const std::string& text, const ToolCallDelta* call = nullptr);
-  std::string Apply(const ParsedDelta& delta);
+  // Appends to the open item of `kind`, opening one (and closing the open item) when needed;
+  // `logprobs` (a message's) go with the text.
+  std::string Append(Kind kind, const std::string& text, const ToolCallDelta* call = nullptr,
+                     Json logprobs = Json::array());
+  // `logprobs`: the entries of the tokens that made the delta.
+  std::string Apply(const ParsedDelta& delta, Json logprobs);
   std::string CloseOpenItem(const std::string& status);
 
   ResponseMeta meta_;
   Json echo_;
   std::unique_ptr<OutputParser> parser_;
+  const tokenizer::Tokenizer* logprobs_tokenizer_;
+  // Logprobs of tokens that wrote nothing yet while a message is open (text the parser holds).
+  Json pending_logprobs_ = Json::array();
   std::vector<Item> items_;
   bool item_open_ = false;  // items_.back() still takes text
   int32_t open_call_ = -1;  // the parser's index of the open function call

@@ -211,6 +211,32 @@ std::optional<bool> ParseReasoningEffort(const JsonFields& fields) {
   return *effort != "none";
 }
 
+// include: the answer's logprobs ("message.output_text.logprobs"; top_logprobs alternatives a
+// token), and "reasoning.encrypted_content", which asks nothing: the reasoning comes back as
+// plain reasoning_text. Other values name outputs of hosted tools or images.
+void ParseInclude(const JsonFields& fields, ChatRequest& chat) {
+  bool logprobs = false;
+  if (const Json* include = fields.Array("include")) {
+    for (size_t i = 0; i < include->size(); ++i) {
+      const Json& value = (*include)[i];
+      if (value == "message.output_text.logprobs") {
+        logprobs = true;
+      } else if (value != "reasoning.encrypted_content") {
+        ThrowInvalid("include[" + std::to_string(i) + "]",
+                     "only \"message.output_text.logprobs\" and \"reasoning.encrypted_content\" "
+                     "can be included, got " +
+                         value.dump());
+      }
+    }
+  }
+  std::optional<int64_t> top = fields.Integer("top_logprobs", 0, kMaxTopLogprobs);
+  if (top && !logprobs) {
+    ThrowInvalid("top_logprobs", "requires 'include': [\"message.output_text.logprobs\"]");
+  }
+  chat.logprobs = logprobs;
+  if (logprobs) chat.generation.sampling.num_logprobs = static_cast<int32_t>(top.value_or(0));
+}
+
 // What needs a stored response, a hosted tool or another output than text is refused by name.
 void RejectUnhonouredFields(const JsonFields& fields) {
   if (fields.Get("previous_response_id") != nullptr) {
@@ -232,16 +258,6 @@ void RejectUnhonouredFields(const JsonFields& fields) {
       ThrowInvalid("truncation",
                    "input is never truncated (an input over the context is refused); send "
                    "'disabled'");
-    }
-  }
-  if (const Json* include = fields.Array("include")) {
-    for (size_t i = 0; i < include->size(); ++i) {
-      // Reasoning comes back as plain reasoning_text: there is nothing to encrypt.
-      if ((*include)[i] != "reasoning.encrypted_content") {
-        ThrowInvalid(
-            "include[" + std::to_string(i) + "]",
-            "only \"reasoning.encrypted_content\" can be included, got " + (*include)[i].dump());
-      }
     }
   }
   if (std::optional<std::string> tier = fields.String("service_tier")) {
@@ -289,6 +305,7 @@ ResponsesRequest ParseResponsesRequest(const Json& body) {
   chat.parallel_tool_calls = fields.Bool("parallel_tool_calls").value_or(true);
   chat.response_format = ParseTextFormat(fields);
   chat.enable_thinking = ParseReasoningEffort(fields);
+  ParseInclude(fields, chat);
 
   Json& echo = request.echo;
   echo["instructions"] = instructions ? Json(*instructions) : Json(nullptr);
@@ -307,6 +324,7 @@ ResponsesRequest ParseResponsesRequest(const Json& body) {
       reasoning != nullptr && reasoning->contains("effort") ? &(*reasoning)["effort"] : nullptr;
   echo["reasoning"] = {{"effort", effort != nullptr ? *effort : Json(nullptr)},
                        {"summary", nullptr}};
+  echo["top_logprobs"] = chat.logprobs ? chat.generation.sampling.num_logprobs : 0;
   echo["temperature"] = chat.generation.sampling.temperature;
   echo["top_p"] = chat.generation.sampling.top_p;
   echo["parallel_tool_calls"] = chat.parallel_tool_calls;

@@ -121,6 +121,29 @@ test('a function_call_output naming no earlier call is refused, naming the item'
   assert.equal(response.json.error.param, 'input[1].call_id');
 });
 
+test("the answer's logprobs: one entry a token of its text, streaming and not", async () => {
+  const body = { model: 'tiny', input: 'greet me', include: ['message.output_text.logprobs'], top_logprobs: 2 };
+  const response = await openai.responses.create(body);
+  const part = response.output.find((item) => item.type === 'message').content[0];
+  assert.ok(part.logprobs.length > 1);
+  assert.equal(part.logprobs.map((entry) => entry.token).join(''), part.text);
+  for (const entry of part.logprobs) {
+    assert.ok(entry.logprob <= 0);
+    assert.equal(entry.top_logprobs.length, 2);
+    assert.deepEqual(entry.bytes, [...Buffer.from(entry.token)]);
+  }
+  assert.equal(response.top_logprobs, 2);
+  const events = [];
+  for await (const event of await openai.responses.create({ ...body, stream: true })) events.push(event);
+  const streamed = events.filter((e) => e.type === 'response.output_text.delta').flatMap((e) => e.logprobs);
+  assert.deepEqual(streamed, part.logprobs);
+  const done = events.find((e) => e.type === 'response.output_text.done');
+  assert.deepEqual(done.logprobs, part.logprobs);
+  // Without the include, none.
+  const plain = await openai.responses.create({ model: 'tiny', input: 'greet me' });
+  assert.deepEqual(plain.output.find((item) => item.type === 'message').content[0].logprobs, []);
+});
+
 test('max_output_tokens cuts the response: status incomplete, the reason named', async () => {
   const response = await openai.responses.create({ model: 'tiny', input: 'greet me', max_output_tokens: 3 });
   assert.equal(response.status, 'incomplete');
@@ -140,7 +163,8 @@ test('fields that need a stored response or a hosted tool are refused by name', 
     [{ input: 'hi', previous_response_id: 'resp_1' }, 'previous_response_id'],
     [{ input: 'hi', background: true }, 'background'],
     [{ input: 'hi', truncation: 'auto' }, 'truncation'],
-    [{ input: 'hi', include: ['message.output_text.logprobs'] }, 'include[0]'],
+    [{ input: 'hi', include: ['file_search_call.results'] }, 'include[0]'],
+    [{ input: 'hi', top_logprobs: 2 }, 'top_logprobs'],
     [{ input: 'hi', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
     [{ input: 'hi', tools: TOOLS, tool_choice: { type: 'function', name: 'other' } }, 'tool_choice.name'],
     [{ input: [{ type: 'item_reference', id: 'x' }] }, 'input[0].type'],

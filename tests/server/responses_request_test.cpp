@@ -100,6 +100,14 @@ TEST(ResponsesRequestTest, FlatToolsToolChoiceFormatAndEffort) {
   EXPECT_EQ(request.echo["text"]["format"]["name"], "s");
   EXPECT_EQ(request.echo["reasoning"]["effort"], "none");
   EXPECT_EQ(request.echo["parallel_tool_calls"], false);
+  EXPECT_FALSE(chat.logprobs);
+
+  body["include"] = {"reasoning.encrypted_content", "message.output_text.logprobs"};
+  body["top_logprobs"] = 5;
+  request = ParseResponsesRequest(body);
+  EXPECT_TRUE(request.chat.logprobs);
+  EXPECT_EQ(request.chat.generation.sampling.num_logprobs, 5);
+  EXPECT_EQ(request.echo["top_logprobs"], 5);
 
   body["reasoning"] = {{"effort", "high"}};
   body["text"] = {{"format", {{"type", "json_object"}}}};
@@ -146,6 +154,9 @@ TEST(ResponsesRequestTest, BadInputIsRefusedNamingTheField) {
       {{{"input", "x"}, {"include", {"reasoning.encrypted_content", "file_search_call.results"}}},
        "include[1]"},
       {{{"input", "x"}, {"n", 2}}, "n"},
+      {{{"input", "x"}, {"top_logprobs", 2}}, "top_logprobs"},
+      {{{"input", "x"}, {"include", {"message.output_text.logprobs"}}, {"top_logprobs", 21}},
+       "top_logprobs"},
       {{{"input", "x"}, {"store", "yes"}}, "store"},
       {{{"input", "x"}, {"temperature", 3}}, "temperature"},
       {{{"input", "x"}, {"guided_json", {{"type", "object"}}}}, "guided_json"},
