@@ -141,18 +141,87 @@ class PreludeWriter {
     r.time = Alternatives({{quote, Rule(time), quote}});
     r.date_time = Alternatives({Join({{quote, Rule(date)}, Lit("T"), {Rule(time), quote}})});
 
-    // local@domain.tld: dot-separated atoms of the common address characters.
+    // local@domain.tld: dot-separated atoms of the common address characters; a domain label
+    // (RFC 1123) is 1-63 letters, digits and hyphens with a letter or digit at each end. (No
+    // hostname format: its 253-byte limit on the whole name is a count this grammar cannot keep
+    // cheaply, and validators check it.)
     const Element atom_char =
         Set(Range('a', 'z') | Range('A', 'Z') | Range('0', '9') | Chars("!#$%&'*+/=?^_`{|}~-"));
+    const Element alnum = Set(Range('a', 'z') | Range('A', 'Z') | Range('0', '9'));
     const Element label_char =
         Set(Range('a', 'z') | Range('A', 'Z') | Range('0', '9') | Chars("-"));
     const int32_t atom = Rep({atom_char}, 1, 64);
-    const int32_t label = Rep({label_char}, 1, 63);
+    const int32_t label = Alternatives({{alnum}, {alnum, Rule(Rep({label_char}, 0, 61)), alnum}});
     const int32_t local =
         Alternatives({{Rule(atom), Rule(Rep(Join({Lit("."), {Rule(atom)}}), 0, -1))}});
     const int32_t domain =
         Alternatives({{Rule(label), Rule(Rep(Join({Lit("."), {Rule(label)}}), 1, -1))}});
     r.email = Alternatives({Join({{quote, Rule(local)}, Lit("@"), {Rule(domain), quote}})});
+
+    // IPv4 dotted decimal (0-255, no leading zeros) and IPv6 (RFC 3986's IPv6address: eight
+    // groups of 1-4 hex digits, one run of zero groups written "::", the last 32 bits may be
+    // dotted decimal).
+    const int32_t octet = Alternatives({Join({Lit("25"), {Set(Range('0', '5'))}}),
+                                        {Set(Chars("2")), Set(Range('0', '4')), digit},
+                                        {Set(Chars("1")), digit, digit},
+                                        {Set(Range('1', '9')), digit},
+                                        {digit}});
+    const int32_t ipv4 = Alternatives({Join({{Rule(octet)},
+                                             Lit("."),
+                                             {Rule(octet)},
+                                             Lit("."),
+                                             {Rule(octet)},
+                                             Lit("."),
+                                             {Rule(octet)}})});
+    r.ipv4 = Alternatives({{quote, Rule(ipv4), quote}});
+    const int32_t h16 = Rep({hex}, 1, 4);
+    const int32_t ls32 = Alternatives({Join({{Rule(h16)}, Lit(":"), {Rule(h16)}}), {Rule(ipv4)}});
+    auto groups = [&](int n) {  // n x (h16 ":")
+      Seq out;
+      for (int i = 0; i < n; ++i) out = Join({out, {Rule(h16)}, Lit(":")});
+      return out;
+    };
+    // [ *k( h16 ":" ) h16 ]: nothing, or one to k + 1 groups without the last colon.
+    auto before = [&](int k) {
+      return Alternatives({{}, {Rule(Rep(groups(1), 0, k)), Rule(h16)}});
+    };
+    const int32_t ipv6 = g_.NewRule();
+    g_.AddAlternative(ipv6, Join({groups(6), {Rule(ls32)}}));
+    g_.AddAlternative(ipv6, Join({Lit("::"), groups(5), {Rule(ls32)}}));
+    for (int k = 0; k <= 6; ++k) {  // [ *k( h16 ":" ) h16 ] "::" then 4 - k groups and ls32, ...
+      const int after = 4 - k;
+      Seq alternative = Join({{Rule(before(k))}, Lit("::")});
+      if (after >= 0) {
+        alternative = Join({alternative, groups(after), {Rule(ls32)}});
+      } else if (after == -1) {
+        alternative = Join({alternative, {Rule(h16)}});
+      }
+      g_.AddAlternative(ipv6, alternative);
+    }
+    r.ipv6 = Alternatives({{quote, Rule(ipv6), quote}});
+
+    // ISO 8601 durations as RFC 3339's appendix A writes them: P then years to days, a T part of
+    // hours to seconds, or weeks (each count at most kMaxIntegerDigits digits).
+    const int32_t count = Rep({digit}, 1, kMaxIntegerDigits);
+    auto unit = [&](const char* letter) { return Seq{Rule(count), Set(Chars(letter))}; };
+    const int32_t seconds = Alternatives({unit("S")});
+    const int32_t minutes = Alternatives({unit("M"), Join({unit("M"), {Rule(seconds)}})});
+    const int32_t hours = Alternatives({unit("H"), Join({unit("H"), {Rule(minutes)}})});
+    const int32_t dur_time = Alternatives({{Set(Chars("T")), Rule(hours)},
+                                           {Set(Chars("T")), Rule(minutes)},
+                                           {Set(Chars("T")), Rule(seconds)}});
+    const int32_t days = Alternatives({unit("D")});
+    const int32_t months = Alternatives({unit("M"), Join({unit("M"), {Rule(days)}})});
+    const int32_t years = Alternatives({unit("Y"), Join({unit("Y"), {Rule(months)}})});
+    const int32_t dur_date = Alternatives({{Rule(days)},
+                                           {Rule(months)},
+                                           {Rule(years)},
+                                           {Rule(days), Rule(dur_time)},
+                                           {Rule(months), Rule(dur_time)},
+                                           {Rule(years), Rule(dur_time)}});
+    r.duration = Alternatives({{quote, Set(Chars("P")), Rule(dur_date), quote},
+                               {quote, Set(Chars("P")), Rule(dur_time), quote},
+                               Join({{quote, Set(Chars("P"))}, unit("W"), {quote}})});
 
     auto hexes = [&](int n) { return Seq(n, hex); };
     r.uuid = Alternatives({Join({{quote},

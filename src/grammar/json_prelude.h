@@ -36,6 +36,9 @@ struct JsonRules {
   int32_t date_time = -1;  // date T time
   int32_t email = -1;
   int32_t uuid = -1;
+  int32_t ipv4 = -1;
+  int32_t ipv6 = -1;
+  int32_t duration = -1;  // ISO 8601, as RFC 3339 appendix A: P1Y2M3DT4H5M6S, PT1H, P2W
 };
 
 // A grammar holding only the prelude (root unset), and its rules.

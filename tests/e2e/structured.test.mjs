@@ -4,6 +4,7 @@
 // streamed or not; unsupported schemas and formats are 400s that name the feature.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { isIPv4, isIPv6 } from 'node:net';
 import { makeTinyModel, startServer, client, user, expectApiError, MODEL_BACKEND_ARGS } from './harness.mjs';
 
 let model, server, openai;
@@ -52,6 +53,10 @@ function violation(schema, value, path = '$') {
   }
   if (schema.minLength !== undefined && [...value].length < schema.minLength) return `${path}: shorter than minLength`;
   if (schema.format === 'date' && !/^\d{4}-\d{2}-\d{2}$/.test(value)) return `${path}: not a date`;
+  // Node's own address parsers; ajv-formats' duration expression.
+  if (schema.format === 'ipv4' && !isIPv4(value)) return `${path}: not an IPv4 address`;
+  if (schema.format === 'ipv6' && !isIPv6(value)) return `${path}: not an IPv6 address`;
+  if (schema.format === 'duration' && !/^P(?!$)((\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?|(\d+W)?)$/.test(value)) return `${path}: not a duration`;
   if (schema.pattern !== undefined && !new RegExp(schema.pattern).test(value)) return `${path}: does not match ${schema.pattern}`;
   return null;
 }
@@ -119,6 +124,29 @@ test('response_format json_schema: answers match the schema, streamed or not', a
     results.push({ finish, content: streamed });
   }
   checkAnswers(results, PERSON);
+});
+
+const ADDRESSES = {
+  type: 'object',
+  properties: {
+    v4: { type: 'string', format: 'ipv4' },
+    v6: { type: 'string', format: 'ipv6' },
+    every: { type: 'string', format: 'duration' },
+  },
+  required: ['v4', 'v6', 'every'],
+  additionalProperties: false,
+};
+
+test('formats ipv4, ipv6 and duration: every answer passes independent checks', async () => {
+  const results = [];
+  for (const seed of [...SEEDS, 7, 8, 9, 10]) {
+    const response = await openai.chat.completions.create({
+      messages: user('Describe a server.'), max_tokens: 600, seed, temperature: 1, ...NO_THINKING,
+      response_format: { type: 'json_schema', json_schema: { name: 'addresses', schema: ADDRESSES, strict: true } },
+    });
+    results.push({ finish: response.choices[0].finish_reason, content: response.choices[0].message.content });
+  }
+  checkAnswers(results, ADDRESSES);
 });
 
 test('reasoning comes first, then the constrained answer', async () => {
@@ -191,8 +219,8 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
     { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'maxLength' is not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: '(a)\\1' } } })),
     { status: 400, param: 'response_format.json_schema.schema.properties.s.pattern', message: /backreferences are not supported/ });
-  await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', format: 'ipv4' })),
-    { status: 400, param: 'response_format.json_schema.schema.format', message: /format 'ipv4' is not supported/ });
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', format: 'uri' })),
+    { status: 400, param: 'response_format.json_schema.schema.format', message: /format 'uri' is not supported/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'xml' } }),
     { status: 400, param: 'response_format.type', message: /unknown response_format type 'xml'/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_schema' } }),

@@ -128,6 +128,30 @@ TEST(JsonSchemaTest, Formats) {
   ExpectCase({R"({"type": "string", "format": "uuid"})",
               {R"("123e4567-e89b-12d3-a456-426614174000")"},
               {R"("123e4567e89b12d3a456426614174000")"}});
+  const std::string long_label = "\"x@" + std::string(63, 'a') + ".io\"";
+  const std::string too_long_label = "\"x@" + std::string(64, 'a') + ".io\"";
+  ExpectCase({R"({"type": "string", "format": "email"})",
+              {R"("a@b.io")", R"("x@a-b.c0")", long_label.c_str()},
+              {R"("x@-a.io")", R"("x@a-.io")", R"("x@a..io")", too_long_label.c_str()}});
+}
+
+TEST(JsonSchemaTest, AddressesAndDurations) {
+  ExpectCase({R"({"type": "string", "format": "ipv4"})",
+              {R"("0.0.0.0")", R"("255.255.255.255")", R"("192.168.1.10")", R"("10.0.99.249")"},
+              {R"("256.1.1.1")", R"("1.2.3")", R"("1.2.3.4.5")", R"("01.2.3.4")", R"("1.2.3.260")",
+               R"("a.b.c.d")", R"("1..2.3")"}});
+  ExpectCase({R"({"type": "string", "format": "ipv6"})",
+              {R"("::")", R"("::1")", R"("1::")", R"("fe80::1:2")", R"("2001:db8::8a2e:370:7334")",
+               R"("2001:0db8:85a3:0000:0000:8a2e:0370:7334")", R"("1:2:3:4:5:6:7::")",
+               R"("::ffff:192.0.2.128")", R"("1:2:3:4:5:6:1.2.3.4")", R"("a::b:c:d:e:f:0")"},
+              {R"("")", R"(":")", R"(":::")", R"("1:2:3:4:5:6:7")", R"("1:2:3:4:5:6:7:8:9")",
+               R"("1::2::3")", R"("12345::")", R"("g::")", R"("1:2:3:4:5:6:7:1.2.3.4")",
+               R"("::1.2.3")", R"("1:2:3:4:5:6:7:8::")"}});
+  ExpectCase({R"({"type": "string", "format": "duration"})",
+              {R"("P1Y")", R"("P1Y2M3D")", R"("P3D")", R"("PT4H5M6S")", R"("PT5M")", R"("PT36S")",
+               R"("P1DT12H")", R"("P2W")", R"("P1M2D")"},
+              {R"("P")", R"("PT")", R"("1Y")", R"("P1H")", R"("P1Y2W")", R"("PT1D")", R"("P1D2Y")",
+               R"("P1.5Y")", R"("p1y")", R"("P1DT")"}});
 }
 
 // Random bounds of every kind on `type`: lower in [lo_min, lo_max], upper up to `span` above it,
@@ -352,6 +376,8 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
               "'minLength' together with 'pattern'");
   ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema", "'multipleOf' is not supported");
   ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");
+  ExpectError(R"({"type": "string", "format": "uri"})", "schema.format",
+              "format 'uri' is not supported");
   ExpectError(R"({"type": "string", "format": "hostname"})", "schema.format",
               "format 'hostname' is not supported");
   ExpectError(R"({"type": "decimal"})", "schema.type", "unknown type 'decimal'");
