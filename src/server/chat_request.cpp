@@ -1,5 +1,6 @@
 #include "server/chat_request.h"
 
+#include <functional>
 #include <set>
 
 #include "server/generation_request.h"
@@ -26,9 +27,29 @@ ToolDefinition ParseFunctionTool(const JsonFields& function,
   return definition;
 }
 
-void CheckToolChoice(const ToolChoice& choice, const std::vector<ToolDefinition>& tools,
-                     const std::string& name_param) {
-  bool needs_tools =
+ToolChoice ParseToolChoiceField(const JsonFields& fields, const std::vector<ToolDefinition>& tools,
+                                const std::function<std::string(const JsonFields&)>& named_tool,
+                                const std::string& name_param) {
+  ToolChoice choice;
+  choice.mode = tools.empty() ? ToolChoice::Mode::kNone : ToolChoice::Mode::kAuto;
+  const Json* value = fields.Get("tool_choice");
+  if (value == nullptr) return choice;
+  if (value->is_string()) {
+    const std::string mode = value->get<std::string>();
+    if (mode == "none") {
+      choice.mode = ToolChoice::Mode::kNone;
+    } else if (mode == "auto") {
+      choice.mode = ToolChoice::Mode::kAuto;
+    } else if (mode == "required") {
+      choice.mode = ToolChoice::Mode::kRequired;
+    } else {
+      ThrowInvalid("tool_choice", "must be 'none', 'auto', 'required' or a named function");
+    }
+  } else {
+    choice.mode = ToolChoice::Mode::kNamed;
+    choice.name = named_tool(JsonFields(*value, "tool_choice"));
+  }
+  const bool needs_tools =
       choice.mode == ToolChoice::Mode::kRequired || choice.mode == ToolChoice::Mode::kNamed;
   if (needs_tools && tools.empty()) ThrowInvalid("tool_choice", "requires 'tools'");
   if (choice.mode == ToolChoice::Mode::kNamed) {
@@ -36,15 +57,7 @@ void CheckToolChoice(const ToolChoice& choice, const std::vector<ToolDefinition>
     for (const ToolDefinition& tool : tools) known = known || tool.name == choice.name;
     if (!known) ThrowInvalid(name_param, "no tool named '" + choice.name + "' in 'tools'");
   }
-}
-
-ToolChoice::Mode ToolChoiceMode(const std::string& mode) {
-  if (mode == "none") return ToolChoice::Mode::kNone;
-  if (mode == "auto") return ToolChoice::Mode::kAuto;
-  if (mode != "required") {
-    ThrowInvalid("tool_choice", "must be 'none', 'auto', 'required' or a named function");
-  }
-  return ToolChoice::Mode::kRequired;
+  return choice;
 }
 
 Json ParseJsonSchemaFields(const JsonFields& fields) {
@@ -164,25 +177,21 @@ std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
   return tools;
 }
 
+// Named: {"type": "function", "function": {"name": ...}}.
 ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefinition>& tools) {
-  ToolChoice choice;
-  choice.mode = tools.empty() ? ToolChoice::Mode::kNone : ToolChoice::Mode::kAuto;
-  const Json* value = fields.Get("tool_choice");
-  if (value == nullptr) return choice;
-  if (value->is_string()) {
-    choice.mode = ToolChoiceMode(value->get<std::string>());
-  } else {
-    JsonFields named(*value, "tool_choice");
-    const Json* function = named.Object("function");
-    if (function == nullptr)
-      ThrowInvalid("tool_choice.function", "a named tool_choice needs 'function'");
-    std::optional<std::string> name = JsonFields(*function, "tool_choice.function").String("name");
-    if (!name) ThrowInvalid("tool_choice.function.name", "a named tool_choice needs a name");
-    choice.mode = ToolChoice::Mode::kNamed;
-    choice.name = *name;
-  }
-  CheckToolChoice(choice, tools, "tool_choice.function.name");
-  return choice;
+  return ParseToolChoiceField(
+      fields, tools,
+      [](const JsonFields& named) {
+        const Json* function = named.Object("function");
+        if (function == nullptr) {
+          ThrowInvalid("tool_choice.function", "a named tool_choice needs 'function'");
+        }
+        std::optional<std::string> name =
+            JsonFields(*function, "tool_choice.function").String("name");
+        if (!name) ThrowInvalid("tool_choice.function.name", "a named tool_choice needs a name");
+        return *name;
+      },
+      "tool_choice.function.name");
 }
 
 // The JSON schema itself is compiled (and refused by feature) when the output grammar is built.

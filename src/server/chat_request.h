@@ -1,6 +1,7 @@
 // Parses and validates a /v1/chat/completions body (and the chat form of /tokenize).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,12 @@ ChatRequest ParseChatRequest(const Json& body);
 // A function tool's name (non-empty, unlike the `earlier` ones), description and parameters.
 ToolDefinition ParseFunctionTool(const JsonFields& function,
                                  const std::vector<ToolDefinition>& earlier);
-// A tool_choice string: none, auto or required.
-ToolChoice::Mode ToolChoiceMode(const std::string& mode);
-// That a tool_choice names an existing tool, and that required / named choices have tools.
-void CheckToolChoice(const ToolChoice& choice, const std::vector<ToolDefinition>& tools,
-                     const std::string& name_param);
+// tool_choice: absent (auto with tools, else none), "none", "auto", "required", or an object
+// whose tool name `named_tool` reads (the endpoints spell it differently); a required or named
+// choice needs tools, a named one an existing tool (`name_param` names it in errors).
+ToolChoice ParseToolChoiceField(const JsonFields& fields, const std::vector<ToolDefinition>& tools,
+                                const std::function<std::string(const JsonFields&)>& named_tool,
+                                const std::string& name_param);
 // A json_schema format's `schema` (an object or a boolean; `name` and `strict` typed).
 Json ParseJsonSchemaFields(const JsonFields& fields);
 // Every tool message answers a call an earlier assistant turn made; `tool_call_id_params[i]`

@@ -145,25 +145,19 @@ std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
   return tools;
 }
 
+// Named: {"type": "function", "name": ...}.
 ToolChoice ParseToolChoice(const JsonFields& fields, const std::vector<ToolDefinition>& tools) {
-  ToolChoice choice;
-  choice.mode = tools.empty() ? ToolChoice::Mode::kNone : ToolChoice::Mode::kAuto;
-  const Json* value = fields.Get("tool_choice");
-  if (value == nullptr) return choice;
-  if (value->is_string()) {
-    choice.mode = ToolChoiceMode(value->get<std::string>());
-  } else {
-    JsonFields named(*value, "tool_choice");
-    if (named.String("type").value_or("") != "function") {
-      ThrowInvalid("tool_choice.type", "a tool_choice object must be {\"type\": \"function\"}");
-    }
-    std::optional<std::string> name = named.NonEmptyString("name");
-    if (!name) ThrowInvalid("tool_choice.name", "a named tool_choice needs a name");
-    choice.mode = ToolChoice::Mode::kNamed;
-    choice.name = *name;
-  }
-  CheckToolChoice(choice, tools, "tool_choice.name");
-  return choice;
+  return ParseToolChoiceField(
+      fields, tools,
+      [](const JsonFields& named) {
+        if (named.String("type").value_or("") != "function") {
+          ThrowInvalid("tool_choice.type", "a tool_choice object must be {\"type\": \"function\"}");
+        }
+        std::optional<std::string> name = named.NonEmptyString("name");
+        if (!name) ThrowInvalid("tool_choice.name", "a named tool_choice needs a name");
+        return *name;
+      },
+      "tool_choice.name");
 }
 
 // text.format: {"type": "text" | "json_object" | "json_schema", name, schema, strict}.
