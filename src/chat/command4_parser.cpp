@@ -36,6 +36,8 @@ std::string RandomToolCallId(int) {
 
 }  // namespace
 
+std::span<const std::string_view> Command4Markers() { return kMarkers; }
+
 Command4Parser::Command4Parser(Command4ParserOptions options) : options_(std::move(options)) {
   if (!options_.make_tool_call_id) options_.make_tool_call_id = RandomToolCallId;
   switch (options_.start) {

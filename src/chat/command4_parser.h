@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@
 namespace mkserve::chat {
 
 class Command4ActionParser;
+
+// The markers the parser reads (their text must reach it, special tokens or not).
+std::span<const std::string_view> Command4Markers();
 
 // Where the prompt left the model.
 enum class Command4Start {

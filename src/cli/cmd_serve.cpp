@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "backends/cpu/load_cpu_backend.h"
+#include "chat/command4_parser.h"
 #include "chat/command4_template.h"
 #include "cli/byte_progress.h"
 #include "cli/command.h"
@@ -361,6 +362,11 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
   model->command4_format = server::IsCommand4Template(*model->chat_template);
   model->grammar_vocabulary = server::BuildGrammarVocabulary(*model->tokenizer);
+  model->hidden_special_tokens = server::HiddenSpecialTokens(*model->tokenizer, {});
+  model->chat_hidden_special_tokens =
+      model->command4_format
+          ? server::HiddenSpecialTokens(*model->tokenizer, chat::Command4Markers())
+          : model->hidden_special_tokens;
   model->grammar_cache = std::make_shared<grammar::GrammarCache>(
       model->grammar_vocabulary, server::kCachedGrammars, server::kCachedGrammarPositions);
   // Seconds at a 262K vocabulary: done while the weights load.

@@ -284,8 +284,9 @@ void Engine::AddGeneration(Request& request, const EngineRequest& in, int32_t in
   seq.num_prompt_tokens = static_cast<int64_t>(in.prompt_token_ids.size());
   seq.use_prefix_cache = seq.sampling.num_prompt_logprobs < 0;
   if (index > 0) seq.prompt_ready = request.prompt_ready;
-  auto text =
-      options_.text_decoder ? options_.text_decoder->NewStream(in.prompt_token_ids) : nullptr;
+  auto text = options_.text_decoder
+                  ? options_.text_decoder->NewStream(in.prompt_token_ids, in.hidden_tokens)
+                  : nullptr;
   gen->stop = std::make_unique<StopChecker>(seq.sampling, config().eos_token_ids, max_model_len_,
                                             std::move(text));
   if (in.grammar) {

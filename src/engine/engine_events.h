@@ -11,6 +11,7 @@
 #include "engine/backend.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
+#include "engine/text_decoder.h"
 #include "grammar/grammar_matcher.h"
 
 namespace mkserve {
@@ -26,6 +27,8 @@ struct EngineRequest {
   // What the output must match (each sibling runs its own matcher); null: unconstrained. EOS and
   // stop_token_ids are allowed only where the grammar's text is complete.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // Token ids left out of the output text (TextDecoder::NewStream); null: every token's text.
+  std::shared_ptr<const HiddenTokens> hidden_tokens;
 };
 
 struct Usage {

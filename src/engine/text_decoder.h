@@ -7,8 +7,13 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace mkserve {
+
+// Token ids whose text a stream leaves out (a request's skip_special_tokens), indexed by id; ids
+// past its end keep their text. Built once per model and kind of request, shared by requests.
+using HiddenTokens = std::vector<bool>;
 
 // Incremental detokenization of one sequence's output.
 class TokenTextStream {
@@ -24,8 +29,10 @@ class TextDecoder {
  public:
   virtual ~TextDecoder() = default;
   // A fresh stream for one sequence; the prompt is context (e.g. for leading-space rules).
+  // `hidden` (may be null) names the ids whose text it leaves out.
   virtual std::unique_ptr<TokenTextStream> NewStream(
-      std::span<const int32_t> prompt_token_ids) const = 0;
+      std::span<const int32_t> prompt_token_ids,
+      std::shared_ptr<const HiddenTokens> hidden) const = 0;
 };
 
 }  // namespace mkserve

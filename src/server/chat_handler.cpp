@@ -19,11 +19,15 @@ HttpResponse HandleChatCompletions(const ServerState& state, const HttpRequest& 
   ApplyModelLimits(model, static_cast<int64_t>(prompt.token_ids.size()), kChatFields,
                    request.generation);
 
-  ChatOutputOptions options{MakeOutputParserFactory(model, request, prompt), model.tokenizer.get(),
-                            request.logprobs, request.generation.include_usage};
+  ChatOutputOptions options{MakeOutputParserFactory(model, request, prompt),
+                            {model.tokenizer.get(), request.generation.tokens_as_ids},
+                            request.logprobs,
+                            request.generation.include_usage};
   auto grammar = ChatOutputGrammar(model, request, prompt);
-  EngineRequest engine_request{std::move(prompt.token_ids), request.generation.sampling,
-                               request.generation.n, std::move(grammar)};
+  EngineRequest engine_request{
+      std::move(prompt.token_ids), request.generation.sampling, request.generation.n,
+      std::move(grammar),
+      request.generation.skip_special_tokens ? model.chat_hidden_special_tokens : nullptr};
   std::vector<RequestHandle> handles;
   handles.push_back(model.engine->Submit(std::move(engine_request)));
   auto run = std::make_unique<GenerationRun>(std::move(handles), request.generation.n,

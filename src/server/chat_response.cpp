@@ -24,12 +24,13 @@ Json ChatChoices::Chunk(int32_t index, Json delta, Json logprobs, Json finish_re
 }
 
 Json ChatChoices::LogprobsOf(const TokensEvent& tokens) const {
-  if (!options_.logprobs || options_.tokenizer == nullptr || tokens.logprobs.empty()) {
+  if (!options_.logprobs || options_.logprob_names.tokenizer == nullptr ||
+      tokens.logprobs.empty()) {
     return nullptr;
   }
   Json content = Json::array();
   for (const PositionLogprobs& position : tokens.logprobs) {
-    content.push_back(ChatLogprobEntry(*options_.tokenizer, position));
+    content.push_back(ChatLogprobEntry(options_.logprob_names, position));
   }
   return {{"content", content}};
 }

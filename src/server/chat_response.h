@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "server/generation_run.h"
+#include "server/logprobs_json.h"
 #include "server/output_parser.h"
 #include "server/response_meta.h"
-#include "tokenizer/tokenizer.h"
 
 namespace mkserve::server {
 
 struct ChatOutputOptions {
   std::function<std::unique_ptr<OutputParser>()> make_parser;
-  const tokenizer::Tokenizer* tokenizer = nullptr;  // for logprobs
+  LogprobNames logprob_names;
   bool logprobs = false;
   bool include_usage = false;  // streaming: `usage: null` on chunks, then one usage chunk
 };

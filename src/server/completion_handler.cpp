@@ -40,14 +40,18 @@ HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& http
     ApplyModelLimits(model, static_cast<int64_t>(prompts.back().token_ids.size()),
                      kCompletionFields, request.generation);
   }
+  auto hidden = request.generation.skip_special_tokens ? model.hidden_special_tokens : nullptr;
   std::vector<RequestHandle> handles;
   for (const CompletionPrompt& prompt : prompts) {
     handles.push_back(model.engine->Submit({prompt.token_ids, request.generation.sampling,
-                                            request.generation.n, /*grammar=*/nullptr}));
+                                            request.generation.n, /*grammar=*/nullptr, hidden}));
   }
   auto run = std::make_unique<GenerationRun>(std::move(handles), request.generation.n,
                                              http.is_connection_closed);
-  CompletionOutputOptions options{model.tokenizer.get(), request.generation.n, request.echo,
+  CompletionOutputOptions options{{model.tokenizer.get(), request.generation.tokens_as_ids},
+                                  hidden,
+                                  request.generation.n,
+                                  request.echo,
                                   request.generation.sampling.num_logprobs >= 0,
                                   request.generation.include_usage};
   auto choices = std::make_unique<CompletionChoices>(

@@ -9,7 +9,13 @@ CompletionChoices::CompletionChoices(std::vector<CompletionPrompt> prompts, Resp
     : prompts_(std::move(prompts)), meta_(std::move(meta)), options_(options) {
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int32_t s = 0; s < options_.n; ++s) {
-      choices_.push_back({"", 0, CompletionLogprobs(options_.tokenizer), "", false, 0, {}});
+      choices_.push_back({"",
+                          0,
+                          CompletionLogprobs(options_.logprob_names, options_.hidden_tokens),
+                          "",
+                          false,
+                          0,
+                          {}});
       Choice& choice = choices_.back();
       if (!options_.echo) continue;
       choice.text = prompts_[p].text;
@@ -66,10 +72,10 @@ void CompletionChoices::ApplyOwn(int32_t index, const ChoiceEvent& event) {
     if (options_.logprobs) {
       if (options_.echo) {
         for (const PositionLogprobs& position : tokens->prompt_logprobs) {
-          choice.logprobs.Add(position);
+          choice.logprobs.AddPrompt(position);
         }
       }
-      for (const PositionLogprobs& position : tokens->logprobs) choice.logprobs.Add(position);
+      for (const PositionLogprobs& position : tokens->logprobs) choice.logprobs.AddOutput(position);
     }
     choice.text += tokens->text;
     return;
@@ -85,7 +91,7 @@ void CompletionChoices::ShareWithSiblings(int32_t first,
   for (int32_t s = 1; s < options_.n; ++s) {
     Choice& sibling = choices_[first + s];
     if (sibling.prompt_positions_missing <= 0) continue;
-    for (const PositionLogprobs& position : prompt_logprobs) sibling.logprobs.Add(position);
+    for (const PositionLogprobs& position : prompt_logprobs) sibling.logprobs.AddPrompt(position);
     sibling.prompt_positions_missing -= static_cast<int64_t>(prompt_logprobs.size());
     touched.push_back(first + s);
     if (sibling.prompt_positions_missing <= 0) Release(first + s, touched);

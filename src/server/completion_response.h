@@ -17,7 +17,8 @@ struct CompletionPrompt {
 };
 
 struct CompletionOutputOptions {
-  const tokenizer::Tokenizer* tokenizer = nullptr;
+  LogprobNames logprob_names;
+  std::shared_ptr<const HiddenTokens> hidden_tokens;  // skip_special_tokens (text_offset)
   int32_t n = 1;
   bool echo = false;
   bool logprobs = false;

@@ -123,11 +123,11 @@ void ParseSamplingFields(const JsonFields& fields, SamplingParams& sampling) {
 
 // vLLM's extensions to the request that change the output and that mkserve does not implement
 // are refused by name, as the OpenAI fields it cannot honour are (chat_request.cpp): a client
-// written for vLLM must not get unconstrained or differently cut text without knowing. Values
-// that ask for what mkserve does anyway (use_beam_search false, skip_special_tokens false) are
-// accepted; vLLM extensions that are implemented (top_k, min_p, repetition_penalty, min_tokens,
-// ignore_eos, stop_token_ids, include_stop_str_in_output, chat_template_kwargs,
-// add_special_tokens, documents) are parsed with the other fields.
+// written for vLLM must not get unconstrained or differently cut text without knowing. A value
+// that asks for what mkserve does anyway (use_beam_search false) is accepted; vLLM extensions
+// that are implemented (top_k, min_p, repetition_penalty, min_tokens, ignore_eos,
+// stop_token_ids, include_stop_str_in_output, skip_special_tokens, return_tokens_as_token_ids,
+// chat_template_kwargs, add_special_tokens, documents) are parsed with the other fields.
 void RejectUnhonouredVllmFields(const JsonFields& fields) {
   struct Refusal {
     const char* field;
@@ -156,10 +156,6 @@ void RejectUnhonouredVllmFields(const JsonFields& fields) {
   // Switches refused when true; false is what mkserve does.
   constexpr Refusal kWhenTrue[] = {
       {"use_beam_search", "beam search is not supported; send false or leave it out"},
-      {"skip_special_tokens",
-       "special tokens the model writes are returned as their text; send false or leave it out"},
-      {"return_tokens_as_token_ids",
-       "logprobs name tokens by their text; send false or leave it out"},
   };
   for (const Refusal& r : kPresent) {
     if (fields.Get(r.field) != nullptr) ThrowInvalid(r.field, r.why);
@@ -177,6 +173,8 @@ GenerationRequest ParseGenerationFields(const JsonFields& fields, int64_t min_ma
   request.user = fields.String("user").value_or("");
   request.n = static_cast<int32_t>(fields.Integer("n", 1, kMaxChoices).value_or(1));
   RejectUnhonouredVllmFields(fields);
+  request.skip_special_tokens = fields.Bool("skip_special_tokens").value_or(false);
+  request.tokens_as_ids = fields.Bool("return_tokens_as_token_ids").value_or(false);
   ParseSamplingFields(fields, request.sampling);
   ParseLengthFields(fields, min_max_tokens, request);
   ParseStreamFields(fields, request);

@@ -15,39 +15,52 @@ std::string TokenText(const tokenizer::Tokenizer& tokenizer, int32_t token_id) {
   return tokenizer.Decode(std::span<const int32_t>(&token_id, 1), /*skip_special_tokens=*/false);
 }
 
+std::string LogprobNames::Name(int32_t token_id) const {
+  return token_ids ? "token_id:" + std::to_string(token_id) : TokenText(*tokenizer, token_id);
+}
+
 // "bytes" are the token's own bytes (Tokenizer::TokenBytes), as OpenAI gives them: a character
 // split over tokens comes back whole from their bytes joined, while each token's "token" text
 // shows U+FFFD for its part.
-Json ChatLogprobEntry(const tokenizer::Tokenizer& tokenizer, const PositionLogprobs& position) {
+Json ChatLogprobEntry(const LogprobNames& names, const PositionLogprobs& position) {
+  const tokenizer::Tokenizer& tokenizer = *names.tokenizer;
   Json top = Json::array();
   for (const TokenLogprob& candidate : position.top) {
-    top.push_back({{"token", TokenText(tokenizer, candidate.token_id)},
+    top.push_back({{"token", names.Name(candidate.token_id)},
                    {"logprob", candidate.logprob},
                    {"bytes", Bytes(tokenizer.TokenBytes(candidate.token_id))}});
   }
-  return {{"token", TokenText(tokenizer, position.chosen.token_id)},
+  return {{"token", names.Name(position.chosen.token_id)},
           {"logprob", position.chosen.logprob},
           {"bytes", Bytes(tokenizer.TokenBytes(position.chosen.token_id))},
           {"top_logprobs", top}};
 }
 
-void CompletionLogprobs::AddUnscored(int32_t token_id) { Append(token_id, nullptr, nullptr); }
-
-void CompletionLogprobs::Add(const PositionLogprobs& position) {
-  Json top = Json::object();
-  for (const TokenLogprob& candidate : position.top) {
-    top[TokenText(*tokenizer_, candidate.token_id)] = candidate.logprob;
-  }
-  Append(position.chosen.token_id, position.chosen.logprob, top);
+void CompletionLogprobs::AddUnscored(int32_t token_id) {
+  Append(token_id, nullptr, nullptr, /*in_text=*/true);
 }
 
-void CompletionLogprobs::Append(int32_t token_id, Json logprob, Json top) {
-  std::string text = TokenText(*tokenizer_, token_id);
-  tokens_.push_back(text);
+void CompletionLogprobs::AddPrompt(const PositionLogprobs& position) { Add(position, true); }
+
+void CompletionLogprobs::AddOutput(const PositionLogprobs& position) {
+  const auto id = static_cast<size_t>(position.chosen.token_id);
+  Add(position, !(hidden_ && id < hidden_->size() && (*hidden_)[id]));
+}
+
+void CompletionLogprobs::Add(const PositionLogprobs& position, bool in_text) {
+  Json top = Json::object();
+  for (const TokenLogprob& candidate : position.top) {
+    top[names_.Name(candidate.token_id)] = candidate.logprob;
+  }
+  Append(position.chosen.token_id, position.chosen.logprob, top, in_text);
+}
+
+void CompletionLogprobs::Append(int32_t token_id, Json logprob, Json top, bool in_text) {
+  tokens_.push_back(names_.Name(token_id));
   token_logprobs_.push_back(std::move(logprob));
   top_logprobs_.push_back(std::move(top));
   text_offset_.push_back(offset_);
-  offset_ += static_cast<int64_t>(text.size());
+  if (in_text) offset_ += static_cast<int64_t>(TokenText(*names_.tokenizer, token_id).size());
 }
 
 Json CompletionLogprobs::Take() {

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/text_decoder.h"
 #include "server/json.h"
 #include "tokenizer/tokenizer.h"
 
@@ -15,26 +18,39 @@ namespace mkserve::server {
 // The text of one token as clients see it (special tokens included).
 std::string TokenText(const tokenizer::Tokenizer& tokenizer, int32_t token_id);
 
+// How logprobs name a token: by its text, or as "token_id:<id>" (vLLM's
+// return_tokens_as_token_ids, for clients that rebuild the exact ids).
+struct LogprobNames {
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  bool token_ids = false;
+  std::string Name(int32_t token_id) const;
+};
+
 // One `content[]` entry of chat logprobs.
-Json ChatLogprobEntry(const tokenizer::Tokenizer& tokenizer, const PositionLogprobs& position);
+Json ChatLogprobEntry(const LogprobNames& names, const PositionLogprobs& position);
 
 // Completions logprobs, built up position by position.
 class CompletionLogprobs {
  public:
-  // `tokenizer` may be null when no logprobs are asked for (nothing is ever added then).
-  explicit CompletionLogprobs(const tokenizer::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  // `names.tokenizer` may be null when no logprobs are asked for (nothing is ever added then).
+  // `hidden` (may be null): generated tokens left out of the text, which text_offset then skips.
+  CompletionLogprobs(LogprobNames names, std::shared_ptr<const HiddenTokens> hidden)
+      : names_(names), hidden_(std::move(hidden)) {}
 
   // A position without a logprob (the first prompt token under echo).
   void AddUnscored(int32_t token_id);
-  void Add(const PositionLogprobs& position);
+  void AddPrompt(const PositionLogprobs& position);  // an echoed prompt's text is whole
+  void AddOutput(const PositionLogprobs& position);
   bool empty() const { return tokens_.empty(); }
   // The four arrays; clears them, so streaming can send each position once.
   Json Take();
 
  private:
-  void Append(int32_t token_id, Json logprob, Json top);
+  void Add(const PositionLogprobs& position, bool in_text);
+  void Append(int32_t token_id, Json logprob, Json top, bool in_text);
 
-  const tokenizer::Tokenizer* tokenizer_;
+  LogprobNames names_;
+  std::shared_ptr<const HiddenTokens> hidden_;
   Json tokens_ = Json::array();
   Json token_logprobs_ = Json::array();
   Json top_logprobs_ = Json::array();

@@ -24,6 +24,10 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+  // vLLM's extensions: special tokens left out of the text (chat keeps its format's markers,
+  // which its parser reads), and logprobs naming tokens "token_id:<id>" instead of by text.
+  bool skip_special_tokens = false;
+  bool tokens_as_ids = false;
 };
 
 struct ToolCall {

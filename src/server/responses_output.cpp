@@ -204,7 +204,7 @@ std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
     Json logprobs = Json::array();
     if (logprobs_tokenizer_ != nullptr) {
       for (const PositionLogprobs& position : tokens->logprobs) {
-        logprobs.push_back(ChatLogprobEntry(*logprobs_tokenizer_, position));
+        logprobs.push_back(ChatLogprobEntry({logprobs_tokenizer_}, position));
       }
     }
     std::string events = Apply(parser_->Feed(tokens->text), std::move(logprobs));

@@ -34,6 +34,10 @@ struct ServedModel {
   std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary;
   // Recent requests' compiled grammars (null: each request compiles its own).
   std::shared_ptr<grammar::GrammarCache> grammar_cache;
+  // What skip_special_tokens leaves out of the text: every special token (completions), or all
+  // but the markers the chat format's parser reads (chat and responses).
+  std::shared_ptr<const HiddenTokens> hidden_special_tokens;
+  std::shared_ptr<const HiddenTokens> chat_hidden_special_tokens;
 };
 
 class ServerState {

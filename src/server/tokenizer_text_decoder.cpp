@@ -1,5 +1,7 @@
 #include "server/tokenizer_text_decoder.h"
 
+#include <algorithm>
+
 #include "tokenizer/incremental_detokenizer.h"
 
 namespace mkserve::server {
@@ -7,28 +9,47 @@ namespace {
 
 class DetokenizerStream : public TokenTextStream {
  public:
-  explicit DetokenizerStream(std::shared_ptr<const tokenizer::Tokenizer> tokenizer)
+  DetokenizerStream(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                    std::shared_ptr<const HiddenTokens> hidden)
       : tokenizer_(std::move(tokenizer)),
+        hidden_(std::move(hidden)),
         detokenizer_(*tokenizer_, /*skip_special_tokens=*/false) {}
 
   // A model's vocabulary may be larger than its tokenizer's (padded embedding rows); such ids
-  // carry no text, as HF tokenizers skip them when decoding.
+  // carry no text, as HF tokenizers skip them when decoding. A hidden id is never appended,
+  // which decodes the rest exactly as Decode with it skipped would.
   std::string Append(int32_t token_id) override {
     if (token_id < 0 || token_id >= tokenizer_->vocab_size()) return {};
+    if (hidden_ && static_cast<size_t>(token_id) < hidden_->size() && (*hidden_)[token_id]) {
+      return {};
+    }
     return detokenizer_.Next(token_id);
   }
   std::string Flush() override { return detokenizer_.Flush(); }
 
  private:
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;  // keeps the detokenizer's target alive
+  std::shared_ptr<const HiddenTokens> hidden_;
   tokenizer::IncrementalDetokenizer detokenizer_;
 };
 
 }  // namespace
 
 // The prompt is not needed as context: byte-level decoding has no first-token rules.
-std::unique_ptr<TokenTextStream> TokenizerTextDecoder::NewStream(std::span<const int32_t>) const {
-  return std::make_unique<DetokenizerStream>(tokenizer_);
+std::unique_ptr<TokenTextStream> TokenizerTextDecoder::NewStream(
+    std::span<const int32_t>, std::shared_ptr<const HiddenTokens> hidden) const {
+  return std::make_unique<DetokenizerStream>(tokenizer_, std::move(hidden));
+}
+
+std::shared_ptr<const HiddenTokens> HiddenSpecialTokens(const tokenizer::Tokenizer& tokenizer,
+                                                        std::span<const std::string_view> kept) {
+  auto hidden = std::make_shared<HiddenTokens>(tokenizer.vocab_size(), false);
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (!tokenizer.IsSpecial(id)) continue;
+    const std::string text = tokenizer.IdToToken(id);
+    (*hidden)[id] = std::find(kept.begin(), kept.end(), text) == kept.end();
+  }
+  return hidden;
 }
 
 }  // namespace mkserve::server

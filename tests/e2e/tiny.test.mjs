@@ -128,6 +128,54 @@ test('a stop string in text released at the length limit is not emitted', async 
   }
 });
 
+// vLLM's skip_special_tokens and return_tokens_as_token_ids. <|NEW_FILE|> is special in the tiny
+// tokenizer (as in North's) and not one of the chat format's markers; logit_bias makes the random
+// model write it.
+test('skip_special_tokens leaves special tokens out of the text; logprobs can name token ids', async () => {
+  const NEW_FILE = 1020;
+  const forced = { prompt: 'one', max_tokens: 3, ignore_eos: true, logprobs: 1, logit_bias: { [NEW_FILE]: 100 } };
+  const shown = await openai.completions.create({ ...forced, return_tokens_as_token_ids: true });
+  assert.equal(shown.choices[0].text, '<|NEW_FILE|>'.repeat(3));
+  assert.deepEqual(shown.choices[0].logprobs.tokens, Array(3).fill(`token_id:${NEW_FILE}`));
+  assert.deepEqual(shown.choices[0].logprobs.text_offset, [0, 12, 24]);
+  const skipped = await openai.completions.create({ ...forced, skip_special_tokens: true });
+  assert.equal(skipped.choices[0].text, '');
+  assert.equal(skipped.usage.completion_tokens, 3);
+  assert.deepEqual(skipped.choices[0].logprobs.tokens, Array(3).fill('<|NEW_FILE|>'));
+  assert.deepEqual(skipped.choices[0].logprobs.text_offset, [0, 0, 0]);
+
+  // Sampled between <|NEW_FILE|> and a word: the same seed gives the same tokens, so the skipped
+  // text is the shown text without the special token, streamed or not.
+  const [a] = (await rawPost(server, '/tokenize', JSON.stringify({ prompt: ' a', add_special_tokens: false }), auth)).json.tokens;
+  const mixed = { prompt: 'one', max_tokens: 16, ignore_eos: true, seed: 7, temperature: 1,
+    logit_bias: { [NEW_FILE]: 100, [a]: 100 } };
+  const plain = (await openai.completions.create(mixed)).choices[0].text;
+  const bare = (await openai.completions.create({ ...mixed, skip_special_tokens: true })).choices[0].text;
+  assert.equal(bare, plain.replaceAll('<|NEW_FILE|>', ''));
+  let streamed = '';
+  for await (const chunk of await openai.completions.create({ ...mixed, skip_special_tokens: true, stream: true })) {
+    streamed += chunk.choices[0]?.text ?? '';
+  }
+  assert.equal(streamed, bare);
+
+  // Chat: the special token goes, the answer's markers still reach the parser.
+  const chat = { messages: user('x'), max_tokens: 3, ignore_eos: true, logit_bias: { [NEW_FILE]: 100 },
+    chat_template_kwargs: { enable_thinking: false } };
+  const chatShown = await openai.chat.completions.create(chat);
+  assert.equal(chatShown.choices[0].message.content, '<|NEW_FILE|>'.repeat(3));
+  const chatSkipped = await openai.chat.completions.create({ ...chat, skip_special_tokens: true, logprobs: true, return_tokens_as_token_ids: true });
+  assert.equal(chatSkipped.choices[0].message.content ?? '', '');
+  assert.deepEqual(chatSkipped.choices[0].logprobs.content.map((e) => e.token), Array(3).fill(`token_id:${NEW_FILE}`));
+  // <|END_THINKING|> is special too, and a marker: kept, it still ends the reasoning.
+  const thinking = { messages: user('x'), max_tokens: 12, ignore_eos: true, seed: 7, temperature: 1,
+    logit_bias: { 1011: 100, [a]: 100 } };
+  const marked = await openai.chat.completions.create(thinking);
+  const markedSkipped = await openai.chat.completions.create({ ...thinking, skip_special_tokens: true });
+  assert.ok(marked.choices[0].message.reasoning_content && marked.choices[0].message.content);
+  assert.deepEqual(markedSkipped.choices[0].message, marked.choices[0].message);
+  await expectApiError(openai.completions.create({ prompt: 'x', skip_special_tokens: 'yes' }), { status: 400, param: 'skip_special_tokens' });
+});
+
 test('tokenize and detokenize round trip', async () => {
   const tokens = await rawPost(server, '/tokenize', JSON.stringify({ prompt: 'round trip', add_special_tokens: false }), auth);
   assert.equal(tokens.status, 200);

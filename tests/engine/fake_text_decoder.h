@@ -1,4 +1,5 @@
-// A TextDecoder for tests: token id i decodes to pieces[i]; ids past the table decode to "<i>".
+// A TextDecoder for tests: token id i decodes to pieces[i]; ids past the table decode to "<i>";
+// hidden ids decode to nothing.
 #pragma once
 
 #include <string>
@@ -11,15 +12,20 @@ namespace mkserve::testing {
 class FakeTextDecoder : public TextDecoder {
  public:
   explicit FakeTextDecoder(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {}
-  std::unique_ptr<TokenTextStream> NewStream(std::span<const int32_t>) const override {
-    return std::make_unique<Stream>(pieces_);
+  std::unique_ptr<TokenTextStream> NewStream(
+      std::span<const int32_t>, std::shared_ptr<const HiddenTokens> hidden) const override {
+    return std::make_unique<Stream>(pieces_, std::move(hidden));
   }
 
  private:
   class Stream : public TokenTextStream {
    public:
-    explicit Stream(const std::vector<std::string>& pieces) : pieces_(pieces) {}
+    Stream(const std::vector<std::string>& pieces, std::shared_ptr<const HiddenTokens> hidden)
+        : pieces_(pieces), hidden_(std::move(hidden)) {}
     std::string Append(int32_t id) override {
+      if (hidden_ && id >= 0 && id < static_cast<int32_t>(hidden_->size()) && (*hidden_)[id]) {
+        return "";
+      }
       if (id >= 0 && id < static_cast<int32_t>(pieces_.size())) return pieces_[id];
       return "<" + std::to_string(id) + ">";
     }
@@ -27,6 +33,7 @@ class FakeTextDecoder : public TextDecoder {
 
    private:
     const std::vector<std::string>& pieces_;
+    std::shared_ptr<const HiddenTokens> hidden_;
   };
   std::vector<std::string> pieces_;
 };

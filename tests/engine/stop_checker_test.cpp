@@ -24,7 +24,7 @@ struct Outcome {
 Outcome Feed(const SamplingParams& params, const std::vector<int32_t>& tokens,
              int64_t max_model_len = 1000, int64_t num_prompt_tokens = 5) {
   std::vector<int32_t> eos = {kEos};
-  StopChecker checker(params, eos, max_model_len, kDecoder.NewStream({}));
+  StopChecker checker(params, eos, max_model_len, kDecoder.NewStream({}, nullptr));
   Outcome run;
   for (size_t i = 0; i < tokens.size() && run.finish == FinishReason::kNone; ++i) {
     StopOutcome out = checker.Append(tokens[i], i + 1, num_prompt_tokens + i + 1);
@@ -77,7 +77,7 @@ TEST(StopCheckerTest, StopStringAcrossTokensIsNeverEmitted) {
 TEST(StopCheckerTest, TextThatMightStartAStopStringIsWithheldUntilDecided) {
   std::vector<int32_t> eos = {kEos};
   SamplingParams params = Params({"<end>"});
-  StopChecker checker(params, eos, 1000, kDecoder.NewStream({}));
+  StopChecker checker(params, eos, 1000, kDecoder.NewStream({}, nullptr));
   EXPECT_EQ(checker.Append(0, 1, 6).text, "Hel");
   EXPECT_EQ(checker.Append(7, 2, 7).text, "");    // "<" could start "<end>"
   EXPECT_EQ(checker.Append(8, 3, 8).text, "<x");  // "<x" cannot: released

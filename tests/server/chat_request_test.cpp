@@ -113,8 +113,6 @@ TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
                                                  {"guided_grammar", "root ::= \"a\""},
                                                  {"structural_tag", "{}"},
                                                  {"use_beam_search", true},
-                                                 {"skip_special_tokens", true},
-                                                 {"return_tokens_as_token_ids", true},
                                                  {"allowed_token_ids", {1, 2}},
                                                  {"bad_words", {"x"}},
                                                  {"truncate_prompt_tokens", 10},
@@ -129,10 +127,7 @@ TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
     EXPECT_EQ(error.kind(), ErrorKind::kInvalidRequest);
   }
   Json body = MinimalChat();
-  for (const char* name :
-       {"use_beam_search", "skip_special_tokens", "return_tokens_as_token_ids", "echo"}) {
-    body[name] = false;
-  }
+  for (const char* name : {"use_beam_search", "echo"}) body[name] = false;
   body["guided_json"] = nullptr;  // null is absent
   EXPECT_NO_THROW(ParseChatRequest(body));
 }

@@ -113,7 +113,7 @@ TEST(TokenizeRequestTest, MessagesTakeEveryPromptShapingField) {
 TEST(CompletionRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
   for (auto [name, value] :
        std::vector<std::pair<std::string, Json>>{{"guided_regex", "[a-z]+"},
-                                                 {"skip_special_tokens", true},
+                                                 {"use_beam_search", true},
                                                  {"prompt_logprobs", 2},
                                                  {"truncate_prompt_tokens", 5}}) {
     Json body = {{"prompt", "x"}, {name, value}};
@@ -121,6 +121,23 @@ TEST(CompletionRequestTest, UnhonouredVllmFieldsAreRefusedByName) {
     EXPECT_EQ(error.param(), name) << name << "=" << value;
   }
   EXPECT_TRUE(ParseCompletionRequest({{"prompt", "x"}, {"echo", true}}).echo);
+}
+
+// Implemented vLLM switches: off unless sent true; anything but a boolean names the field.
+TEST(CompletionRequestTest, SpecialTokenAndTokenIdSwitches) {
+  GenerationRequest plain = ParseCompletionRequest({{"prompt", "x"}}).generation;
+  EXPECT_FALSE(plain.skip_special_tokens);
+  EXPECT_FALSE(plain.tokens_as_ids);
+  GenerationRequest both =
+      ParseCompletionRequest(
+          {{"prompt", "x"}, {"skip_special_tokens", true}, {"return_tokens_as_token_ids", true}})
+          .generation;
+  EXPECT_TRUE(both.skip_special_tokens);
+  EXPECT_TRUE(both.tokens_as_ids);
+  for (const char* name : {"skip_special_tokens", "return_tokens_as_token_ids"}) {
+    ApiError error = ExpectApiError([&] { ParseCompletionRequest({{"prompt", "x"}, {name, 1}}); });
+    EXPECT_EQ(error.param(), name);
+  }
 }
 
 TEST(CompletionRequestTest, BestOfMustEqualN) {

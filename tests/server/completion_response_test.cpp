@@ -89,7 +89,7 @@ ChoiceEvent Scored(int32_t index, std::string text, int32_t token_id, float logp
 
 CompletionOutputOptions EchoLogprobs(int32_t n) {
   CompletionOutputOptions options;
-  options.tokenizer = &Letters();
+  options.logprob_names.tokenizer = &Letters();
   options.n = n;
   options.echo = true;
   options.logprobs = true;
@@ -113,6 +113,28 @@ void ExpectLogprobs(const Json& logprobs, const std::vector<std::string>& tokens
   EXPECT_EQ(logprobs["token_logprobs"], token_logprobs);
   EXPECT_EQ(logprobs["text_offset"].size(), tokens.size());
   EXPECT_EQ(logprobs["top_logprobs"].size(), tokens.size());
+}
+
+// return_tokens_as_token_ids names tokens "token_id:<id>"; a token skip_special_tokens left out
+// of the text adds nothing to text_offset, while an echoed prompt's text is whole.
+TEST(CompletionResponseTest, TokenIdNamesAndOffsetsOfHiddenTokens) {
+  CompletionOutputOptions options = EchoLogprobs(1);
+  options.logprob_names.token_ids = true;
+  options.hidden_tokens = std::make_shared<const HiddenTokens>(HiddenTokens{false, true});
+  CompletionChoices choices({{"ab", {0, 1}}}, {"cmpl-6", 5, "m"}, options);
+  for (const ChoiceEvent& event :
+       {PromptScores(0, {{1, -1.0f}}), Scored(0, "", 1, -0.5f), Scored(0, "c", 2, -0.25f),
+        Scored(0, "", 1, -0.75f), Scored(0, "d", 3, -0.125f), Finished(0)}) {
+    choices.Accumulate(event);
+  }
+  Json response = choices.FinalResponse({2, 4, 0});
+  const Json& out = response["choices"][0];
+  EXPECT_EQ(out["text"], "abcd");
+  ExpectLogprobs(
+      out["logprobs"],
+      {"token_id:0", "token_id:1", "token_id:1", "token_id:2", "token_id:1", "token_id:3"},
+      {nullptr, -1.0, -0.5, -0.25, -0.75, -0.125});
+  EXPECT_EQ(out["logprobs"]["text_offset"], Json({0, 1, 2, 2, 3, 3}));
 }
 
 TEST(CompletionResponseTest, EverySiblingEchoesThePromptWithItsLogprobs) {

@@ -1,27 +1,43 @@
 // TokenizerTextDecoder: the engine's text stream over the tokenizer. A model whose vocabulary is
 // larger than its tokenizer's (padded embedding rows, or random weights over a small tokenizer)
 // can sample ids the tokenizer does not have: they must decode to no text, never throw (an
-// exception here ended the engine thread and the process).
+// exception here ended the engine thread and the process). skip_special_tokens hides special
+// tokens but, for chat, the markers the output parser reads.
 #include "server/tokenizer_text_decoder.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "chat/command4_parser.h"
 #include "tokenizer/tiny_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mkserve::server {
 namespace {
 
-TEST(TokenizerTextDecoderTest, IdsBeyondTheTokenizerDecodeToNothing) {
+std::shared_ptr<const tokenizer::Tokenizer> TinyTokenizer() {
   const auto dir = std::filesystem::temp_directory_path() / "mkserve_text_decoder_test";
   std::filesystem::create_directories(dir);
   tokenizer::WriteTinyTokenizer(dir);
   auto tok = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(dir));
+  std::filesystem::remove_all(dir);
+  return tok;
+}
+
+std::string DecodeStream(const TextDecoder& decoder, std::span<const int32_t> ids,
+                         std::shared_ptr<const HiddenTokens> hidden) {
+  auto stream = decoder.NewStream({}, std::move(hidden));
+  std::string text;
+  for (int32_t id : ids) text += stream->Append(id);
+  return text + stream->Flush();
+}
+
+TEST(TokenizerTextDecoderTest, IdsBeyondTheTokenizerDecodeToNothing) {
+  auto tok = TinyTokenizer();
   const std::vector<int32_t> ids = tok->Encode("hello world", /*add_special_tokens=*/false);
   TokenizerTextDecoder decoder(tok);
-  auto stream = decoder.NewStream({});
+  auto stream = decoder.NewStream({}, nullptr);
   std::string text;
   for (int32_t id : ids) {
     text += stream->Append(id);
@@ -30,7 +46,27 @@ TEST(TokenizerTextDecoderTest, IdsBeyondTheTokenizerDecodeToNothing) {
   }
   text += stream->Flush();
   EXPECT_EQ(text, "hello world");
-  std::filesystem::remove_all(dir);
+}
+
+TEST(TokenizerTextDecoderTest, HiddenSpecialTokensLeaveTheParsersMarkers) {
+  auto tok = TinyTokenizer();
+  std::vector<int32_t> ids = {tokenizer::kTinyEndThinkingId};
+  for (int32_t id : tok->Encode("hello", false)) ids.push_back(id);
+  ids.push_back(tokenizer::kTinyNewFileId);
+  ids.push_back(tokenizer::kTinyStartTextId);  // not special in North's tokenizer
+  for (int32_t id : tok->Encode(" wörld", false)) ids.push_back(id);
+  ids.push_back(tokenizer::kTinyPadId);
+  TokenizerTextDecoder decoder(tok);
+
+  EXPECT_EQ(DecodeStream(decoder, ids, nullptr), tok->Decode(ids, false));
+  auto all = HiddenSpecialTokens(*tok, {});
+  EXPECT_EQ(DecodeStream(decoder, ids, all), tok->Decode(ids, true));
+  EXPECT_EQ(DecodeStream(decoder, ids, all), "hello<|START_TEXT|> wörld");
+  auto chat = HiddenSpecialTokens(*tok, chat::Command4Markers());
+  EXPECT_EQ(DecodeStream(decoder, ids, chat), "<|END_THINKING|>hello<|START_TEXT|> wörld");
+  int hidden = 0;
+  for (int32_t id = 0; id < tok->vocab_size(); ++id) hidden += (*all)[id];
+  EXPECT_EQ(hidden, 16 + 3);  // kTinySpecialTokens marked special, and the 3 reserved ones
 }
 
 }  // namespace
