@@ -17,7 +17,10 @@ namespace mkserve::server {
 namespace {
 
 std::shared_ptr<const tokenizer::Tokenizer> TinyTokenizer() {
-  const auto dir = std::filesystem::temp_directory_path() / "mkserve_text_decoder_test";
+  // A folder per test: ctest runs the tests of this file at once.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (std::string("mkserve_text_decoder_") +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::filesystem::create_directories(dir);
   tokenizer::WriteTinyTokenizer(dir);
   auto tok = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(dir));
