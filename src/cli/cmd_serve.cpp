@@ -66,7 +66,8 @@ struct ServeFlags {
   double first_step_timeout_s = 600;  // the first step also captures graphs, initialises
   std::string served_model_name;
   bool reasoning = true;
-  double drain_timeout_s = 30;  // SIGTERM: how long running requests may still take
+  double drain_timeout_s = 30;      // SIGTERM: how long running requests may still take
+  int64_t response_store_mb = 256;  // stored /v1/responses results (ResponseStore); 0: none
 };
 
 std::chrono::milliseconds Milliseconds(double seconds) {
@@ -128,12 +129,16 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.random_weights = args.Switch("random-weights");
   flags.seed = static_cast<uint64_t>(args.Int("seed", 0));
   flags.served_model_name = args.String("served-model-name", "");
+  flags.response_store_mb = args.Int("response-store-mb", flags.response_store_mb);
   std::string reasoning = args.String("reasoning", "on");
   if (reasoning != "on" && reasoning != "off") throw Error("--reasoning must be on or off");
   flags.reasoning = reasoning == "on";
   args.Finish();
   if (flags.http.port < 0 || flags.http.port > 65535) throw Error("--port must be 0..65535");
   if (flags.max_batch < 1) throw Error("--max-batch must be at least 1");
+  if (flags.response_store_mb < 0 || flags.response_store_mb > (int64_t{1} << 20)) {
+    throw Error("--response-store-mb must be 0..1048576 (0: responses are not stored)");
+  }
   if (flags.http.max_body_bytes < 1024) throw Error("--max-body-bytes must be at least 1024");
   if (max_connections < 1 || max_connections > file_bound) {
     throw Error("--max-connections must be 1.." + std::to_string(file_bound) +
@@ -454,7 +459,8 @@ int RunServe(std::span<const std::string> argv) {
                              ? fs::absolute(flags.model_dir).lexically_normal().filename().string()
                              : flags.served_model_name;
   if (model_id.empty()) model_id = fs::absolute(flags.model_dir).parent_path().filename().string();
-  server::ServerState state({model_id, flags.reasoning, static_cast<int64_t>(std::time(nullptr))});
+  server::ServerState state({model_id, flags.reasoning, static_cast<int64_t>(std::time(nullptr)),
+                             flags.response_store_mb << 20});
   server::HttpCounters counters;
   server::HttpOptions http_options = flags.http;
   http_options.on_response = [&counters](int status) { counters.Record(status); };

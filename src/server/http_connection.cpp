@@ -38,7 +38,9 @@ HttpRequest ToHttpRequest(http::request<http::string_body>& message) {
   HttpRequest request;
   request.method = std::string(message.method_string());
   std::string_view target = message.target();
-  request.path = std::string(target.substr(0, target.find('?')));
+  const size_t question = target.find('?');
+  request.path = std::string(target.substr(0, question));
+  if (question != std::string_view::npos) request.query = std::string(target.substr(question + 1));
   for (const auto& field : message) {
     request.headers.emplace(Lower(field.name_string()), std::string(field.value()));
   }

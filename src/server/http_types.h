@@ -14,6 +14,7 @@ namespace mkserve::server {
 struct HttpRequest {
   std::string method;
   std::string path;
+  std::string query;                           // the target after '?', still escaped
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
   // Called, true once the client has hung up; stop_requested() once the server wants the request

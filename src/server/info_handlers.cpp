@@ -5,6 +5,7 @@
 #include "server/error.h"
 #include "server/handlers.h"
 #include "server/sse.h"
+#include "server/url_query.h"
 
 namespace mkserve::server {
 
@@ -17,28 +18,6 @@ Json ModelObject(const ServerState& state) {
                 {"owned_by", "mkserve"}};
   if (state.is_ready()) model["max_model_len"] = state.RequireModel().engine->max_model_len();
   return model;
-}
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX escapes decoded (the openai SDKs escape an id's slash as %2F); anything else kept as is.
-std::string PercentDecoded(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && HexDigit(text[i + 1]) >= 0 &&
-        HexDigit(text[i + 2]) >= 0) {
-      out += static_cast<char>(HexDigit(text[i + 1]) * 16 + HexDigit(text[i + 2]));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
 }
 
 }  // namespace

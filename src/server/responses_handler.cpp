@@ -1,7 +1,10 @@
 // POST /v1/responses: the chat pipeline (prompt, limits, output grammar, engine run) with the
 // Responses API's request and output shapes (responses_request.h, responses_output.h), and the
-// count of a request's input tokens. Nothing is stored, so the paths that read, delete or cancel
-// a stored response answer 404.
+// count of a request's input tokens. Finished responses are kept in the ResponseStore (unless
+// the request sends store: false) for previous_response_id and the paths that read and delete
+// them: GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+#include <algorithm>
+
 #include "server/chat_prompt.h"
 #include "server/generation_response.h"
 #include "server/handlers.h"
@@ -11,6 +14,7 @@
 #include "server/request_limits.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/url_query.h"
 
 namespace mkserve::server {
 namespace {
@@ -27,11 +31,121 @@ auto NamingInput(Step step) {
   }
 }
 
+// The stored response previous_response_id names, if the body names one.
+std::shared_ptr<const StoredResponse> PreviousResponse(const ServerState& state, const Json& body) {
+  std::optional<std::string> id = PreviousResponseId(body);
+  if (!id) return nullptr;
+  if (!state.responses().enabled()) {
+    ThrowInvalid("previous_response_id",
+                 "this server stores no responses (--response-store-mb 0); send the whole "
+                 "conversation in 'input'");
+  }
+  std::shared_ptr<const StoredResponse> previous = state.responses().Get(*id);
+  if (!previous) {
+    throw ApiError(ErrorKind::kNotFound,
+                   "no stored response '" + *id +
+                       "': it was sent with store: false, deleted, or evicted (the server keeps "
+                       "the most recent ones in memory, --response-store-mb) or from before a "
+                       "restart; send the whole conversation in 'input'",
+                   "previous_response_id");
+  }
+  return previous;
+}
+
+// Input items as stored and listed: each with an id (the client's, else one made from the
+// response's), a message's text content as one part, as OpenAI lists them.
+Json StoredInputItems(Json items, const std::string& response_id) {
+  const std::string suffix = response_id.substr(response_id.find('_') + 1);
+  for (size_t i = 0; i < items.size(); ++i) {
+    Json& item = items[i];
+    const bool message = item.value("type", "message") == "message";
+    if (!item.contains("id")) {
+      item["id"] = (message ? "msg_" : "item_") + suffix + "_in" + std::to_string(i);
+    }
+    if (message && item["content"].is_string()) {
+      const bool assistant = item.value("role", "") == "assistant";
+      item["content"] = Json::array(
+          {{{"type", assistant ? "output_text" : "input_text"}, {"text", item["content"]}}});
+    }
+  }
+  return items;
+}
+
+// Keeps a finished response: it, its input items, and the context a follow-up continues.
+FinishedResponseSink Keeper(ResponseStore& store, Json input_items,
+                            std::shared_ptr<const StoredResponse> previous) {
+  return [&store, input_items = std::move(input_items), previous](const Json& response) {
+    StoredResponse stored{response, input_items, previous ? previous->context : Json::array()};
+    for (const Json& item : input_items) stored.context.push_back(item);
+    for (const Json& item : response["output"]) stored.context.push_back(item);
+    store.Put(std::move(stored));
+  };
+}
+
+// The response id of /v1/responses/{id}[/rest], and the rest ("" / "input_items" / "cancel").
+std::pair<std::string, std::string> StoredPath(const HttpRequest& http) {
+  constexpr std::string_view kPrefix = "/v1/responses/";
+  const std::string tail = http.path.substr(kPrefix.size());
+  const size_t slash = tail.find('/');
+  if (slash == std::string::npos) return {PercentDecoded(tail), ""};
+  return {PercentDecoded(tail.substr(0, slash)), tail.substr(slash + 1)};
+}
+
+[[noreturn]] void ThrowNotStored(const std::string& id) {
+  throw ApiError(ErrorKind::kNotFound,
+                 "no stored response '" + id +
+                     "' (sent with store: false, deleted, evicted or from before a restart)",
+                 "response_id");
+}
+
+// GET /v1/responses/{id}/input_items: OpenAI's list (limit 1-100, default 20; order desc, the
+// newest item first, or asc; after: the id of the item before the page).
+Json InputItemsPage(const StoredResponse& stored, const HttpRequest& http) {
+  const std::map<std::string, std::string> query = ParseQuery(http.query);
+  auto param = [&](const std::string& name) {
+    auto it = query.find(name);
+    return it == query.end() ? std::optional<std::string>() : it->second;
+  };
+  int64_t limit = 20;
+  if (std::optional<std::string> text = param("limit")) {
+    try {
+      size_t used = 0;
+      limit = std::stoll(*text, &used);
+      if (used != text->size()) throw std::invalid_argument(*text);
+    } catch (const std::exception&) {
+      ThrowInvalid("limit", "must be an integer from 1 to 100, got '" + *text + "'");
+    }
+    if (limit < 1 || limit > 100) ThrowInvalid("limit", "must be from 1 to 100");
+  }
+  const std::string order = param("order").value_or("desc");
+  if (order != "asc" && order != "desc") ThrowInvalid("order", "must be 'asc' or 'desc'");
+  std::vector<Json> items(stored.input_items.begin(), stored.input_items.end());
+  if (order == "desc") std::reverse(items.begin(), items.end());
+  size_t begin = 0;
+  if (std::optional<std::string> after = param("after")) {
+    auto it = std::find_if(items.begin(), items.end(),
+                           [&](const Json& item) { return item.value("id", "") == *after; });
+    if (it == items.end()) ThrowInvalid("after", "no input item '" + *after + "' in this response");
+    begin = static_cast<size_t>(it - items.begin()) + 1;
+  }
+  const size_t end = std::min(items.size(), begin + static_cast<size_t>(limit));
+  Json data = Json::array();
+  for (size_t i = begin; i < end; ++i) data.push_back(items[i]);
+  return {{"object", "list"},
+          {"data", data},
+          {"first_id", data.empty() ? Json(nullptr) : data.front()["id"]},
+          {"last_id", data.empty() ? Json(nullptr) : data.back()["id"]},
+          {"has_more", end < items.size()}};
+}
+
 }  // namespace
 
 HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
-  ResponsesRequest request = ParseResponsesRequest(ParseJsonBody(http.body));
+  const Json body = ParseJsonBody(http.body);
+  std::shared_ptr<const StoredResponse> previous = PreviousResponse(state, body);
+  ResponsesRequest request =
+      ParseResponsesRequest(body, previous ? previous->context : Json::array());
   ChatRequest& chat = request.chat;
   state.CheckModelName(chat.generation.model);
   ChatPrompt prompt = NamingInput(
@@ -46,29 +160,60 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
   std::vector<RequestHandle> handles;
   handles.push_back(model.engine->Submit(std::move(engine_request)));
   auto run = std::make_unique<GenerationRun>(std::move(handles), 1, http.is_connection_closed);
+  ResponseMeta meta = NewResponseMeta("resp_", state.options().model_id);
+  const bool store = request.store && state.responses().enabled();
+  request.echo["store"] = store;
+  FinishedResponseSink keeper =
+      store ? Keeper(state.responses(), StoredInputItems(std::move(request.input_items), meta.id),
+                     std::move(previous))
+            : nullptr;
   auto output = std::make_unique<ResponsesOutput>(
-      NewResponseMeta("resp_", state.options().model_id), std::move(request.echo),
-      std::move(parser), chat.logprobs ? model.tokenizer.get() : nullptr);
+      std::move(meta), std::move(request.echo), std::move(parser),
+      chat.logprobs ? model.tokenizer.get() : nullptr, std::move(keeper));
   if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
   return CompleteResponse(*run, *output);
 }
 
 HttpResponse HandleResponsesInputTokens(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
-  ResponsesRequest request = ParseResponsesRequest(ParseJsonBody(http.body));
+  const Json body = ParseJsonBody(http.body);
+  std::shared_ptr<const StoredResponse> previous = PreviousResponse(state, body);
+  ResponsesRequest request =
+      ParseResponsesRequest(body, previous ? previous->context : Json::array());
   state.CheckModelName(request.chat.generation.model);
   ChatPrompt prompt = NamingInput([&] {
     return BuildChatPrompt(model, request.chat, state.options().default_enable_thinking);
   });
-  Json body = {{"object", "response.input_tokens"},
-               {"input_tokens", static_cast<int64_t>(prompt.token_ids.size())}};
-  return JsonResponse(DumpJson(body));
+  Json result = {{"object", "response.input_tokens"},
+                 {"input_tokens", static_cast<int64_t>(prompt.token_ids.size())}};
+  return JsonResponse(DumpJson(result));
 }
 
-HttpResponse HandleStoredResponse(const ServerState&, const HttpRequest& http) {
-  throw ApiError(ErrorKind::kNotFound,
-                 "this server does not store responses, so " + http.method + " " + http.path +
-                     " finds none; a response is returned only to the request that made it");
+HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& http) {
+  const auto [id, rest] = StoredPath(http);
+  ResponseStore& store = state.responses();
+  if (http.method == "DELETE" && rest.empty()) {
+    if (!store.Erase(id)) ThrowNotStored(id);
+    return JsonResponse(DumpJson({{"id", id}, {"object", "response"}, {"deleted", true}}));
+  }
+  std::shared_ptr<const StoredResponse> stored = store.Get(id);
+  if (http.method == "GET" && rest.empty()) {
+    if (!stored) ThrowNotStored(id);
+    if (ParseQuery(http.query)["stream"] == "true") {
+      ThrowInvalid("stream", "a stored response is returned whole; leave 'stream' out");
+    }
+    return JsonResponse(DumpJson(stored->response));
+  }
+  if (http.method == "GET" && rest == "input_items") {
+    if (!stored) ThrowNotStored(id);
+    return JsonResponse(DumpJson(InputItemsPage(*stored, http)));
+  }
+  if (http.method == "POST" && rest == "cancel") {
+    if (!stored) ThrowNotStored(id);
+    ThrowInvalid("response_id",
+                 "only background responses can be cancelled; this one has finished");
+  }
+  throw ApiError(ErrorKind::kNotFound, "no route for " + http.method + " " + http.path);
 }
 
 }  // namespace mkserve::server

@@ -17,11 +17,13 @@ Json With(Json base, const Json& extra) {
 }  // namespace
 
 ResponsesOutput::ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser,
-                                 const tokenizer::Tokenizer* logprobs_tokenizer)
+                                 const tokenizer::Tokenizer* logprobs_tokenizer,
+                                 FinishedResponseSink on_finished)
     : meta_(std::move(meta)),
       echo_(std::move(echo)),
       parser_(std::move(parser)),
-      logprobs_tokenizer_(logprobs_tokenizer) {
+      logprobs_tokenizer_(logprobs_tokenizer),
+      on_finished_(std::move(on_finished)) {
   if (!parser_) parser_ = std::make_unique<PlainOutputParser>();
 }
 
@@ -64,7 +66,7 @@ Json ResponsesOutput::Snapshot(const std::string& status, const Usage* usage) co
                    {"model", meta_.model},
                    {"output", Json::array()},
                    {"previous_response_id", nullptr},
-                   {"store", false},
+                   {"store", false},  // echo has the request's
                    {"truncation", "disabled"},
                    {"usage", nullptr}};
   response.update(echo_);
@@ -230,10 +232,16 @@ std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
 }
 
 std::string ResponsesOutput::StreamEnd(const Usage& usage) {
+  Json response = Snapshot(status_, &usage);
+  if (on_finished_) on_finished_(response);
   return Event(status_ == "completed" ? "response.completed" : "response.incomplete",
-               {{"response", Snapshot(status_, &usage)}});
+               {{"response", std::move(response)}});
 }
 
-Json ResponsesOutput::FinalResponse(const Usage& usage) const { return Snapshot(status_, &usage); }
+Json ResponsesOutput::FinalResponse(const Usage& usage) const {
+  Json response = Snapshot(status_, &usage);
+  if (on_finished_) on_finished_(response);
+  return response;
+}
 
 }  // namespace mkserve::server

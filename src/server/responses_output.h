@@ -6,6 +6,7 @@
 // object. It has ChatChoices' interface, so StreamResponse / CompleteResponse run it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,12 +18,18 @@
 
 namespace mkserve::server {
 
+// Called with the finished response object (the body, or response.completed's response) when
+// the run ends as the client sees it; not when the client went away or the server stopped it.
+using FinishedResponseSink = std::function<void(const Json& response)>;
+
 class ResponsesOutput {
  public:
   // `echo`: the request's settings the response object repeats (ResponsesRequest::echo).
   // `logprobs_tokenizer`: names the tokens of the answer's logprobs; null when none are asked.
+  // `on_finished` (may be null): e.g. the ResponseStore's keeper.
   ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser,
-                  const tokenizer::Tokenizer* logprobs_tokenizer = nullptr);
+                  const tokenizer::Tokenizer* logprobs_tokenizer = nullptr,
+                  FinishedResponseSink on_finished = nullptr);
 
   // Streaming: response.created and response.in_progress; then per event the item events; then
   // response.completed (or response.incomplete). No [DONE]: the Responses API ends without one.
@@ -61,6 +68,7 @@ class ResponsesOutput {
   Json echo_;
   std::unique_ptr<OutputParser> parser_;
   const tokenizer::Tokenizer* logprobs_tokenizer_;
+  FinishedResponseSink on_finished_;
   // Logprobs of tokens that wrote nothing yet while a message is open (text the parser holds).
   Json pending_logprobs_ = Json::array();
   std::vector<Item> items_;

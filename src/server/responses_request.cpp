@@ -65,30 +65,19 @@ std::string ParseReasoningItem(const JsonFields& item) {
   return text;
 }
 
-// The input items as chat messages. Consecutive assistant-side items (reasoning, assistant
+// Input items as chat messages. Consecutive assistant-side items (reasoning, assistant
 // messages, function calls) make one assistant turn, as the chat template renders a turn; a
 // function_call_output is a tool message. `call_id_params[i]` names the call id of the item
 // message i came from, for CheckToolResults.
-void ParseInputItems(const Json& input, std::vector<ChatMessage>& messages,
-                     std::vector<std::string>& call_id_params) {
-  if (!input.is_array()) {
-    ThrowInvalid("input", "expected a string or an array of items, got " + JsonTypeName(input));
-  }
-  if (input.empty()) ThrowInvalid("input", "must contain at least one item");
-  static const std::set<std::string> kRoles = {"user", "system", "developer", "assistant"};
-  bool assistant_open = false;  // the last message is an assistant turn items may still join
-  auto assistant_turn = [&](const std::string& param) -> ChatMessage& {
-    if (!assistant_open) {
-      messages.push_back(ChatMessage());
-      messages.back().role = "assistant";
-      call_id_params.push_back(param + ".call_id");
-      assistant_open = true;
-    }
-    return messages.back();
-  };
-  for (size_t i = 0; i < input.size(); ++i) {
-    const std::string at = "input[" + std::to_string(i) + "]";
-    JsonFields item(input[i], at);
+class InputItemReader {
+ public:
+  InputItemReader(std::vector<ChatMessage>& messages, std::vector<std::string>& call_id_params)
+      : messages_(messages), call_id_params_(call_id_params) {}
+
+  // One item; `at` names it in errors.
+  void Read(const Json& value, const std::string& at) {
+    static const std::set<std::string> kRoles = {"user", "system", "developer", "assistant"};
+    JsonFields item(value, at);
     const std::string type = item.String("type").value_or("message");
     if (type == "message") {
       std::optional<std::string> role = item.String("role");
@@ -97,15 +86,13 @@ void ParseInputItems(const Json& input, std::vector<ChatMessage>& messages,
       }
       std::string text = RequiredText(item, "content");
       if (*role == "assistant") {
-        ChatMessage& turn = assistant_turn(at);
+        ChatMessage& turn = AssistantTurn(at);
         turn.content = turn.content.value_or("") + text;
-        continue;
+        return;
       }
-      messages.push_back(Message(*role, std::move(text)));
-      call_id_params.push_back(at + ".call_id");
-      assistant_open = false;
+      Push(Message(*role, std::move(text)), at);
     } else if (type == "reasoning") {
-      assistant_turn(at).reasoning_content += ParseReasoningItem(item);
+      AssistantTurn(at).reasoning_content += ParseReasoningItem(item);
     } else if (type == "function_call") {
       ToolCall call;
       std::optional<std::string> call_id = item.NonEmptyString("call_id");
@@ -115,19 +102,37 @@ void ParseInputItems(const Json& input, std::vector<ChatMessage>& messages,
       call.id = *call_id;
       call.name = *name;
       call.arguments = item.String("arguments").value_or("{}");
-      assistant_turn(at).tool_calls.push_back(std::move(call));
+      AssistantTurn(at).tool_calls.push_back(std::move(call));
     } else if (type == "function_call_output") {
       std::optional<std::string> call_id = item.String("call_id");
-      messages.push_back(Message("tool", RequiredText(item, "output"), call_id.value_or("")));
-      call_id_params.push_back(at + ".call_id");
-      assistant_open = false;
+      Push(Message("tool", RequiredText(item, "output"), call_id.value_or("")), at);
     } else {
       ThrowInvalid(item.Param("type"), "input items of type '" + type +
                                            "' are not supported (message, reasoning, "
                                            "function_call, function_call_output)");
     }
   }
-}
+
+ private:
+  void Push(ChatMessage message, const std::string& at) {
+    messages_.push_back(std::move(message));
+    call_id_params_.push_back(at + ".call_id");
+    assistant_open_ = false;
+  }
+  ChatMessage& AssistantTurn(const std::string& at) {
+    if (!assistant_open_) {
+      ChatMessage turn;
+      turn.role = "assistant";
+      Push(std::move(turn), at);
+      assistant_open_ = true;
+    }
+    return messages_.back();
+  }
+
+  std::vector<ChatMessage>& messages_;
+  std::vector<std::string>& call_id_params_;
+  bool assistant_open_ = false;  // the last message is an assistant turn items may still join
+};
 
 std::vector<ToolDefinition> ParseTools(const JsonFields& fields) {
   std::vector<ToolDefinition> tools;
@@ -231,12 +236,9 @@ void ParseInclude(const JsonFields& fields, ChatRequest& chat) {
   if (logprobs) chat.generation.sampling.num_logprobs = static_cast<int32_t>(top.value_or(0));
 }
 
-// What needs a stored response, a hosted tool or another output than text is refused by name.
+// What needs a stored conversation, a hosted tool or another output than text is refused by
+// name.
 void RejectUnhonouredFields(const JsonFields& fields) {
-  if (fields.Get("previous_response_id") != nullptr) {
-    ThrowInvalid("previous_response_id",
-                 "this server does not store responses; send the whole conversation in 'input'");
-  }
   if (fields.Get("conversation") != nullptr) {
     ThrowInvalid("conversation",
                  "this server keeps no conversations; send the whole conversation in 'input'");
@@ -259,7 +261,6 @@ void RejectUnhonouredFields(const JsonFields& fields) {
       ThrowInvalid("service_tier", "this server has one tier; send 'auto' or 'default'");
     }
   }
-  fields.Bool("store");  // typed: nothing is stored either way, and the response says so
   fields.Object("metadata");
   if (const Json* n = fields.Get("n"); n != nullptr && *n != 1) {
     ThrowInvalid("n", "a response has one output; send several requests for several");
@@ -268,7 +269,22 @@ void RejectUnhonouredFields(const JsonFields& fields) {
 
 }  // namespace
 
-ResponsesRequest ParseResponsesRequest(const Json& body) {
+std::optional<std::string> PreviousResponseId(const Json& body) {
+  return JsonFields(body, "").NonEmptyString("previous_response_id");
+}
+
+Json InputItems(const Json& input) {
+  if (input.is_string()) {
+    return Json::array({{{"type", "message"}, {"role", "user"}, {"content", input}}});
+  }
+  if (!input.is_array()) {
+    ThrowInvalid("input", "expected a string or an array of items, got " + JsonTypeName(input));
+  }
+  if (input.empty()) ThrowInvalid("input", "must contain at least one item");
+  return input;
+}
+
+ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   JsonFields fields(body, "");
   ResponsesRequest request;
   ChatRequest& chat = request.chat;
@@ -280,11 +296,12 @@ ResponsesRequest ParseResponsesRequest(const Json& body) {
   }
   const Json* input = fields.Get("input");
   if (input == nullptr) ThrowInvalid("input", "is required");
-  if (input->is_string()) {
-    chat.messages.push_back(Message("user", input->get<std::string>()));
-    call_id_params.push_back("input");
-  } else {
-    ParseInputItems(*input, chat.messages, call_id_params);
+  request.input_items = InputItems(*input);
+  InputItemReader reader(chat.messages, call_id_params);
+  for (const Json& item : context) reader.Read(item, "previous_response_id");
+  for (size_t i = 0; i < request.input_items.size(); ++i) {
+    reader.Read(request.input_items[i],
+                input->is_string() ? "input" : "input[" + std::to_string(i) + "]");
   }
   CheckToolResults(chat.messages, call_id_params);
   RejectUnhonouredFields(fields);
@@ -300,6 +317,8 @@ ResponsesRequest ParseResponsesRequest(const Json& body) {
   chat.response_format = ParseTextFormat(fields);
   chat.enable_thinking = ParseReasoningEffort(fields);
   ParseInclude(fields, chat);
+  request.store = fields.Bool("store").value_or(true);
+  fields.String("previous_response_id");  // typed; its context came in `context`
 
   Json& echo = request.echo;
   echo["instructions"] = instructions ? Json(*instructions) : Json(nullptr);
@@ -324,6 +343,9 @@ ResponsesRequest ParseResponsesRequest(const Json& body) {
   echo["parallel_tool_calls"] = chat.parallel_tool_calls;
   echo["metadata"] = fields.Get("metadata") != nullptr ? *fields.Get("metadata") : Json::object();
   echo["user"] = chat.generation.user.empty() ? Json(nullptr) : Json(chat.generation.user);
+  const Json* previous = fields.Get("previous_response_id");
+  echo["previous_response_id"] = previous != nullptr ? *previous : Json(nullptr);
+  echo["store"] = request.store;
   return request;
 }
 

@@ -1,9 +1,12 @@
 // Parses and validates a /v1/responses body (OpenAI's Responses API) into the chat request it
-// asks for: `instructions` and the `input` items become chat messages, the flat function tools,
-// `text.format` and `reasoning.effort` the chat fields they correspond to. Nothing is stored, so
-// what would need a stored response (previous_response_id, conversation, background) is refused
-// by name.
+// asks for: `instructions`, the previous response's context (previous_response_id, looked up in
+// the ResponseStore by the handler) and the `input` items become chat messages, the flat
+// function tools, `text.format` and `reasoning.effort` the chat fields they correspond to. What
+// would need a stored conversation or a queue (conversation, background) is refused by name.
 #pragma once
+
+#include <optional>
+#include <string>
 
 #include "server/json.h"
 #include "server/openai_request.h"
@@ -15,8 +18,16 @@ struct ResponsesRequest {
   // The request's settings as the response object repeats them: instructions, max_output_tokens,
   // tools, tool_choice, text, reasoning, temperature, top_p, parallel_tool_calls, metadata, user.
   Json echo = Json::object();
+  // The request's own input items (a string input as one user message), for the store.
+  Json input_items = Json::array();
+  bool store = true;  // keep the finished response (`store`, true unless sent false)
 };
 
-ResponsesRequest ParseResponsesRequest(const Json& body);
+// The body's previous_response_id, if it has one (a non-empty string; else ApiError).
+std::optional<std::string> PreviousResponseId(const Json& body);
+
+// `context`: the items the previous response left (StoredResponse::context), which come after
+// the instructions and before the input; empty without previous_response_id.
+ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context = Json::array());
 
 }  // namespace mkserve::server

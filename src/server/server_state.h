@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
 #include "grammar/token_vocabulary.h"
+#include "server/response_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mkserve::server {
@@ -20,6 +21,7 @@ struct ServerOptions {
   std::string model_id;                 // the name /v1/models lists and requests must use
   bool default_enable_thinking = true;  // reasoning on unless the request turns it off
   int64_t created_unix_s = 0;           // /v1/models `created`
+  int64_t response_store_bytes = 0;     // ResponseStore's bound; 0: responses are not stored
 };
 
 // The loaded model: engine, tokenizer and chat template. Immutable once published.
@@ -42,9 +44,13 @@ struct ServedModel {
 
 class ServerState {
  public:
-  explicit ServerState(ServerOptions options) : options_(std::move(options)) {}
+  explicit ServerState(ServerOptions options)
+      : options_(std::move(options)),
+        responses_(std::make_unique<ResponseStore>(options_.response_store_bytes)) {}
 
   const ServerOptions& options() const { return options_; }
+  // The stored /v1/responses results (thread-safe; every handler shares it).
+  ResponseStore& responses() const { return *responses_; }
   // Publishes the model; handlers see it from their next request on.
   void SetModel(std::unique_ptr<ServedModel> model) {
     model_ = std::move(model);
@@ -58,6 +64,7 @@ class ServerState {
 
  private:
   ServerOptions options_;
+  std::unique_ptr<ResponseStore> responses_;
   std::unique_ptr<ServedModel> model_;
   std::atomic<bool> ready_{false};
 };

@@ -1,6 +1,7 @@
 // /v1/responses through the official SDK against the scripted backend: output items (reasoning,
-// message, function_call), the named stream events, a tool round trip, text.format and the
-// fields that need a stored response, refused by name.
+// message, function_call), the named stream events, a tool round trip (whole input, and through
+// previous_response_id), stored responses (retrieve, input items, delete), text.format and the
+// fields mkserve does not honour, refused by name.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeTinyModel, writeScript, startServer, client, rawPost } from './harness.mjs';
@@ -36,7 +37,7 @@ test('a reasoning item, then a message item, with usage', async () => {
   assert.equal(response.output[0].content[0].text, 'The user greets me.');
   assert.equal(response.output[1].content[0].type, 'output_text');
   assert.equal(response.output_text, 'Hello there, friend!');
-  assert.equal(response.store, false);
+  assert.equal(response.store, true);
   const { usage } = response;
   assert.ok(usage.input_tokens > 0 && usage.output_tokens > 0);
   assert.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens);
@@ -160,7 +161,8 @@ test('reasoning.effort none: the answer alone', async () => {
 
 test('fields that need a stored response or a hosted tool are refused by name', async () => {
   const cases = [
-    [{ input: 'hi', previous_response_id: 'resp_1' }, 'previous_response_id'],
+    [{ input: 'hi', previous_response_id: 7 }, 'previous_response_id'],
+    [{ input: 'hi', conversation: 'conv_1' }, 'conversation'],
     [{ input: 'hi', background: true }, 'background'],
     [{ input: 'hi', truncation: 'auto' }, 'truncation'],
     [{ input: 'hi', include: ['file_search_call.results'] }, 'include[0]'],
@@ -181,17 +183,92 @@ test('fields that need a stored response or a hosted tool are refused by name', 
     assert.equal(response.status, 400, JSON.stringify(body));
     assert.equal(response.json.error.param, param, JSON.stringify(response.json));
   }
-  // Nothing is stored: reading, deleting or cancelling a response finds none.
+  // A response never stored: reading, listing, deleting, cancelling or continuing it finds none.
   for (const [method, path] of [['GET', '/v1/responses/resp_1'], ['DELETE', '/v1/responses/resp_1'],
-    ['POST', '/v1/responses/resp_1/cancel']]) {
+    ['GET', '/v1/responses/resp_1/input_items'], ['POST', '/v1/responses/resp_1/cancel']]) {
     const response = await fetch(`${server.url}${path}`, { method });
     assert.equal(response.status, 404, `${method} ${path}`);
-    assert.match((await response.json()).error.message, /does not store responses/);
+    assert.match((await response.json()).error.message, /no stored response 'resp_1'/);
   }
+  const unknown = await rawPost(server, '/v1/responses', JSON.stringify({ input: 'hi', previous_response_id: 'resp_1' }));
+  assert.equal(unknown.status, 404);
+  assert.equal(unknown.json.error.param, 'previous_response_id');
   // A schema the grammar cannot enforce is named under text.format, not chat's response_format.
   const unsupported = await rawPost(server, '/v1/responses', JSON.stringify({
     input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'number', multipleOf: 3 } } },
   }));
   assert.equal(unsupported.status, 400);
   assert.match(unsupported.json.error.param, /^text\.format\.schema/);
+});
+
+test('previous_response_id continues a stored response: the tool result, then the answer', async () => {
+  const first = await openai.responses.create({ model: 'tiny', input: 'What is the weather?', tools: TOOLS });
+  const call = first.output.find((item) => item.type === 'function_call');
+  assert.ok(call, JSON.stringify(first.output));
+  const result = { type: 'function_call_output', call_id: call.call_id, output: '{"sky": "sunny"}' };
+  const second = await openai.responses.create({ model: 'tiny', tools: TOOLS, previous_response_id: first.id, input: [result] });
+  assert.equal(second.output_text, 'It is sunny in Paris.');
+  assert.equal(second.previous_response_id, first.id);
+  // The prompt is the whole conversation: as many input tokens as sending it all in `input`.
+  const whole = { model: 'tiny', tools: TOOLS, input: [{ role: 'user', content: 'What is the weather?' }, ...first.output, result] };
+  const count = await rawPost(server, '/v1/responses/input_tokens', JSON.stringify(whole));
+  assert.equal(second.usage.input_tokens, count.json.input_tokens);
+  const counted = await rawPost(server, '/v1/responses/input_tokens',
+    JSON.stringify({ model: 'tiny', tools: TOOLS, previous_response_id: first.id, input: [result] }));
+  assert.equal(counted.json.input_tokens, count.json.input_tokens);
+  // A chain: the third turn sees both earlier ones (the script answers any prompt that holds
+  // "sunny" as the second turn).
+  const third = await openai.responses.create({ model: 'tiny', previous_response_id: second.id, input: 'greet me' });
+  assert.equal(third.previous_response_id, second.id);
+  const all = await rawPost(server, '/v1/responses/input_tokens', JSON.stringify({
+    ...whole, input: [...whole.input, ...second.output, { role: 'user', content: 'greet me' }], tools: undefined }));
+  assert.equal(third.usage.input_tokens, all.json.input_tokens);
+  // Without the stored context the same tool result answers no call.
+  await assert.rejects(openai.responses.create({ model: 'tiny', tools: TOOLS, input: [result] }),
+    (error) => error.status === 400 && error.param === 'input[0].call_id');
+});
+
+test('a stored response: retrieved, its input items paged, deleted; store false keeps nothing', async () => {
+  const response = await openai.responses.create({
+    model: 'tiny', instructions: 'Be kind.',
+    input: [{ role: 'user', content: 'first' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'greet me' }],
+  });
+  const stored = await openai.responses.retrieve(response.id);
+  for (const key of ['id', 'status', 'output', 'usage', 'instructions', 'store', 'created_at']) {
+    assert.deepEqual(stored[key], response[key], key);
+  }
+  const all = await openai.responses.inputItems.list(response.id, { order: 'asc' });
+  assert.deepEqual(all.data.map((item) => item.content[0].text), ['first', 'ok', 'greet me']);
+  assert.deepEqual(all.data.map((item) => item.content[0].type), ['input_text', 'output_text', 'input_text']);
+  assert.equal(new Set(all.data.map((item) => item.id)).size, 3);
+  const page = await openai.responses.inputItems.list(response.id, { limit: 2 });  // newest first
+  assert.deepEqual(page.data.map((item) => item.content[0].text), ['greet me', 'ok']);
+  assert.equal(page.has_more, true);
+  const raw = await (await fetch(`${server.url}/v1/responses/${response.id}/input_items?limit=2`)).json();
+  assert.equal(raw.first_id, page.data[0].id);
+  assert.equal(raw.last_id, page.data[1].id);
+  const rest = await openai.responses.inputItems.list(response.id, { limit: 2, after: page.data.at(-1).id });
+  assert.deepEqual(rest.data.map((item) => item.content[0].text), ['first']);
+  assert.equal(rest.has_more, false);
+  const badLimit = await fetch(`${server.url}/v1/responses/${response.id}/input_items?limit=0`);
+  assert.equal(badLimit.status, 400);
+  assert.equal((await badLimit.json()).error.param, 'limit');
+  const cancel = await fetch(`${server.url}/v1/responses/${response.id}/cancel`, { method: 'POST' });
+  assert.equal(cancel.status, 400);
+
+  // A streamed response is stored as its response.completed event has it.
+  const stream = await openai.responses.create({ model: 'tiny', input: 'greet me', stream: true });
+  let completed;
+  for await (const event of stream) if (event.type === 'response.completed') completed = event.response;
+  assert.deepEqual((await openai.responses.retrieve(completed.id)).output, completed.output);
+
+  const deleted = await fetch(`${server.url}/v1/responses/${response.id}`, { method: 'DELETE' });
+  assert.deepEqual(await deleted.json(), { id: response.id, object: 'response', deleted: true });
+  await assert.rejects(openai.responses.retrieve(response.id), (error) => error.status === 404);
+  await assert.rejects(openai.responses.create({ model: 'tiny', previous_response_id: response.id, input: 'hi' }),
+    (error) => error.status === 404 && error.param === 'previous_response_id');
+
+  const unstored = await openai.responses.create({ model: 'tiny', input: 'greet me', store: false });
+  assert.equal(unstored.store, false);
+  await assert.rejects(openai.responses.retrieve(unstored.id), (error) => error.status === 404);
 });

@@ -67,6 +67,45 @@ TEST(ResponsesRequestTest, AssistantSideItemsMakeOneTurn) {
   EXPECT_EQ(m[5].role, "developer");
 }
 
+// previous_response_id: the stored context comes after the new instructions and before the
+// input, and a tool result in the input may answer a call of the context; the request's own
+// items (a string as one user message) are what it stores.
+TEST(ResponsesRequestTest, ContextOfAPreviousResponseComesBeforeTheInput) {
+  const Json context = Json::array(
+      {{{"type", "message"}, {"role", "user"}, {"content", "weather?"}},
+       {{"type", "reasoning"}, {"content", {{{"type", "reasoning_text"}, {"text", "call it"}}}}},
+       {{"type", "function_call"}, {"call_id", "c1"}, {"name", "f"}, {"arguments", "{}"}}});
+  const Json body = {
+      {"instructions", "new rules"},
+      {"previous_response_id", "resp_1"},
+      {"input",
+       Json::array({{{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "sun"}}})}};
+  EXPECT_EQ(PreviousResponseId(body), "resp_1");
+  ResponsesRequest request = ParseResponsesRequest(body, context);
+  const std::vector<ChatMessage>& m = request.chat.messages;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0].content, "new rules");
+  EXPECT_EQ(m[1].content, "weather?");
+  EXPECT_EQ(m[2].reasoning_content, "call it");
+  ASSERT_EQ(m[2].tool_calls.size(), 1u);
+  EXPECT_EQ(m[3].role, "tool");
+  EXPECT_EQ(request.input_items, body["input"]);
+  EXPECT_TRUE(request.store);
+  EXPECT_EQ(request.echo["previous_response_id"], "resp_1");
+  // Without the context the same tool result answers no call.
+  EXPECT_EQ(ExpectApiError([&] { ParseResponsesRequest(body); }).param(), "input[0].call_id");
+
+  ResponsesRequest plain = ParseResponsesRequest({{"input", "hi"}, {"store", false}});
+  EXPECT_EQ(plain.input_items,
+            Json::array({{{"type", "message"}, {"role", "user"}, {"content", "hi"}}}));
+  EXPECT_FALSE(plain.store);
+  EXPECT_EQ(PreviousResponseId({{"input", "hi"}}), std::nullopt);
+  EXPECT_EQ(ExpectApiError([] {
+              PreviousResponseId({{"previous_response_id", ""}});
+            }).param(),
+            "previous_response_id");
+}
+
 TEST(ResponsesRequestTest, FlatToolsToolChoiceFormatAndEffort) {
   Json body = {
       {"input", "x"},
@@ -146,7 +185,7 @@ TEST(ResponsesRequestTest, BadInputIsRefusedNamingTheField) {
       {{{"input", "x"}, {"text", {{"verbosity", "low"}}}}, "text.verbosity"},
       {{{"input", "x"}, {"reasoning", {{"effort", "max"}}}}, "reasoning.effort"},
       {{{"input", "x"}, {"max_output_tokens", 0}}, "max_output_tokens"},
-      {{{"input", "x"}, {"previous_response_id", "r"}}, "previous_response_id"},
+      {{{"input", "x"}, {"previous_response_id", 5}}, "previous_response_id"},
       {{{"input", "x"}, {"conversation", "c"}}, "conversation"},
       {{{"input", "x"}, {"background", true}}, "background"},
       {{{"input", "x"}, {"prompt", {{"id", "p"}}}}, "prompt"},

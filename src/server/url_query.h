@@ -1,0 +1,16 @@
+// The parts of a request target after the path: %XX escapes and the query's name=value pairs.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace mkserve::server {
+
+// %XX escapes decoded (the openai SDKs escape an id's slash as %2F); anything else kept as is.
+std::string PercentDecoded(const std::string& text);
+
+// "a=1&b=x%20y" as {a: "1", b: "x y"} ('+' is a space, as forms send it); a name without '='
+// has an empty value, and a repeated name keeps its last value.
+std::map<std::string, std::string> ParseQuery(const std::string& query);
+
+}  // namespace mkserve::server
