@@ -1,5 +1,6 @@
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -39,7 +40,8 @@ const std::set<std::string>& Keywords() {
                                                   "minimum",
                                                   "maximum",
                                                   "exclusiveMinimum",
-                                                  "exclusiveMaximum"};
+                                                  "exclusiveMaximum",
+                                                  "multipleOf"};
   return kKeywords;
 }
 
@@ -139,6 +141,31 @@ bool HasBounds(const Json& schema) {
   return false;
 }
 
+// The largest multipleOf power of ten taken: 10^17 (a quotient keeps some of the 20 digits).
+constexpr int kMaxMultipleOfPower = 17;
+
+// multipleOf as the exponent of its power of ten (0.01: -2, 1: 0, 100: 2); nullopt without one.
+// Other steps would need a remainder count in the grammar, which it does not keep.
+std::optional<int> MultipleOfPower(const Json& schema, const std::string& where) {
+  const auto it = schema.find("multipleOf");
+  if (it == schema.end()) return std::nullopt;
+  const std::string at = where + ".multipleOf";
+  if (!it->is_number() || !(it->get<double>() > 0)) {
+    throw SchemaError(at, "must be a number greater than 0");
+  }
+  const double value = it->get<double>();
+  const int power = static_cast<int>(std::lround(std::log10(value)));
+  if (std::fabs(value / std::pow(10.0, power) - 1.0) > 1e-9) {
+    throw SchemaError(
+        at, "only powers of ten (0.01, 0.1, 1, 10, 100, ...) are supported, got " + it->dump());
+  }
+  if (power > kMaxMultipleOfPower) {
+    throw SchemaError(
+        at, "values above 1e" + std::to_string(kMaxMultipleOfPower) + " are not supported");
+  }
+  return power;
+}
+
 }  // namespace
 
 JsonGrammarBuilder::JsonGrammarBuilder() {
@@ -216,8 +243,10 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
       // Without a type only strings are written: those are valid whatever the schema allows else.
       return CompileString(schema, where);
     }
-    if (HasBounds(schema)) {
-      throw SchemaError(where, "numeric bounds need 'type': 'number' or 'integer' beside them");
+    if (HasBounds(schema) || schema.contains("multipleOf")) {
+      throw SchemaError(where,
+                        "numeric bounds and 'multipleOf' need 'type': 'number' or "
+                        "'integer' beside them");
     }
     return rules_.value;  // no constraint: any JSON value
   }
@@ -242,20 +271,39 @@ int32_t JsonGrammarBuilder::CompileType(const std::string& type, const Json& sch
   if (type == "object") return CompileObject(schema, where);
   if (type == "array") return CompileArray(schema, where);
   if (type == "string") return CompileString(schema, where);
-  if (type == "number" || type == "integer") {
-    const bool integer = type == "integer";
-    if (!HasBounds(schema)) return integer ? rules_.integer : rules_.number;
-    const NumericRange range = Bounds(schema, type, where);
-    const int32_t rule =
-        integer ? IntegerRangeRule(grammar_, range) : NumberRangeRule(grammar_, range);
-    if (rule < 0) throw SchemaError(where, "no " + type + " lies between its bounds");
-    return rule;
-  }
+  if (type == "number" || type == "integer") return CompileNumeric(type, schema, where);
   if (type == "boolean") return rules_.boolean;
   if (type == "null") return rules_.null;
   throw SchemaError(where + ".type", "unknown type " + Quoted(type) +
                                          "; expected object, array, string, number, integer, "
                                          "boolean or null");
+}
+
+// A multipleOf of 1 or more makes a number an integer (written without a fraction); one below 1
+// limits a number's fraction digits (0.01: two) and asks nothing of an integer.
+int32_t JsonGrammarBuilder::CompileNumeric(const std::string& type, const Json& schema,
+                                           const std::string& where) {
+  const std::optional<int> power = MultipleOfPower(schema, where);
+  const bool integral = type == "integer" || (power && *power >= 0);
+  if (!HasBounds(schema) && (!power || (integral && *power <= 0))) {
+    return integral ? rules_.integer : rules_.number;
+  }
+  const NumericRange range =
+      HasBounds(schema) ? Bounds(schema, integral ? "integer" : type, where) : NumericRange{};
+  int32_t rule;
+  if (!integral) {
+    rule = NumberRangeRule(grammar_, range,
+                           power ? std::min(-*power, kMaxFractionDigits) : kMaxFractionDigits);
+  } else if (power && *power > 0) {
+    rule = ScaledIntegerRule(grammar_, range, *power);
+  } else {
+    rule = IntegerRangeRule(grammar_, range);
+  }
+  if (rule < 0) {
+    throw SchemaError(where, "no " + type + (power ? " multiple of its 'multipleOf'" : "") +
+                                 " lies between its bounds");
+  }
+  return rule;
 }
 
 int32_t JsonGrammarBuilder::CompileRef(const std::string& ref, const std::string& where) {

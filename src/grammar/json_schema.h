@@ -7,9 +7,10 @@
 // anyOf; $ref into the document ("#", "#/$defs/x", any JSON pointer; recursion allowed);
 // $defs/definitions; string formats date-time, date, time, email, uuid, pattern
 // (string_pattern.h) and minLength 0 or 1; number and integer, with minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum (numeric_range.h: a number's bounds must be integers);
-// boolean, null. Annotations (title, description, default, examples, $schema, $id, $comment,
-// deprecated, readOnly, writeOnly) are ignored. Any other keyword is refused by name.
+// exclusiveMinimum, exclusiveMaximum (numeric_range.h: a number's bounds must be integers) and
+// multipleOf a power of ten (0.01: at most two fraction digits; 1, 10, ...: integers ending in
+// the zeros); boolean, null. Annotations (title, description, default, examples, $schema, $id,
+// $comment, deprecated, readOnly, writeOnly) are ignored. Any other keyword is refused by name.
 #pragma once
 
 #include <map>
@@ -56,6 +57,7 @@ class JsonGrammarBuilder {
   int32_t Compile(const Json& schema, const std::string& where);
   int32_t CompileRef(const std::string& ref, const std::string& where);
   int32_t CompileType(const std::string& type, const Json& schema, const std::string& where);
+  int32_t CompileNumeric(const std::string& type, const Json& schema, const std::string& where);
   int32_t CompileObject(const Json& schema, const std::string& where);
   int32_t CompileArray(const Json& schema, const std::string& where);
   int32_t CompileString(const Json& schema, const std::string& where);

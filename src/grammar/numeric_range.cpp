@@ -96,7 +96,8 @@ struct MagnitudeInterval {
 
 class NumberWriter {
  public:
-  explicit NumberWriter(Grammar& grammar) : g_(grammar), digits_(grammar) {}
+  NumberWriter(Grammar& grammar, int max_fraction_digits)
+      : g_(grammar), digits_(grammar), most_(max_fraction_digits) {}
 
   // Alternatives for sign + m, m in `interval`: an integer part I strictly inside the interval
   // takes any fraction; I at an exclusive lower end needs a fraction that is not zero, I at an
@@ -130,25 +131,39 @@ class NumberWriter {
   }
 
   // The rule of a fraction kind, made once: none or "." digits, "." zeros only, or "." digits
-  // with a non-zero one among them.
+  // with a non-zero one among them; at most most_ digits.
   int32_t Fraction(FractionKind kind) {
     if (fractions_[kind] >= 0) return fractions_[kind];
     const Element dot = g_.Byte('.'), digit = digits_.Digit('0', '9'), zero = g_.Byte('0');
-    const int most = kMaxFractionDigits;
+    const Element nonzero = digits_.Digit('1', '9');
+    const int most = most_;
     if (kind == kAny) {
       fractions_[kind] = g_.RuleOf({{}, {dot, Element::Rule(Repeat(g_, {digit}, 1, most))}});
     } else if (kind == kZero) {
       fractions_[kind] = g_.RuleOf({{}, {dot, Element::Rule(Repeat(g_, {zero}, 1, most))}});
+    } else if (most == kMaxFractionDigits) {
+      // The prelude's limit: a few digits past it (zeros, a digit, digits) bound nothing.
+      fractions_[kind] = g_.RuleOf({{dot, Element::Rule(Repeat(g_, {zero}, 0, most - 1)), nonzero,
+                                     Element::Rule(Repeat(g_, {digit}, 0, most - 1))}});
     } else {
-      fractions_[kind] =
-          g_.RuleOf({{dot, Element::Rule(Repeat(g_, {zero}, 0, most - 1)), digits_.Digit('1', '9'),
-                      Element::Rule(Repeat(g_, {digit}, 0, most - 1))}});
+      // A multipleOf's limit is exact: the first non-zero digit at each place i, then up to
+      // most - 1 - i digits.
+      const int32_t rule = g_.NewRule();
+      for (int i = 0; i < most; ++i) {
+        Seq alternative{dot};
+        for (int z = 0; z < i; ++z) alternative.push_back(zero);
+        alternative.push_back(nonzero);
+        alternative.push_back(Element::Rule(Repeat(g_, {digit}, 0, most - 1 - i)));
+        g_.AddAlternative(rule, alternative);
+      }
+      fractions_[kind] = rule;
     }
     return fractions_[kind];
   }
 
   Grammar& g_;
   RangeWriter digits_;
+  int most_;
   int32_t fractions_[3] = {-1, -1, -1};
 };
 
@@ -183,8 +198,8 @@ int32_t IntegerRangeRule(Grammar& grammar, const NumericRange& range) {
   return RuleOrNone(grammar, alternatives);
 }
 
-int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range) {
-  NumberWriter writer(grammar);
+int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range, int max_fraction_digits) {
+  NumberWriter writer(grammar, max_fraction_digits);
   std::vector<Seq> alternatives;
   // x >= 0: m = x from the lower bound (or 0) to the upper bound.
   const bool positive_empty = range.upper && (range.upper->value < 0 ||
@@ -214,6 +229,43 @@ int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range) {
     }
     writer.Add({grammar.Byte('-')}, m, alternatives);
   }
+  return RuleOrNone(grammar, alternatives);
+}
+
+int32_t ScaledIntegerRule(Grammar& grammar, const NumericRange& range, int zeros) {
+  // Inclusive integer bounds, then those of q = x / 10^zeros (rounded inward).
+  std::optional<int64_t> lo, hi;
+  if (range.lower) lo = range.lower->value + (range.lower->exclusive ? 1 : 0);
+  if (range.upper) hi = range.upper->value - (range.upper->exclusive ? 1 : 0);
+  int64_t scale = 1;
+  for (int i = 0; i < zeros; ++i) scale *= 10;
+  auto floor_div = [&](int64_t v) { return v >= 0 ? v / scale : -((-v + scale - 1) / scale); };
+  auto ceil_div = [&](int64_t v) { return v >= 0 ? (v + scale - 1) / scale : -(-v / scale); };
+  std::optional<int64_t> q_lo, q_hi;
+  if (lo) q_lo = ceil_div(*lo);
+  if (hi) q_hi = floor_div(*hi);
+  if (q_lo && q_hi && *q_lo > *q_hi) return -1;
+  // q's spelling then the zeros, for q != 0; q = 0 is "0" alone. No q past the prelude's digits.
+  const int64_t q_max = [&] {
+    int64_t m = 1;
+    for (int i = 0; i < kMaxIntegerDigits - zeros && m <= kMaxRangeBound / 10; ++i) m *= 10;
+    return m - 1;
+  }();
+  std::vector<Seq> alternatives;
+  Seq suffix;
+  for (int i = 0; i < zeros; ++i) suffix.push_back(grammar.Byte('0'));
+  auto add_side = [&](int64_t from, int64_t to) {  // q in [from, to], none 0
+    if (from > to) return;
+    const int32_t q =
+        IntegerRangeRule(grammar, {NumericBound{from, false}, NumericBound{to, false}});
+    if (q < 0) return;
+    Seq alternative{Element::Rule(q)};
+    Append(alternative, suffix);
+    alternatives.push_back(alternative);
+  };
+  add_side(std::max<int64_t>(q_lo.value_or(1), 1), q_hi.value_or(q_max));
+  add_side(q_lo.value_or(-q_max), std::min<int64_t>(q_hi.value_or(-1), -1));
+  if (q_lo.value_or(0) <= 0 && q_hi.value_or(0) >= 0) alternatives.push_back({grammar.Byte('0')});
   return RuleOrNone(grammar, alternatives);
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "grammar/grammar.h"
+#include "grammar/json_prelude.h"
 
 namespace mkserve::grammar {
 
@@ -32,8 +33,15 @@ struct NumericRange {
 // A rule matching the JSON integers in `range`, or -1 when none lies in it.
 int32_t IntegerRangeRule(Grammar& grammar, const NumericRange& range);
 
-// A rule matching the JSON numbers (integer part, optional fraction, no exponent) in `range`,
-// or -1 when none lies in it.
-int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range);
+// A rule matching the JSON numbers (integer part, optional fraction of at most
+// `max_fraction_digits` digits: multipleOf 0.01 is 2, no exponent) in `range`, or -1 when none
+// lies in it.
+int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range,
+                        int max_fraction_digits = kMaxFractionDigits);
+
+// A rule matching the JSON integers in `range` that are multiples of 10^zeros (zeros >= 1:
+// multipleOf 10, 100, ...): a multiple's spelling is its quotient's and the zeros, so each is
+// spelled one way. -1 when none lies in the range.
+int32_t ScaledIntegerRule(Grammar& grammar, const NumericRange& range, int zeros);
 
 }  // namespace mkserve::grammar

@@ -46,6 +46,8 @@ function violation(schema, value, path = '$') {
     }
   }
   if (typeof value === 'number') {
+    // A multiple of 0.01 is written with at most two fraction digits; of 10, 100 as an integer.
+    if (schema.multipleOf !== undefined && Math.abs(value / schema.multipleOf - Math.round(value / schema.multipleOf)) > 1e-9) return `${path}: not a multiple of ${schema.multipleOf}`;
     if (schema.minimum !== undefined && !(value >= schema.minimum)) return `${path}: below minimum`;
     if (schema.maximum !== undefined && !(value <= schema.maximum)) return `${path}: above maximum`;
     if (schema.exclusiveMinimum !== undefined && !(value > schema.exclusiveMinimum)) return `${path}: not above exclusiveMinimum`;
@@ -149,6 +151,37 @@ test('formats ipv4, ipv6 and duration: every answer passes independent checks', 
   checkAnswers(results, ADDRESSES);
 });
 
+const PRICES = {
+  type: 'object',
+  properties: {
+    price: { type: 'number', multipleOf: 0.01, minimum: 0, maximum: 100 },
+    step: { type: 'number', multipleOf: 0.1 },
+    lot: { type: 'integer', multipleOf: 10, minimum: -50, maximum: 1000 },
+    round: { type: 'number', multipleOf: 100 },
+  },
+  required: ['price', 'step', 'lot', 'round'],
+  additionalProperties: false,
+};
+
+test('multipleOf powers of ten: every answer is a multiple, with no more digits than the step', async () => {
+  const results = [];
+  for (const seed of SEEDS) {
+    const response = await openai.chat.completions.create({
+      messages: user('Price a product.'), max_tokens: 300, seed, temperature: 1, ...NO_THINKING,
+      response_format: { type: 'json_schema', json_schema: { name: 'prices', schema: PRICES, strict: true } },
+    });
+    const { content } = response.choices[0].message;
+    results.push({ finish: response.choices[0].finish_reason, content });
+    if (response.choices[0].finish_reason === 'stop') {
+      // The spelling itself: the fraction digits the step allows, integers where it is 10 or more.
+      assert.match(content, /"price"\s*:\s*-?\d+(\.\d{1,2})?\s*[,}]/, content);
+      assert.match(content, /"lot"\s*:\s*-?\d+\s*[,}]/, content);
+      assert.match(content, /"round"\s*:\s*-?\d+\s*[,}]/, content);
+    }
+  }
+  checkAnswers(results, PRICES);
+});
+
 test('reasoning comes first, then the constrained answer', async () => {
   // A bias makes the model close its reasoning at once; the grammar then forces the JSON block.
   const response = await openai.chat.completions.create({
@@ -227,7 +260,7 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
     { status: 400, param: 'response_format.json_schema', message: /is required/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), tool_choice: 'required',
     tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } } } } }] }),
-    { status: 400, param: 'tools[0].function.parameters.properties.n', message: /'multipleOf' is not supported/ });
+    { status: 400, param: 'tools[0].function.parameters.properties.n.multipleOf', message: /only powers of ten/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_object' }, ignore_eos: true }),
     { status: 400, param: null, message: /ignore_eos cannot be combined with a constrained output/ });
   await expectApiError(openai.chat.completions.create({ messages: [...user('x'), { role: 'assistant', content: '{' }],

@@ -256,6 +256,46 @@ TEST(JsonSchemaTest, NumberBoundsAcceptExactlyTheNumbersBetweenThem) {
   }
 }
 
+// multipleOf a power of ten, with random bounds: 10 and 100 on integers (every integer in
+// [-1100, 1100] checked), 0.1 and 0.01 on numbers (fraction digits counted exactly), 1 making a
+// number an integer.
+TEST(JsonSchemaTest, MultipleOfPowersOfTenAcceptExactlyTheirMultiples) {
+  std::mt19937 random(13);
+  for (int round = 0; round < 40; ++round) {
+    const RandomBounds bounds(random, round, -1000, 1000, 100, 1200);
+    const int step = round % 2 == 0 ? 10 : 100;
+    Json schema = bounds.Schema(round % 4 < 2 ? "integer" : "number");
+    schema["multipleOf"] = step;
+    bool any = false;
+    for (int v = -1100; v <= 1100; ++v) any = any || (bounds.Inside(v) && v % step == 0);
+    if (!any) {
+      JsonGrammarBuilder builder;
+      EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
+      continue;
+    }
+    auto grammar = CompileSchema(schema);
+    for (int v = -1100; v <= 1100; ++v) {
+      ASSERT_EQ(Matches(grammar, std::to_string(v)), bounds.Inside(v) && v % step == 0)
+          << schema.dump() << " at " << v;
+    }
+    for (const char* text : {"-0", "00", "0100", "100.0", "1e2"}) {
+      EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
+    }
+  }
+  ExpectCase({R"({"type": "integer", "multipleOf": 1000})",
+              {"0", "1000", "-3000", "123000", "99999999999999999000"},
+              {"100", "1500", "-0", "1000.0", "999999999999999999000"}});
+  ExpectCase({R"({"type": "number", "multipleOf": 0.01})",
+              {"0", "12", "-3.5", "0.07", "-0.01", "19.99", "1.50", "100.00"},
+              {"0.001", "1.234", "1.005", "1e2", "-0", "0.000"}});
+  ExpectCase({R"({"type": "number", "multipleOf": 0.1, "minimum": 0, "exclusiveMaximum": 2})",
+              {"0", "0.1", "1.9", "1.0"},
+              {"2", "2.0", "-0.1", "0.15", "1.99"}});
+  ExpectCase(
+      {R"({"type": "number", "multipleOf": 1, "maximum": 2.5})", {"2", "-7"}, {"2.5", "1.0", "3"}});
+  ExpectCase({R"({"type": "integer", "multipleOf": 0.01})", {"3", "-4"}, {"3.5"}});
+}
+
 // A string schema of `pattern` accepts each of `accepted` (JSON texts) and rejects each of
 // `rejected`.
 void ExpectPattern(const std::string& pattern, std::vector<std::string> accepted,
@@ -374,7 +414,15 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "string", "maxLength": 8})", "schema", "'maxLength' is not supported");
   ExpectError(R"({"type": "string", "minLength": 1, "pattern": "a*"})", "schema",
               "'minLength' together with 'pattern'");
-  ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema", "'multipleOf' is not supported");
+  ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema.multipleOf", "only powers of ten");
+  ExpectError(R"({"type": "number", "multipleOf": 0.25})", "schema.multipleOf",
+              "only powers of ten");
+  ExpectError(R"({"type": "number", "multipleOf": 0})", "schema.multipleOf", "greater than 0");
+  ExpectError(R"({"type": "number", "multipleOf": "1"})", "schema.multipleOf", "greater than 0");
+  ExpectError(R"({"type": "integer", "multipleOf": 1e18})", "schema.multipleOf", "above 1e17");
+  ExpectError(R"({"multipleOf": 10})", "schema", "'multipleOf' need 'type'");
+  ExpectError(R"({"type": "integer", "multipleOf": 100, "minimum": 1, "maximum": 99})", "schema",
+              "no integer multiple");
   ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");
   ExpectError(R"({"type": "string", "format": "uri"})", "schema.format",
               "format 'uri' is not supported");
@@ -401,7 +449,7 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "integer", "minimum": true})", "schema.minimum", "must be a number");
   ExpectError(R"({"type": "integer", "minimum": 1e19})", "schema.minimum",
               "a bound beyond +-999999999999999999");
-  ExpectError(R"({"minimum": 0})", "schema", "numeric bounds need 'type'");
+  ExpectError(R"({"minimum": 0})", "schema", "numeric bounds and 'multipleOf' need 'type'");
   ExpectError("[1]", "schema", "must be an object or a boolean");
 }
 
