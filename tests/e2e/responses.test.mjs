@@ -272,3 +272,26 @@ test('a stored response: retrieved, its input items paged, deleted; store false 
   assert.equal(unstored.store, false);
   await assert.rejects(openai.responses.retrieve(unstored.id), (error) => error.status === 404);
 });
+
+test('the store keeps to --response-store-mb: the oldest go first, and continuing one is a 404', async () => {
+  const small = await startServer(model.modelDir, ['--backend', `scripted:${writeScript(model.dir, SCRIPT)}`, '--response-store-mb', '1']);
+  try {
+    const sdk = client(small);
+    const ids = [];
+    for (let i = 0; i < 130; ++i) {  // each keeps about 10 KB: its input twice (items and context)
+      ids.push((await sdk.responses.create({ model: 'tiny', input: `greet me ${i} ${'lorem ipsum '.repeat(400)}` })).id);
+    }
+    const kept = [];
+    for (const id of ids) {
+      try { await sdk.responses.retrieve(id); kept.push(id); } catch (error) { assert.equal(error.status, 404); }
+    }
+    assert.ok(kept.length > 50 && kept.length < 130, `${kept.length} kept`);
+    assert.deepEqual(kept, ids.slice(ids.length - kept.length));  // the most recent ones
+    await assert.rejects(sdk.responses.create({ model: 'tiny', previous_response_id: ids[0], input: 'hi' }),
+      (error) => error.status === 404 && /evicted/.test(error.message));
+    const next = await sdk.responses.create({ model: 'tiny', previous_response_id: ids.at(-1), input: 'greet me' });
+    assert.equal(next.status, 'completed');
+  } finally {
+    await small.stop();
+  }
+});
