@@ -49,8 +49,11 @@ HttpResponse HandleMetrics(const ServerState& state, const HttpCounters& counter
                            const HttpRequest&) {
   EngineSnapshot snapshot;
   if (state.is_ready()) snapshot = state.RequireModel().engine->Snapshot();
-  return TextResponse(RenderMetrics(snapshot, counters.Counts()),
-                      "text/plain; version=0.0.4; charset=utf-8");
+  const ResponseStore& store = state.responses();
+  return TextResponse(
+      RenderMetrics(snapshot, counters.Counts()) +
+          RenderResponseStore(static_cast<int64_t>(store.size()), store.bytes(), store.max_bytes()),
+      "text/plain; version=0.0.4; charset=utf-8");
 }
 
 }  // namespace mkserve::server

@@ -38,6 +38,7 @@ class ResponseStore {
   bool Erase(const std::string& id);
 
   bool enabled() const { return max_bytes_ > 0; }
+  int64_t max_bytes() const { return max_bytes_; }
   int64_t bytes() const;
   size_t size() const;
 

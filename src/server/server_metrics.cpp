@@ -147,4 +147,16 @@ std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int6
   return out.str();
 }
 
+std::string RenderResponseStore(int64_t responses, int64_t bytes, int64_t capacity_bytes) {
+  std::ostringstream out;
+  Metric(out, "mkserve_response_store_responses", "gauge",
+         "Stored /v1/responses results (previous_response_id, GET /v1/responses/{id}).", responses);
+  Metric(out, "mkserve_response_store_bytes", "gauge", "JSON bytes of the stored responses.",
+         bytes);
+  Metric(out, "mkserve_response_store_capacity_bytes", "gauge",
+         "--response-store-mb: beyond it the least recently used responses are dropped.",
+         capacity_bytes);
+  return out.str();
+}
+
 }  // namespace mkserve::server

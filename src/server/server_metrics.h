@@ -34,4 +34,7 @@ std::string RenderHistogram(const std::string& name, const std::string& help,
 // The whole exposition: every metric with # HELP and # TYPE lines.
 std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int64_t>& http_counts);
 
+// The stored /v1/responses results' gauges (ResponseStore): how many, their bytes, the bound.
+std::string RenderResponseStore(int64_t responses, int64_t bytes, int64_t capacity_bytes);
+
 }  // namespace mkserve::server

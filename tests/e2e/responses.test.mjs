@@ -4,7 +4,7 @@
 // fields mkserve does not honour, refused by name.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { makeTinyModel, writeScript, startServer, client, rawPost } from './harness.mjs';
+import { makeTinyModel, writeScript, startServer, client, rawPost, metric } from './harness.mjs';
 
 // The first matching rule wins: a prompt holding the tool's result also holds the question.
 const SCRIPT = [
@@ -287,6 +287,10 @@ test('the store keeps to --response-store-mb: the oldest go first, and continuin
     }
     assert.ok(kept.length > 50 && kept.length < 130, `${kept.length} kept`);
     assert.deepEqual(kept, ids.slice(ids.length - kept.length));  // the most recent ones
+    assert.equal(await metric(small, 'mkserve_response_store_responses'), kept.length);
+    assert.equal(await metric(small, 'mkserve_response_store_capacity_bytes'), 1 << 20);
+    const bytes = await metric(small, 'mkserve_response_store_bytes');
+    assert.ok(bytes > (1 << 20) * 0.9 && bytes <= 1 << 20, `${bytes} bytes`);
     await assert.rejects(sdk.responses.create({ model: 'tiny', previous_response_id: ids[0], input: 'hi' }),
       (error) => error.status === 404 && /evicted/.test(error.message));
     const next = await sdk.responses.create({ model: 'tiny', previous_response_id: ids.at(-1), input: 'greet me' });

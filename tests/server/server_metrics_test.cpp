@@ -101,10 +101,18 @@ TEST(ServerMetricsTest, DecodeStepsAreCountedByPath) {
   EXPECT_NE(text.find("# TYPE mkserve_decode_steps_total counter"), std::string::npos);
 }
 
+TEST(ServerMetricsTest, ResponseStoreGauges) {
+  std::string text = RenderResponseStore(3, 4096, 1 << 20);
+  EXPECT_EQ(SeriesValue(text, "mkserve_response_store_responses"), 3);
+  EXPECT_EQ(SeriesValue(text, "mkserve_response_store_bytes"), 4096);
+  EXPECT_EQ(SeriesValue(text, "mkserve_response_store_capacity_bytes"), 1 << 20);
+  EXPECT_NE(text.find("# TYPE mkserve_response_store_bytes gauge"), std::string::npos);
+}
+
 TEST(ServerMetricsTest, EveryLineIsCommentOrSample) {
   EngineSnapshot engine;
   engine.inter_token_latency_s.Observe(0.003);
-  std::istringstream lines(RenderMetrics(engine, {{200, 1}}));
+  std::istringstream lines(RenderMetrics(engine, {{200, 1}}) + RenderResponseStore(1, 2, 3));
   std::string line;
   int samples = 0;
   while (std::getline(lines, line)) {
