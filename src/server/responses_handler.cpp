@@ -31,25 +31,30 @@ auto NamingInput(Step step) {
   }
 }
 
-// The stored response previous_response_id names, if the body names one.
-std::shared_ptr<const StoredResponse> PreviousResponse(const ServerState& state, const Json& body) {
+[[noreturn]] void ThrowNotStored(const std::string& id, const std::string& param,
+                                 const std::string& advice = "") {
+  throw ApiError(ErrorKind::kNotFound,
+                 "no stored response '" + id +
+                     "': it was sent with store: false, deleted, evicted (the server keeps the "
+                     "most recent ones in memory, --response-store-mb) or made before a restart" +
+                     advice,
+                 param);
+}
+
+// The context previous_response_id continues (StoredResponse::context), or none.
+Json PreviousContext(const ServerState& state, const Json& body) {
   std::optional<std::string> id = PreviousResponseId(body);
-  if (!id) return nullptr;
+  if (!id) return Json::array();
   if (!state.responses().enabled()) {
     ThrowInvalid("previous_response_id",
                  "this server stores no responses (--response-store-mb 0); send the whole "
                  "conversation in 'input'");
   }
-  std::shared_ptr<const StoredResponse> previous = state.responses().Get(*id);
+  std::unique_ptr<const StoredResponse> previous = state.responses().Get(*id);
   if (!previous) {
-    throw ApiError(ErrorKind::kNotFound,
-                   "no stored response '" + *id +
-                       "': it was sent with store: false, deleted, or evicted (the server keeps "
-                       "the most recent ones in memory, --response-store-mb) or from before a "
-                       "restart; send the whole conversation in 'input'",
-                   "previous_response_id");
+    ThrowNotStored(*id, "previous_response_id", "; send the whole conversation in 'input'");
   }
-  return previous;
+  return previous->context;
 }
 
 // Input items as stored and listed: each with an id (the client's, else one made from the
@@ -72,10 +77,10 @@ Json StoredInputItems(Json items, const std::string& response_id) {
 }
 
 // Keeps a finished response: it, its input items, and the context a follow-up continues.
-FinishedResponseSink Keeper(ResponseStore& store, Json input_items,
-                            std::shared_ptr<const StoredResponse> previous) {
-  return [&store, input_items = std::move(input_items), previous](const Json& response) {
-    StoredResponse stored{response, input_items, previous ? previous->context : Json::array()};
+FinishedResponseSink Keeper(ResponseStore& store, Json input_items, Json context) {
+  return [&store, input_items = std::move(input_items),
+          context = std::move(context)](const Json& response) {
+    StoredResponse stored{response, input_items, context};
     for (const Json& item : input_items) stored.context.push_back(item);
     for (const Json& item : response["output"]) stored.context.push_back(item);
     store.Put(std::move(stored));
@@ -89,13 +94,6 @@ std::pair<std::string, std::string> StoredPath(const HttpRequest& http) {
   const size_t slash = tail.find('/');
   if (slash == std::string::npos) return {PercentDecoded(tail), ""};
   return {PercentDecoded(tail.substr(0, slash)), tail.substr(slash + 1)};
-}
-
-[[noreturn]] void ThrowNotStored(const std::string& id) {
-  throw ApiError(ErrorKind::kNotFound,
-                 "no stored response '" + id +
-                     "' (sent with store: false, deleted, evicted or from before a restart)",
-                 "response_id");
 }
 
 // GET /v1/responses/{id}/input_items: OpenAI's list (limit 1-100, default 20; order desc, the
@@ -143,9 +141,8 @@ Json InputItemsPage(const StoredResponse& stored, const HttpRequest& http) {
 HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
   const Json body = ParseJsonBody(http.body);
-  std::shared_ptr<const StoredResponse> previous = PreviousResponse(state, body);
-  ResponsesRequest request =
-      ParseResponsesRequest(body, previous ? previous->context : Json::array());
+  Json context = PreviousContext(state, body);
+  ResponsesRequest request = ParseResponsesRequest(body, context);
   ChatRequest& chat = request.chat;
   state.CheckModelName(chat.generation.model);
   ChatPrompt prompt = NamingInput(
@@ -165,7 +162,7 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
   request.echo["store"] = store;
   FinishedResponseSink keeper =
       store ? Keeper(state.responses(), StoredInputItems(std::move(request.input_items), meta.id),
-                     std::move(previous))
+                     std::move(context))
             : nullptr;
   auto output = std::make_unique<ResponsesOutput>(
       std::move(meta), std::move(request.echo), std::move(parser),
@@ -177,9 +174,7 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
 HttpResponse HandleResponsesInputTokens(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
   const Json body = ParseJsonBody(http.body);
-  std::shared_ptr<const StoredResponse> previous = PreviousResponse(state, body);
-  ResponsesRequest request =
-      ParseResponsesRequest(body, previous ? previous->context : Json::array());
+  ResponsesRequest request = ParseResponsesRequest(body, PreviousContext(state, body));
   state.CheckModelName(request.chat.generation.model);
   ChatPrompt prompt = NamingInput([&] {
     return BuildChatPrompt(model, request.chat, state.options().default_enable_thinking);
@@ -193,23 +188,23 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
   const auto [id, rest] = StoredPath(http);
   ResponseStore& store = state.responses();
   if (http.method == "DELETE" && rest.empty()) {
-    if (!store.Erase(id)) ThrowNotStored(id);
+    if (!store.Erase(id)) ThrowNotStored(id, "response_id");
     return JsonResponse(DumpJson({{"id", id}, {"object", "response"}, {"deleted", true}}));
   }
-  std::shared_ptr<const StoredResponse> stored = store.Get(id);
+  std::unique_ptr<const StoredResponse> stored = store.Get(id);
   if (http.method == "GET" && rest.empty()) {
-    if (!stored) ThrowNotStored(id);
+    if (!stored) ThrowNotStored(id, "response_id");
     if (ParseQuery(http.query)["stream"] == "true") {
       ThrowInvalid("stream", "a stored response is returned whole; leave 'stream' out");
     }
     return JsonResponse(DumpJson(stored->response));
   }
   if (http.method == "GET" && rest == "input_items") {
-    if (!stored) ThrowNotStored(id);
+    if (!stored) ThrowNotStored(id, "response_id");
     return JsonResponse(DumpJson(InputItemsPage(*stored, http)));
   }
   if (http.method == "POST" && rest == "cancel") {
-    if (!stored) ThrowNotStored(id);
+    if (!stored) ThrowNotStored(id, "response_id");
     ThrowInvalid("response_id",
                  "only background responses can be cancelled; this one has finished");
   }

@@ -28,7 +28,7 @@ TEST(ResponseStoreTest, KeepsByIdAndErases) {
   StoredResponse a = Sized("resp_a", 10);
   a.input_items = Json::array({{{"id", "msg_1"}}});
   ASSERT_TRUE(store.Put(a));
-  std::shared_ptr<const StoredResponse> got = store.Get("resp_a");
+  std::shared_ptr<const StoredResponse> got = store.Get("resp_a");  // a reader keeps its copy
   ASSERT_TRUE(got);
   EXPECT_EQ(got->response, a.response);
   EXPECT_EQ(got->input_items, a.input_items);
