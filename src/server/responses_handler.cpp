@@ -152,8 +152,9 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
 
   std::unique_ptr<OutputParser> parser = MakeOutputParserFactory(model, chat, prompt)();
   auto grammar = NamingInput([&] { return ChatOutputGrammar(model, chat, prompt); });
-  EngineRequest engine_request{std::move(prompt.token_ids), chat.generation.sampling, 1,
-                               std::move(grammar)};
+  EngineRequest engine_request{
+      std::move(prompt.token_ids), chat.generation.sampling, 1, std::move(grammar),
+      chat.generation.skip_special_tokens ? model.chat_hidden_special_tokens : nullptr};
   std::vector<RequestHandle> handles;
   handles.push_back(model.engine->Submit(std::move(engine_request)));
   auto run = std::make_unique<GenerationRun>(std::move(handles), 1, http.is_connection_closed);
@@ -166,7 +167,8 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
             : nullptr;
   auto output = std::make_unique<ResponsesOutput>(
       std::move(meta), std::move(request.echo), std::move(parser),
-      chat.logprobs ? model.tokenizer.get() : nullptr, std::move(keeper));
+      LogprobNames{chat.logprobs ? model.tokenizer.get() : nullptr, chat.generation.tokens_as_ids},
+      std::move(keeper));
   if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
   return CompleteResponse(*run, *output);
 }

@@ -17,12 +17,11 @@ Json With(Json base, const Json& extra) {
 }  // namespace
 
 ResponsesOutput::ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser,
-                                 const tokenizer::Tokenizer* logprobs_tokenizer,
-                                 FinishedResponseSink on_finished)
+                                 LogprobNames logprob_names, FinishedResponseSink on_finished)
     : meta_(std::move(meta)),
       echo_(std::move(echo)),
       parser_(std::move(parser)),
-      logprobs_tokenizer_(logprobs_tokenizer),
+      logprob_names_(logprob_names),
       on_finished_(std::move(on_finished)) {
   if (!parser_) parser_ = std::make_unique<PlainOutputParser>();
 }
@@ -204,9 +203,9 @@ std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
   if (const auto* tokens = std::get_if<TokensEvent>(&event.event)) {
     const bool answered_before = answered_;
     Json logprobs = Json::array();
-    if (logprobs_tokenizer_ != nullptr) {
+    if (logprob_names_.tokenizer != nullptr) {
       for (const PositionLogprobs& position : tokens->logprobs) {
-        logprobs.push_back(ChatLogprobEntry({logprobs_tokenizer_}, position));
+        logprobs.push_back(ChatLogprobEntry(logprob_names_, position));
       }
     }
     std::string events = Apply(parser_->Feed(tokens->text), std::move(logprobs));

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "server/generation_run.h"
+#include "server/logprobs_json.h"
 #include "server/output_parser.h"
 #include "server/response_meta.h"
-#include "tokenizer/tokenizer.h"
 
 namespace mkserve::server {
 
@@ -25,11 +25,11 @@ using FinishedResponseSink = std::function<void(const Json& response)>;
 class ResponsesOutput {
  public:
   // `echo`: the request's settings the response object repeats (ResponsesRequest::echo).
-  // `logprobs_tokenizer`: names the tokens of the answer's logprobs; null when none are asked.
+  // `logprob_names`: names the tokens of the answer's logprobs; its tokenizer null when none are
+  // asked.
   // `on_finished` (may be null): e.g. the ResponseStore's keeper.
   ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<OutputParser> parser,
-                  const tokenizer::Tokenizer* logprobs_tokenizer = nullptr,
-                  FinishedResponseSink on_finished = nullptr);
+                  LogprobNames logprob_names = {}, FinishedResponseSink on_finished = nullptr);
 
   // Streaming: response.created and response.in_progress; then per event the item events; then
   // response.completed (or response.incomplete). No [DONE]: the Responses API ends without one.
@@ -67,7 +67,7 @@ class ResponsesOutput {
   ResponseMeta meta_;
   Json echo_;
   std::unique_ptr<OutputParser> parser_;
-  const tokenizer::Tokenizer* logprobs_tokenizer_;
+  LogprobNames logprob_names_;
   FinishedResponseSink on_finished_;
   // Logprobs of tokens that wrote nothing yet while a message is open (text the parser holds).
   Json pending_logprobs_ = Json::array();

@@ -143,6 +143,14 @@ test("the answer's logprobs: one entry a token of its text, streaming and not", 
   // Without the include, none.
   const plain = await openai.responses.create({ model: 'tiny', input: 'greet me' });
   assert.deepEqual(plain.output.find((item) => item.type === 'message').content[0].logprobs, []);
+  // vLLM's switches, as in chat: tokens named by id; special tokens hidden but the markers kept,
+  // so the reasoning and the answer come out the same.
+  const ids = await openai.responses.create({ ...body, return_tokens_as_token_ids: true, skip_special_tokens: true });
+  const idPart = ids.output.find((item) => item.type === 'message').content[0];
+  assert.equal(idPart.text, part.text);
+  assert.deepEqual(ids.output.map((item) => item.type), response.output.map((item) => item.type));
+  assert.ok(idPart.logprobs.every((entry) => /^token_id:\d+$/.test(entry.token)), JSON.stringify(idPart.logprobs[0]));
+  assert.deepEqual(idPart.logprobs.map((entry) => entry.bytes), part.logprobs.map((entry) => entry.bytes));
 });
 
 test('max_output_tokens cuts the response: status incomplete, the reason named', async () => {
