@@ -78,6 +78,7 @@ class InputItemReader {
   void Read(const Json& value, const std::string& at) {
     static const std::set<std::string> kRoles = {"user", "system", "developer", "assistant"};
     JsonFields item(value, at);
+    item.String("id");  // typed: a stored item is listed, and paged after, by it
     const std::string type = item.String("type").value_or("message");
     if (type == "message") {
       std::optional<std::string> role = item.String("role");

@@ -186,6 +186,7 @@ TEST(ResponsesRequestTest, BadInputIsRefusedNamingTheField) {
       {{{"input", "x"}, {"reasoning", {{"effort", "max"}}}}, "reasoning.effort"},
       {{{"input", "x"}, {"max_output_tokens", 0}}, "max_output_tokens"},
       {{{"input", "x"}, {"previous_response_id", 5}}, "previous_response_id"},
+      {{{"input", {{{"role", "user"}, {"content", "x"}, {"id", 5}}}}}, "input[0].id"},
       {{{"input", "x"}, {"conversation", "c"}}, "conversation"},
       {{{"input", "x"}, {"background", true}}, "background"},
       {{{"input", "x"}, {"prompt", {{"id", "p"}}}}, "prompt"},
