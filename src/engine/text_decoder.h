@@ -15,6 +15,12 @@ namespace mkserve {
 // past its end keep their text. Built once per model and kind of request, shared by requests.
 using HiddenTokens = std::vector<bool>;
 
+// Whether `hidden` (may be null) leaves out `token_id`'s text.
+inline bool IsHidden(const HiddenTokens* hidden, int32_t token_id) {
+  return hidden != nullptr && token_id >= 0 && static_cast<size_t>(token_id) < hidden->size() &&
+         (*hidden)[static_cast<size_t>(token_id)];
+}
+
 // Incremental detokenization of one sequence's output.
 class TokenTextStream {
  public:

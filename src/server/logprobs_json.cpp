@@ -43,8 +43,7 @@ void CompletionLogprobs::AddUnscored(int32_t token_id) {
 void CompletionLogprobs::AddPrompt(const PositionLogprobs& position) { Add(position, true); }
 
 void CompletionLogprobs::AddOutput(const PositionLogprobs& position) {
-  const auto id = static_cast<size_t>(position.chosen.token_id);
-  Add(position, !(hidden_ && id < hidden_->size() && (*hidden_)[id]));
+  Add(position, !IsHidden(hidden_.get(), position.chosen.token_id));
 }
 
 void CompletionLogprobs::Add(const PositionLogprobs& position, bool in_text) {

@@ -20,9 +20,7 @@ class DetokenizerStream : public TokenTextStream {
   // which decodes the rest exactly as Decode with it skipped would.
   std::string Append(int32_t token_id) override {
     if (token_id < 0 || token_id >= tokenizer_->vocab_size()) return {};
-    if (hidden_ && static_cast<size_t>(token_id) < hidden_->size() && (*hidden_)[token_id]) {
-      return {};
-    }
+    if (IsHidden(hidden_.get(), token_id)) return {};
     return detokenizer_.Next(token_id);
   }
   std::string Flush() override { return detokenizer_.Flush(); }

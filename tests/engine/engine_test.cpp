@@ -82,6 +82,23 @@ TEST(EngineTest, StopStringIsNeverEmitted) {
   EXPECT_EQ(out.finished[0].stop_string, "cd");
 }
 
+// A request's hidden tokens (skip_special_tokens) keep their ids but leave the text, and a stop
+// string matches the text without them.
+TEST(EngineTest, HiddenTokensLeaveTheTextNotTheTokens) {
+  Harness h = MakeEngine(WithDecoder(ScriptSetup(AnyPrompt(Letters("abxcdef")))));
+  EngineRequest request = MakeRequest({3, 4});
+  auto hidden = std::make_shared<HiddenTokens>(kVocab, false);
+  (*hidden)[Letters("x")[0]] = true;
+  request.hidden_tokens = hidden;
+  request.sampling.stop = {"bc"};
+  RequestHandle handle = h.engine->Submit(request);
+  Collected out = Drain(handle);
+  EXPECT_EQ(out.text[0], "a");  // "a" + "b" + (x hidden) + "c": the stop string "bc" ends it
+  EXPECT_EQ(out.token_ids[0], Letters("abxc"));
+  EXPECT_EQ(out.finished[0].reason, FinishReason::kStop);
+  EXPECT_EQ(out.finished[0].stop_string, "bc");
+}
+
 TEST(EngineTest, LogprobsAlignWithTokens) {
   Harness h = MakeEngine(ScriptSetup(AnyPrompt(Letters("ab"))));
   EngineRequest request = MakeRequest({3, 4});

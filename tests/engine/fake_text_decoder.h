@@ -23,9 +23,7 @@ class FakeTextDecoder : public TextDecoder {
     Stream(const std::vector<std::string>& pieces, std::shared_ptr<const HiddenTokens> hidden)
         : pieces_(pieces), hidden_(std::move(hidden)) {}
     std::string Append(int32_t id) override {
-      if (hidden_ && id >= 0 && id < static_cast<int32_t>(hidden_->size()) && (*hidden_)[id]) {
-        return "";
-      }
+      if (IsHidden(hidden_.get(), id)) return "";
       if (id >= 0 && id < static_cast<int32_t>(pieces_.size())) return pieces_[id];
       return "<" + std::to_string(id) + ">";
     }
