@@ -141,22 +141,21 @@ class NumberWriter {
       fractions_[kind] = g_.RuleOf({{}, {dot, Element::Rule(Repeat(g_, {digit}, 1, most))}});
     } else if (kind == kZero) {
       fractions_[kind] = g_.RuleOf({{}, {dot, Element::Rule(Repeat(g_, {zero}, 1, most))}});
-    } else if (most == kMaxFractionDigits) {
-      // The prelude's limit: a few digits past it (zeros, a digit, digits) bound nothing.
-      fractions_[kind] = g_.RuleOf({{dot, Element::Rule(Repeat(g_, {zero}, 0, most - 1)), nonzero,
-                                     Element::Rule(Repeat(g_, {digit}, 0, most - 1))}});
     } else {
-      // A multipleOf's limit is exact: the first non-zero digit at each place i, then up to
-      // most - 1 - i digits.
-      const int32_t rule = g_.NewRule();
-      for (int i = 0; i < most; ++i) {
-        Seq alternative{dot};
-        for (int z = 0; z < i; ++z) alternative.push_back(zero);
-        alternative.push_back(nonzero);
-        alternative.push_back(Element::Rule(Repeat(g_, {digit}, 0, most - 1 - i)));
-        g_.AddAlternative(rule, alternative);
+      // Exactly: after i zeros, another zero, or the first non-zero digit and up to
+      // most - 1 - i digits more. The runs of up to k digits are one chain (k = 0 .. most - 1).
+      std::vector<int32_t> up_to(most);
+      up_to[0] = g_.NewRule();
+      g_.AddAlternative(up_to[0], {});
+      for (int k = 1; k < most; ++k) {
+        up_to[k] = g_.RuleOf({{}, {digit, Element::Rule(up_to[k - 1])}});
       }
-      fractions_[kind] = rule;
+      int32_t after_zeros = g_.RuleOf({{nonzero, Element::Rule(up_to[0])}});  // most - 1 zeros
+      for (int i = most - 2; i >= 0; --i) {
+        after_zeros = g_.RuleOf(
+            {{zero, Element::Rule(after_zeros)}, {nonzero, Element::Rule(up_to[most - 1 - i])}});
+      }
+      fractions_[kind] = g_.RuleOf({{dot, Element::Rule(after_zeros)}});
     }
     return fractions_[kind];
   }
