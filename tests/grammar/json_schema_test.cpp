@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -180,28 +181,33 @@ struct RandomBounds {
   }
 };
 
-// Every integer in [-1100, 1100] against random bounds: the grammar accepts exactly those
-// between them, each spelled one way (no leading zeros, no "-0").
+// Every integer in [-1100, 1100] against `schema`: the grammar accepts exactly those `wanted`
+// says, each spelled one way, and none of `never`; a schema that wants none of them is refused.
+void ExpectExactlyTheIntegers(const Json& schema, const std::function<bool(int)>& wanted,
+                              std::initializer_list<const char*> never) {
+  bool any = false;
+  for (int v = -1100; v <= 1100; ++v) any = any || wanted(v);
+  if (!any) {
+    JsonGrammarBuilder builder;
+    EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
+    return;
+  }
+  auto grammar = CompileSchema(schema);
+  for (int v = -1100; v <= 1100; ++v) {
+    ASSERT_EQ(Matches(grammar, std::to_string(v)), wanted(v)) << schema.dump() << " at " << v;
+  }
+  for (const char* text : never) {
+    EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
+  }
+}
+
+// Random bounds: exactly the integers between them (no leading zeros, no "-0").
 TEST(JsonSchemaTest, IntegerBoundsAcceptExactlyTheIntegersBetweenThem) {
   std::mt19937 random(7);
   for (int round = 0; round < 30; ++round) {
     const RandomBounds bounds(random, round, -1000, 1000, 100, 1200);
-    const Json schema = bounds.Schema("integer");
-    bool any = false;
-    for (int v = -1100; v <= 1100; ++v) any = any || bounds.Inside(v);
-    if (!any) {
-      JsonGrammarBuilder builder;
-      EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
-      continue;
-    }
-    auto grammar = CompileSchema(schema);
-    for (int v = -1100; v <= 1100; ++v) {
-      ASSERT_EQ(Matches(grammar, std::to_string(v)), bounds.Inside(v))
-          << schema.dump() << " at " << v;
-    }
-    for (const char* text : {"-0", "00", "007", "-07", "1.0", "1e2", "+5"}) {
-      EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
-    }
+    ExpectExactlyTheIntegers(bounds.Schema("integer"), [&](int v) { return bounds.Inside(v); },
+                             {"-0", "00", "007", "-07", "1.0", "1e2", "+5"});
   }
 }
 
@@ -266,21 +272,8 @@ TEST(JsonSchemaTest, MultipleOfPowersOfTenAcceptExactlyTheirMultiples) {
     const int step = round % 2 == 0 ? 10 : 100;
     Json schema = bounds.Schema(round % 4 < 2 ? "integer" : "number");
     schema["multipleOf"] = step;
-    bool any = false;
-    for (int v = -1100; v <= 1100; ++v) any = any || (bounds.Inside(v) && v % step == 0);
-    if (!any) {
-      JsonGrammarBuilder builder;
-      EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
-      continue;
-    }
-    auto grammar = CompileSchema(schema);
-    for (int v = -1100; v <= 1100; ++v) {
-      ASSERT_EQ(Matches(grammar, std::to_string(v)), bounds.Inside(v) && v % step == 0)
-          << schema.dump() << " at " << v;
-    }
-    for (const char* text : {"-0", "00", "0100", "100.0", "1e2"}) {
-      EXPECT_FALSE(Matches(grammar, text)) << schema.dump() << " accepted " << text;
-    }
+    ExpectExactlyTheIntegers(schema, [&](int v) { return bounds.Inside(v) && v % step == 0; },
+                             {"-0", "00", "0100", "100.0", "1e2"});
   }
   ExpectCase({R"({"type": "integer", "multipleOf": 1000})",
               {"0", "1000", "-3000", "123000", "99999999999999999000"},
