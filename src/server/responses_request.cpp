@@ -268,12 +268,7 @@ void RejectUnhonouredFields(const JsonFields& fields) {
   }
 }
 
-}  // namespace
-
-std::optional<std::string> PreviousResponseId(const Json& body) {
-  return JsonFields(body, "").NonEmptyString("previous_response_id");
-}
-
+// The input as items: a string is one user message.
 Json InputItems(const Json& input) {
   if (input.is_string()) {
     return Json::array({{{"type", "message"}, {"role", "user"}, {"content", input}}});
@@ -283,6 +278,12 @@ Json InputItems(const Json& input) {
   }
   if (input.empty()) ThrowInvalid("input", "must contain at least one item");
   return input;
+}
+
+}  // namespace
+
+std::optional<std::string> PreviousResponseId(const Json& body) {
+  return JsonFields(body, "").NonEmptyString("previous_response_id");
 }
 
 ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
