@@ -3,8 +3,10 @@
 //
 // A rule is a list of alternatives; an alternative is a sequence of elements, stored flat in
 // `elements` and closed by a kEnd element. An element matches one byte from a set, one special
-// token (by id), or a whole rule. Rules must not be left-recursive (every recursion consumes a
-// byte or token first); the builders in this folder only write right recursion.
+// token (by id), a whole rule, or a counted loop (a loop rule gone round between a minimum and a
+// maximum number of times: a JSON string's length). Rules must not be left-recursive (every
+// recursion consumes a byte or token first); the builders in this folder only write right
+// recursion.
 //
 // Grammars that start from JsonPrelude() share its first elements, so per-position token caches
 // of those elements are valid for every such grammar (token_masker.h).
@@ -20,14 +22,32 @@ namespace mkserve::grammar {
 using ByteSet = std::bitset<256>;
 
 struct Element {
-  enum class Kind : uint8_t { kBytes, kToken, kRule, kEnd };
+  enum class Kind : uint8_t { kBytes, kToken, kRule, kEnd, kCounted };
   Kind kind = Kind::kEnd;
-  int32_t value = 0;  // kBytes: index into byte_sets; kToken: token id; kRule: rule id
+  // kBytes: index into byte_sets; kToken: token id; kRule: rule id; kCounted: counted loop index
+  int32_t value = 0;
 
   static Element Bytes(int32_t set) { return {Kind::kBytes, set}; }
   static Element Token(int32_t id) { return {Kind::kToken, id}; }
   static Element Rule(int32_t rule) { return {Kind::kRule, rule}; }
 };
+
+// A loop rule gone round at least `min` and at most `max` times (kMaxLoopRounds: no maximum; the
+// count stops there). The loop rule's alternatives are
+// empty (the way out) or bytes and special tokens ending in a reference to the rule itself (a
+// round). A round counts from its first byte, so a count is the rounds begun (grammar/stack_set.h
+// keeps it on the stack). `probe` is a loop of the same rule with no bounds, whose count the token
+// caches read (grammar_matcher.h).
+struct CountedLoop {
+  int32_t rule = -1;
+  int32_t min = 0;
+  int32_t max = 0;
+  int32_t probe = -1;
+};
+
+// Counted loops of one grammar, and the most rounds one counts (a stack entry holds both).
+inline constexpr int32_t kMaxCountedLoops = 2047;
+inline constexpr int32_t kMaxLoopRounds = (1 << 20) - 1;
 
 class Grammar {
  public:
@@ -41,12 +61,18 @@ class Grammar {
   Element Byte(unsigned char byte) { return Element::Bytes(Intern(ByteSet().set(byte))); }
   // One kBytes element per byte of `text`.
   std::vector<Element> Literal(std::string_view text);
+  // A kCounted element: `loop_rule` (of the shape CountedLoop describes) between `min` and `max`
+  // rounds, 0 <= min <= max <= kMaxLoopRounds. Throws mkserve::Error on another shape or range,
+  // or past kMaxCountedLoops loops.
+  Element Counted(int32_t loop_rule, int32_t min, int32_t max);
 
   void set_root(int32_t rule) { root_ = rule; }
   int32_t root() const { return root_; }
   const std::vector<Element>& elements() const { return elements_; }
   const std::vector<int32_t>& alternatives(int32_t rule) const { return rules_[rule]; }
   const ByteSet& byte_set(int32_t index) const { return byte_sets_[index]; }
+  const CountedLoop& counted_loop(int32_t index) const { return counted_loops_[index]; }
+  int32_t num_counted_loops() const { return static_cast<int32_t>(counted_loops_.size()); }
   int32_t num_byte_sets() const { return static_cast<int32_t>(byte_sets_.size()); }
   int32_t num_rules() const { return static_cast<int32_t>(rules_.size()); }
   // Elements below this index are JsonPrelude()'s, identical in every grammar built on it.
@@ -57,6 +83,7 @@ class Grammar {
   std::vector<Element> elements_;
   std::vector<std::vector<int32_t>> rules_;  // per rule: the first element of each alternative
   std::vector<ByteSet> byte_sets_;
+  std::vector<CountedLoop> counted_loops_;
   int32_t root_ = -1;
   int32_t prelude_size_ = 0;
 };

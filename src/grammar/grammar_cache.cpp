@@ -24,6 +24,11 @@ std::string GrammarContent(const Grammar& grammar) {
     Put(out, static_cast<uint8_t>(element.kind));
     Put(out, element.value);
   }
+  Put(out, grammar.num_counted_loops());
+  for (int32_t i = 0; i < grammar.num_counted_loops(); ++i) {
+    const CountedLoop& loop = grammar.counted_loop(i);
+    for (int32_t field : {loop.rule, loop.min, loop.max, loop.probe}) Put(out, field);
+  }
   Put(out, grammar.num_byte_sets());
   for (int32_t i = 0; i < grammar.num_byte_sets(); ++i) {
     const ByteSet& set = grammar.byte_set(i);

@@ -1,6 +1,7 @@
 #include "grammar/grammar_matcher.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -19,7 +20,8 @@ size_t SharedPrefix(const std::string& a, const std::string& b) {
 
 // Runs the tokens `ids` (in the vocabulary's sorted order) from `start`, reusing the states of the
 // prefix each shares with the previous token and skipping every token under a dead prefix.
-// `on_verdict` hears of accepted and undecided tokens only.
+// `on_verdict` hears of accepted and undecided tokens only, with the state the token's bytes
+// reached (the accepted tokens' complete state).
 // `within_frame`: `start` is one element with nothing below it, so a parse that completes with
 // bytes left over makes the verdict kUndecided (the real stack may continue it); otherwise
 // `start` is the whole state and such a parse simply fails.
@@ -47,7 +49,7 @@ void WalkSorted(const Grammar& grammar, const TokenVocabulary& vocabulary,
     valid = k;
     previous = &text;
     if (k == text.size() && !level[k].empty()) {
-      on_verdict(ids[i], Verdict::kAccepted);
+      on_verdict(ids[i], Verdict::kAccepted, level[k]);
       ++i;
       continue;
     }
@@ -62,11 +64,24 @@ void WalkSorted(const Grammar& grammar, const TokenVocabulary& vocabulary,
       i = std::partition_point(ids.begin() + i, ids.end(), starts_with_prefix) - ids.begin();
       continue;
     }
-    for (; i < ids.size() && starts_with_prefix(ids[i]); ++i) on_verdict(ids[i], verdict);
+    for (; i < ids.size() && starts_with_prefix(ids[i]); ++i) on_verdict(ids[i], verdict, level[k]);
   }
 }
 
 void SetBit(std::span<uint32_t> mask, int32_t id) { mask[id >> 5] |= 1u << (id & 31); }
+void ClearBit(std::span<uint32_t> mask, int32_t id) { mask[id >> 5] &= ~(1u << (id & 31)); }
+
+// The rounds a token began, from the state it reached under a probe counter at the bottom: the
+// fewest over its parses that are still in the loop (0 when none is).
+int32_t RoundsBegun(const StackSet& state) {
+  int32_t fewest = -1;
+  for (const Stack& stack : state.stacks()) {
+    if (stack.empty() || !IsCounter(stack.front())) continue;
+    const int32_t rounds = CounterRounds(stack.front());
+    if (fewest < 0 || rounds < fewest) fewest = rounds;
+  }
+  return std::max(fewest, 0);
+}
 
 }  // namespace
 
@@ -75,10 +90,30 @@ PositionCache BuildPositionCache(const Grammar& grammar, const TokenVocabulary& 
   PositionCache cache;
   cache.accepted.assign(MaskWords(vocabulary.size()), 0);
   WalkSorted(grammar, vocabulary, vocabulary.sorted_ids(), StackSet::At(grammar, position),
-             /*within_frame=*/true, [&](int32_t id, Verdict verdict) {
+             /*within_frame=*/true, [&](int32_t id, Verdict verdict, const StackSet&) {
                if (verdict == Verdict::kAccepted) SetBit(cache.accepted, id);
                if (verdict == Verdict::kUndecided) cache.undecided.push_back(id);
              });
+  return cache;
+}
+
+PositionCache BuildCountedPositionCache(const Grammar& grammar, const TokenVocabulary& vocabulary,
+                                        int32_t position, int32_t probe) {
+  PositionCache cache;
+  const int32_t words = MaskWords(vocabulary.size());
+  cache.accepted.assign(words, 0);
+  cache.within_rounds.assign(kRoundBuckets, std::vector<uint32_t>(words, 0));
+  WalkSorted(grammar, vocabulary, vocabulary.sorted_ids(),
+             StackSet::Of(Stack{CounterEntry(probe, 0), position}), /*within_frame=*/true,
+             [&](int32_t id, Verdict verdict, const StackSet& state) {
+               if (verdict == Verdict::kUndecided) cache.undecided.push_back(id);
+               if (verdict != Verdict::kAccepted) return;
+               SetBit(cache.accepted, id);
+               const int32_t rounds = RoundsBegun(state);
+               for (int32_t r = rounds; r < kRoundBuckets; ++r) SetBit(cache.within_rounds[r], id);
+               if (rounds >= kRoundBuckets) cache.long_tokens.emplace_back(rounds, id);
+             });
+  std::sort(cache.long_tokens.begin(), cache.long_tokens.end(), std::greater<>());
   return cache;
 }
 
@@ -113,6 +148,17 @@ std::shared_ptr<const PositionCache> GrammarMatcher::CacheAt(int32_t position) c
   return compiled_->cache.Get(position, build);
 }
 
+// Keyed ~position beside the plain caches. Every loop of one rule has the same probe rounds, so
+// the prelude's loops share their counted caches across grammars as their plain ones.
+std::shared_ptr<const PositionCache> GrammarMatcher::CountedCacheAt(int32_t position,
+                                                                    int32_t probe) const {
+  const Grammar& grammar = compiled_->grammar;
+  const TokenVocabulary& vocabulary = *compiled_->vocabulary;
+  auto build = [&] { return BuildCountedPositionCache(grammar, vocabulary, position, probe); };
+  if (position < grammar.prelude_size()) return vocabulary.prelude_cache().Get(~position, build);
+  return compiled_->cache.Get(~position, build);
+}
+
 void GrammarMatcher::FillMask(std::span<const int32_t> end_token_ids,
                               std::span<uint32_t> mask) const {
   const Grammar& grammar = compiled_->grammar;
@@ -135,10 +181,28 @@ void GrammarMatcher::FillMask(std::span<const int32_t> end_token_ids,
       if (top.value >= 0 && top.value < vocabulary.size()) SetBit(mask, top.value);
       continue;
     }
-    std::shared_ptr<const PositionCache> cache = CacheAt(stack.back());
-    for (size_t w = 0; w < cache->accepted.size(); ++w) mask[w] |= cache->accepted[w];
+    std::shared_ptr<const PositionCache> cache;
+    if (const int32_t at = CounterBelowTop(stack); at < 0) {
+      cache = CacheAt(stack.back());
+      for (size_t w = 0; w < cache->accepted.size(); ++w) mask[w] |= cache->accepted[w];
+    } else {  // inside a counted loop's round: the tokens that begin no more rounds than it has
+      const CountedLoop& loop = grammar.counted_loop(CounterLoop(stack[at]));
+      cache = CountedCacheAt(stack.back(), loop.probe);
+      const int32_t room = loop.max - CounterRounds(stack[at]);
+      if (room < kRoundBuckets) {
+        const std::vector<uint32_t>& within = cache->within_rounds[room];
+        for (size_t w = 0; w < within.size(); ++w) mask[w] |= within[w];
+      } else {
+        std::vector<uint32_t> allowed = cache->accepted;  // other stacks may allow what this drops
+        for (const auto& [rounds, id] : cache->long_tokens) {
+          if (rounds <= room) break;
+          ClearBit(allowed, id);
+        }
+        for (size_t w = 0; w < allowed.size(); ++w) mask[w] |= allowed[w];
+      }
+    }
     WalkSorted(grammar, vocabulary, cache->undecided, StackSet::Of(stack), /*within_frame=*/false,
-               [&](int32_t id, Verdict verdict) {
+               [&](int32_t id, Verdict verdict, const StackSet&) {
                  if (verdict == Verdict::kAccepted) SetBit(mask, id);
                });
   }

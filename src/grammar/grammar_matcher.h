@@ -52,6 +52,7 @@ class GrammarMatcher {
 
  private:
   std::shared_ptr<const PositionCache> CacheAt(int32_t position) const;
+  std::shared_ptr<const PositionCache> CountedCacheAt(int32_t position, int32_t probe) const;
 
   std::shared_ptr<const CompiledGrammar> compiled_;
   StackSet stacks_;
@@ -60,5 +61,9 @@ class GrammarMatcher {
 // The verdicts for every ordinary token at `position`, ignoring what lies below it.
 PositionCache BuildPositionCache(const Grammar& grammar, const TokenVocabulary& vocabulary,
                                  int32_t position);
+// The same for `position` inside a round of counted loop `probe` (the loop's CountedLoop::probe,
+// which has no bounds), with the rounds each accepted token begins.
+PositionCache BuildCountedPositionCache(const Grammar& grammar, const TokenVocabulary& vocabulary,
+                                        int32_t position, int32_t probe);
 
 }  // namespace mkserve::grammar

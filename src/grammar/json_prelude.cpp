@@ -73,6 +73,22 @@ class PreludeWriter {
       g_.AddAlternative(some, Join({alternative, {Rule(characters)}}));
     }
     r.nonempty_string = Alternatives({Join({Lit("\""), {Rule(some)}, Lit("\"")})});
+    // The same characters, \u escapes as code points: any but a surrogate alone, or a high and a
+    // low surrogate together.
+    const Element not_d = Set(Range('0', '9') | Range('a', 'c') | Range('e', 'f') |
+                              Range('A', 'C') | Range('E', 'F'));
+    const Element d = Set(Chars("dD"));
+    const Element u = Set(Chars("u")), backslash = Set(Chars("\\"));
+    std::vector<Seq> code_point = character;
+    code_point[2] = {backslash, u, not_d, hex, hex, hex};
+    code_point.push_back({backslash, u, d, Set(Range('0', '7')), hex, hex});
+    code_point.push_back({backslash, u, d, Set(Chars("89abAB")), hex, hex, backslash, u, d,
+                          Set(Chars("cdefCDEF")), hex, hex});
+    r.code_points = g_.NewRule();
+    g_.AddAlternative(r.code_points, {});
+    for (const Seq& alternative : code_point) {
+      g_.AddAlternative(r.code_points, Join({alternative, {Rule(r.code_points)}}));
+    }
 
     const int32_t more_digits = Rep({digit}, 0, kMaxIntegerDigits - 1);
     r.integer = Alternatives({

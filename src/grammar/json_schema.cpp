@@ -37,6 +37,7 @@ const std::set<std::string>& Keywords() {
                                                   "format",
                                                   "pattern",
                                                   "minLength",
+                                                  "maxLength",
                                                   "minimum",
                                                   "maximum",
                                                   "exclusiveMinimum",
@@ -60,17 +61,20 @@ void RefuseSiblings(const Json& schema, const std::string& keyword, const std::s
   }
 }
 
-int Count(const Json& schema, const char* key, const std::string& where, int fallback) {
+int Count(const Json& schema, const char* key, const std::string& where, int fallback,
+          int most = kMaxCountedItems) {
   const auto it = schema.find(key);
   if (it == schema.end()) return fallback;
-  if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+  // JSON Schema's integers include numbers like 1e3 and 8.0 (a zero fraction).
+  const double value = it->is_number() ? it->get<double>() : -1.0;
+  if (value < 0 || value != std::floor(value)) {
     throw SchemaError(where + "." + key, "must be a non-negative integer");
   }
-  if (it->get<int64_t>() > kMaxCountedItems) {
+  if (value > most) {
     throw SchemaError(where + "." + key,
-                      "values above " + std::to_string(kMaxCountedItems) + " are not supported");
+                      "values above " + std::to_string(most) + " are not supported");
   }
-  return static_cast<int>(it->get<int64_t>());
+  return static_cast<int>(value);
 }
 
 struct BoundKeyword {
@@ -239,7 +243,8 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
       return CompileObject(schema, where);
     }
     if (schema.contains("items")) return CompileArray(schema, where);
-    if (schema.contains("format") || schema.contains("pattern") || schema.contains("minLength")) {
+    if (schema.contains("format") || schema.contains("pattern") || schema.contains("minLength") ||
+        schema.contains("maxLength")) {
       // Without a type only strings are written: those are valid whatever the schema allows else.
       return CompileString(schema, where);
     }
@@ -464,16 +469,33 @@ int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& 
 }
 
 int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string& where) {
-  // minLength 0 or 1 (a prelude rule); longer ones would be a cold token cache per counted
-  // character in every request (docs/api.md).
-  const int min_length = Count(schema, "minLength", where, 0);
-  if (min_length > 1) {
-    throw SchemaError(where + ".minLength", "values above 1 are not supported");
+  // Lengths count code points (JSON Schema's characters) in a counted loop of the prelude's
+  // code_points rule, whose token caches every request shares; a length of at most one without a
+  // maximum is the plain string rules.
+  const int min_length = Count(schema, "minLength", where, 0, kMaxLoopRounds - 1);
+  const bool has_max = schema.contains("maxLength");
+  const int max_length = Count(schema, "maxLength", where, -1, kMaxLoopRounds - 1);
+  const bool counted = has_max || min_length > 1;
+  if (has_max && max_length < min_length) {
+    throw SchemaError(where + ".maxLength", "is less than minLength");
   }
-  if (min_length == 1 && schema.contains("pattern")) {
-    throw SchemaError(where,
-                      "'minLength' together with 'pattern' is not supported; let the "
-                      "pattern require a character");
+  for (const char* other : {"pattern", "format"}) {  // a format's strings are never empty
+    const bool refused = counted || (min_length == 1 && std::string(other) == "pattern");
+    if (refused && schema.contains(other)) {
+      throw SchemaError(where, std::string(has_max ? "'maxLength'" : "'minLength'") +
+                                   " together with " + Quoted(other) +
+                                   " is not supported; let the " + other +
+                                   " say how long the string is");
+    }
+  }
+  if (counted) {
+    // No maximum: the loop's largest count, which stops counting rather than ending the loop.
+    const Element characters =
+        grammar_.Counted(rules_.code_points, min_length, has_max ? max_length : kMaxLoopRounds);
+    Seq string = grammar_.Literal("\"");
+    string.push_back(characters);
+    Append(string, grammar_.Literal("\""));
+    return grammar_.RuleOf({string});
   }
   if (const auto pattern = schema.find("pattern"); pattern != schema.end()) {
     if (!pattern->is_string()) throw SchemaError(where + ".pattern", "must be a string");

@@ -6,11 +6,12 @@
 // value allows); array with items, minItems, maxItems (up to kMaxCountedItems); enum; const;
 // anyOf; $ref into the document ("#", "#/$defs/x", any JSON pointer; recursion allowed);
 // $defs/definitions; string formats date-time, date, time, email, uuid, pattern
-// (string_pattern.h) and minLength 0 or 1; number and integer, with minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum (numeric_range.h: a number's bounds must be integers) and
-// multipleOf a power of ten (0.01: at most two fraction digits; 1, 10, ...: integers ending in
-// the zeros); boolean, null. Annotations (title, description, default, examples, $schema, $id,
-// $comment, deprecated, readOnly, writeOnly) are ignored. Any other keyword is refused by name.
+// (string_pattern.h), minLength and maxLength (code points, a counted loop); number and integer,
+// with minimum, maximum, exclusiveMinimum, exclusiveMaximum (numeric_range.h: a number's bounds
+// must be integers) and multipleOf a power of ten (0.01: at most two fraction digits; 1, 10, ...:
+// integers ending in the zeros); boolean, null. Annotations (title, description, default, examples,
+// $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored. Any other keyword is
+// refused by name.
 #pragma once
 
 #include <map>

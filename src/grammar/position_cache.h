@@ -3,6 +3,9 @@
 // depends on it because they run past the end of the element's rule (`undecided`, in the
 // vocabulary's sorted order). Every other token is rejected. Built once per element by walking
 // the sorted vocabulary; a mask then costs one OR per stack plus a check of the undecided tokens.
+// An element inside a counted loop's round has a second cache (its key: ~position) that also
+// says how many rounds each accepted token begins, so a mask keeps only the tokens the loop's
+// count leaves room for.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +19,16 @@
 
 namespace mkserve::grammar {
 
+// Counted caches keep one bitmask for each count of rounds up to this.
+inline constexpr int32_t kRoundBuckets = 16;
+
 struct PositionCache {
   std::vector<uint32_t> accepted;  // bitmask over the vocabulary, 32 ids a word
   std::vector<int32_t> undecided;
+  // Counted caches only. within_rounds[r]: the accepted tokens that begin at most r rounds, for
+  // r < kRoundBuckets; long_tokens: (rounds, id) of those that begin more, most rounds first.
+  std::vector<std::vector<uint32_t>> within_rounds;
+  std::vector<std::pair<int32_t, int32_t>> long_tokens;
 };
 
 // Caches by element position, filled on first use; safe to share between threads. One thread

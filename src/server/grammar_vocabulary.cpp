@@ -39,11 +39,28 @@ std::shared_ptr<const grammar::TokenVocabulary> BuildGrammarVocabulary(
 }
 
 void WarmJsonPreludeCaches(const grammar::TokenVocabulary& vocabulary) {
-  const grammar::Grammar& prelude = grammar::JsonPreludeGrammar().grammar;
-  for (int32_t position = 0; position < prelude.prelude_size(); ++position) {
-    if (prelude.elements()[position].kind != grammar::Element::Kind::kBytes) continue;
-    vocabulary.prelude_cache().Get(
-        position, [&] { return grammar::BuildPositionCache(prelude, vocabulary, position); });
+  const grammar::JsonPrelude& json = grammar::JsonPreludeGrammar();
+  // The length-counted strings' characters take counted caches (their plain ones are never
+  // asked for); a probe loop of that rule in a copy of the prelude, whose positions they share.
+  grammar::Grammar counted = json.grammar;
+  const int32_t probe = counted.Counted(json.rules.code_points, 0, grammar::kMaxLoopRounds).value;
+  std::vector<bool> in_code_points(counted.prelude_size(), false);
+  for (int32_t first : counted.alternatives(json.rules.code_points)) {
+    for (int32_t at = first; counted.elements()[at].kind != grammar::Element::Kind::kEnd; ++at) {
+      in_code_points[at] = true;
+    }
+  }
+  for (int32_t position = 0; position < counted.prelude_size(); ++position) {
+    if (counted.elements()[position].kind != grammar::Element::Kind::kBytes) continue;
+    if (in_code_points[position]) {
+      vocabulary.prelude_cache().Get(~position, [&] {
+        return grammar::BuildCountedPositionCache(counted, vocabulary, position, probe);
+      });
+    } else {
+      vocabulary.prelude_cache().Get(position, [&] {
+        return grammar::BuildPositionCache(json.grammar, vocabulary, position);
+      });
+    }
   }
 }
 

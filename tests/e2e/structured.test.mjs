@@ -53,7 +53,9 @@ function violation(schema, value, path = '$') {
     if (schema.exclusiveMinimum !== undefined && !(value > schema.exclusiveMinimum)) return `${path}: not above exclusiveMinimum`;
     if (schema.exclusiveMaximum !== undefined && !(value < schema.exclusiveMaximum)) return `${path}: not below exclusiveMaximum`;
   }
+  // Lengths count code points ([...value]), as JSON Schema does.
   if (schema.minLength !== undefined && [...value].length < schema.minLength) return `${path}: shorter than minLength`;
+  if (schema.maxLength !== undefined && [...value].length > schema.maxLength) return `${path}: longer than maxLength`;
   if (schema.format === 'date' && !/^\d{4}-\d{2}-\d{2}$/.test(value)) return `${path}: not a date`;
   // Node's own address parsers; ajv-formats' duration expression.
   if (schema.format === 'ipv4' && !isIPv4(value)) return `${path}: not an IPv4 address`;
@@ -67,6 +69,7 @@ const PERSON = {
   type: 'object',
   properties: {
     name: { type: 'string', minLength: 1 },
+    nickname: { type: 'string', minLength: 3, maxLength: 12 },
     age: { type: 'integer', minimum: 0, maximum: 150 },
     height: { type: 'number', exclusiveMinimum: 0, maximum: 3 },
     badge: { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(-[a-z]+)?$' },
@@ -77,7 +80,7 @@ const PERSON = {
     scores: { type: 'array', items: { type: 'number' }, maxItems: 3 },
     manager: { anyOf: [{ $ref: '#/$defs/ref' }, { type: 'null' }] },
   },
-  required: ['name', 'age', 'height', 'badge', 'motto', 'role', 'active', 'born', 'scores', 'manager'],
+  required: ['name', 'nickname', 'age', 'height', 'badge', 'motto', 'role', 'active', 'born', 'scores', 'manager'],
   additionalProperties: false,
   $defs: { ref: { type: 'object', properties: { id: { type: 'integer' } }, required: ['id'], additionalProperties: false } },
 };
@@ -248,8 +251,10 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
     response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', patternProperties: { x: {} } })),
     { status: 400, param: 'response_format.json_schema.schema', message: /'patternProperties' is not supported/ });
-  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', maxLength: 8 } } })),
-    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'maxLength' is not supported/ });
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', maxLength: 8, pattern: 'a+' } } })),
+    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'maxLength' together with 'pattern' is not supported/ });
+  await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', minLength: 5, maxLength: 4 })),
+    { status: 400, param: 'response_format.json_schema.schema.maxLength', message: /is less than minLength/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: '(a)\\1' } } })),
     { status: 400, param: 'response_format.json_schema.schema.properties.s.pattern', message: /backreferences are not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', format: 'uri' })),

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
 #include "grammar/json_schema.h"
 #include "grammar/position_cache.h"
 #include "grammar_test_util.h"
@@ -37,6 +38,13 @@ std::shared_ptr<const TokenVocabulary> StressVocabulary(uint32_t seed, int extra
         "\xc3",      "\xa9", "\xc3\xa9", "\xe2\x82", "\xac\"", "name", "\"name\"", "age",
         "\"age\": ", "2024", "-01-",     "T12",      ":00Z\"", "@",    ".com\"",   "abc\"",
         "},{",       "]}",   "[]",       "{}"}) {
+    add(text);
+  }
+  // Runs of more characters than a counted cache keeps a bitmask for (kRoundBuckets).
+  for (const char* text :
+       {"abcdefghijklmnopqrstu", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n", "aaaaaaaaaaaaaaaaaaa\"",
+        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"}) {
     add(text);
   }
   add("");  // an empty ordinary token is never allowed
@@ -94,6 +102,48 @@ TEST(GrammarMatcherTest, MaskEqualsBruteForceForSchema) {
                                    "schema");
   Grammar grammar = std::move(builder).Finish(root);
   for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 60);
+}
+
+// Counted strings (minLength, maxLength): the counted caches' rounds and the mask's filter by the
+// room left, near the limits and with tokens of more rounds than the buckets hold.
+TEST(GrammarMatcherTest, MaskEqualsBruteForceForCountedStrings) {
+  JsonGrammarBuilder builder;
+  int32_t root = builder.AddSchema(Json::parse(R"({"type": "object", "properties": {
+      "a": {"type": "string", "minLength": 2, "maxLength": 3},
+      "b": {"type": "string", "maxLength": 20},
+      "c": {"type": "string", "minLength": 18},
+      "d": {"type": "array", "items": {"type": "string", "maxLength": 1}, "maxItems": 2}},
+      "required": ["a", "b", "c", "d"], "additionalProperties": false})"),
+                                   "schema");
+  Grammar grammar = std::move(builder).Finish(root);
+  for (uint32_t seed = 1; seed <= 8; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 80);
+}
+
+// A counted loop is refused unless its rule is a loop of terminals (each alternative empty, or
+// bytes and tokens then the rule again) and its bounds fit the stack's counter.
+TEST(GrammarTest, CountedLoopsNeedALoopRuleAndBoundsThatFit) {
+  Grammar grammar;
+  const int32_t loop = grammar.NewRule();
+  grammar.AddAlternative(loop, {});
+  grammar.AddAlternative(loop, {grammar.Byte('a'), Element::Rule(loop)});
+  const int32_t not_a_loop = grammar.RuleOf({{grammar.Byte('a')}});
+  const int32_t nested = grammar.NewRule();
+  grammar.AddAlternative(nested, {Element::Rule(not_a_loop), Element::Rule(nested)});
+  EXPECT_THROW(grammar.Counted(not_a_loop, 0, 3), Error);
+  EXPECT_THROW(grammar.Counted(nested, 0, 3), Error);
+  EXPECT_THROW(grammar.Counted(loop, 4, 3), Error);
+  EXPECT_THROW(grammar.Counted(loop, 0, kMaxLoopRounds + 1), Error);
+  const Element a = grammar.Counted(loop, 1, 3), b = grammar.Counted(loop, 1, 3);
+  EXPECT_EQ(a.value, b.value);  // one loop for one rule and bounds
+  const CountedLoop& counted = grammar.counted_loop(a.value);
+  EXPECT_EQ(grammar.counted_loop(counted.probe).max, kMaxLoopRounds);
+  // The counter's entry keeps the loop and the rounds; it sorts below every position.
+  const int32_t entry = CounterEntry(kMaxCountedLoops - 1, kMaxLoopRounds);
+  EXPECT_TRUE(IsCounter(entry));
+  EXPECT_EQ(CounterLoop(entry), kMaxCountedLoops - 1);
+  EXPECT_EQ(CounterRounds(entry), kMaxLoopRounds);
+  EXPECT_EQ(CounterRounds(CounterEntry(3, 7)), 7);
+  EXPECT_EQ(CounterLoop(CounterEntry(3, 7)), 3);
 }
 
 TEST(GrammarMatcherTest, SpecialTokensOnlyWhereTheGrammarNamesThem) {

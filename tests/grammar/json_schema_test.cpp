@@ -113,6 +113,38 @@ TEST(JsonSchemaTest, NonEmptyStrings) {
       {R"({"type": "string", "minLength": 1, "format": "date"})", {R"("2024-01-31")"}, {R"("")"}});
 }
 
+// minLength and maxLength count code points, as JSON Schema does: an escape is one, a UTF-8
+// character is one, a surrogate pair written as two \u escapes is one, and a lone surrogate
+// escape (no code point) is not written.
+TEST(JsonSchemaTest, StringLengthsCountCodePoints) {
+  ExpectCase({R"({"type": "string", "minLength": 2, "maxLength": 3})",
+              {R"("ab")", R"("abc")", R"("a\n")", R"("\"\\/")", "\"\xc3\xa9t\xc3\xa9\"",
+               "\"\xe2\x82\xac\xf0\x9f\x98\x80\"", R"("\u00e9\ud83d\ude00")", R"("\uD83D\uDE00x")",
+               R"("\ud7ffa")"},
+              {R"("a")", R"("")", R"("abcd")", R"("a\n\tb")", "\"\xc3\xa9\"", R"("\ud83d\ude00")",
+               R"("\ud83da")", R"("\ude00ab")", R"("a\ud83d")",
+               "\"\xf0\x9f\x98\x80\xf0\x9f\x98\x80\xf0\x9f\x98\x80\xf0\x9f\x98\x80\""}});
+  ExpectCase({R"({"type": "string", "maxLength": 0})", {R"("")"}, {R"("a")", R"("\n")"}});
+  ExpectCase({R"({"type": "string", "minLength": 4})",
+              {R"("abcd")", R"("abcdefghijklmnopqrstuvwxyz")"},
+              {R"("abc")", R"("")"}});
+  // JSON Schema's integers include a zero fraction and an exponent.
+  ExpectCase({R"({"type": "string", "maxLength": 2.0})", {R"("ab")"}, {R"("abc")"}});
+  ExpectCase({R"({"type": "array", "maxItems": 1e0})", {"[1]"}, {"[1,2]"}});
+  // Without a type only strings are written; with a list, the string branch counts.
+  ExpectCase({R"({"maxLength": 2})", {R"("ab")"}, {R"("abc")", "1", "null"}});
+  ExpectCase({R"({"type": ["string", "null"], "minLength": 2, "maxLength": 2})",
+              {R"("ab")", "null"},
+              {R"("a")", R"("abc")"}});
+  // A maximum far above what a test writes, and one of exactly 300 characters.
+  const std::string three_hundred(300, 'x');
+  auto grammar = CompileSchema(Json::parse(R"({"type": "string", "maxLength": 300})"));
+  EXPECT_TRUE(Matches(grammar, "\"" + three_hundred + "\""));
+  EXPECT_FALSE(Matches(grammar, "\"" + three_hundred + "y\""));
+  auto wide = CompileSchema(Json::parse(R"({"type": "string", "maxLength": 1048574})"));
+  EXPECT_TRUE(Matches(wide, "\"" + three_hundred + "\""));
+}
+
 TEST(JsonSchemaTest, Formats) {
   ExpectCase({R"({"type": "string", "format": "date"})",
               {R"("2024-02-29")", R"("1999-12-31")"},
@@ -403,8 +435,21 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^.{20}$"},
                   "b": {"type": "string", "pattern": "^\\w{20}$"}}})",
               "schema.properties.a.pattern", "in more than 32 places");  // compiled last
-  ExpectError(R"({"type": "string", "minLength": 2})", "schema.minLength", "values above 1");
-  ExpectError(R"({"type": "string", "maxLength": 8})", "schema", "'maxLength' is not supported");
+  ExpectError(R"({"type": "string", "minLength": 3, "maxLength": 2})", "schema.maxLength",
+              "less than minLength");
+  ExpectError(R"({"type": "string", "maxLength": 1048575})", "schema.maxLength",
+              "values above 1048574");
+  ExpectError(R"({"type": "string", "minLength": 1e30})", "schema.minLength",
+              "values above 1048574");
+  ExpectError(R"({"type": "string", "maxLength": "8"})", "schema.maxLength",
+              "non-negative integer");
+  ExpectError(R"({"type": "string", "maxLength": -1})", "schema.maxLength", "non-negative integer");
+  ExpectError(R"({"type": "string", "maxLength": 2.5})", "schema.maxLength",
+              "non-negative integer");
+  ExpectError(R"({"type": "string", "maxLength": 8, "pattern": "a*"})", "schema",
+              "'maxLength' together with 'pattern'");
+  ExpectError(R"({"type": "string", "minLength": 2, "format": "date"})", "schema",
+              "'minLength' together with 'format'");
   ExpectError(R"({"type": "string", "minLength": 1, "pattern": "a*"})", "schema",
               "'minLength' together with 'pattern'");
   ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema.multipleOf", "only powers of ten");
