@@ -490,8 +490,13 @@ int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string&
   }
   if (counted) {
     // No maximum: the loop's largest count, which stops counting rather than ending the loop.
-    const Element characters =
-        grammar_.Counted(rules_.code_points, min_length, has_max ? max_length : kMaxLoopRounds);
+    Element characters;
+    try {
+      characters =
+          grammar_.Counted(rules_.code_points, min_length, has_max ? max_length : kMaxLoopRounds);
+    } catch (const Error& e) {  // more distinct lengths than a grammar counts
+      throw SchemaError(where, e.what());
+    }
     Seq string = grammar_.Literal("\"");
     string.push_back(characters);
     Append(string, grammar_.Literal("\""));

@@ -443,6 +443,19 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
               "values above 1048574");
   ExpectError(R"({"type": "string", "maxLength": "8"})", "schema.maxLength",
               "non-negative integer");
+  Json many = Json::parse(R"({"type": "object", "properties": {}})");
+  for (int i = 0; i <= kMaxCountedLoops; ++i) {
+    many["properties"]["p" + std::to_string(i)] = Json::parse(R"({"type": "string"})");
+    many["properties"]["p" + std::to_string(i)]["maxLength"] = i;
+  }
+  try {  // the property whose length is one too many, wherever the compiler meets it
+    JsonGrammarBuilder builder;
+    builder.AddSchema(many, "schema");
+    ADD_FAILURE() << kMaxCountedLoops + 1 << " distinct lengths compiled";
+  } catch (const SchemaError& e) {
+    EXPECT_TRUE(e.where().starts_with("schema.properties.p")) << e.where();
+    EXPECT_NE(std::string(e.what()).find("more than 2047 counted loops"), std::string::npos);
+  }
   ExpectError(R"({"type": "string", "maxLength": -1})", "schema.maxLength", "non-negative integer");
   ExpectError(R"({"type": "string", "maxLength": 2.5})", "schema.maxLength",
               "non-negative integer");
