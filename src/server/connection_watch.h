@@ -25,6 +25,12 @@ class ConnectionWatch {
   requires std::is_invocable_r_v<bool, Check> ConnectionWatch(Check check)
       : is_peer_closed_(std::move(check)) {}
 
+  // The same server behind it, no connection: for work that outlives its request (a background
+  // response), `cancelled` standing in for the hang-up.
+  ConnectionWatch Detached(std::function<bool()> cancelled) const {
+    return ConnectionWatch(std::move(cancelled), stop_requested_);
+  }
+
   // True once the client has closed or reset the connection. Never blocks.
   bool operator()() const { return is_peer_closed_ && is_peer_closed_(); }
   // True once the server is shutting down and its drain timeout has passed.

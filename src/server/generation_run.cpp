@@ -116,6 +116,9 @@ Usage GenerationRun::TotalUsage() const {
     total.cached_tokens += usage.cached_tokens;
   }
   total.completion_tokens = completion_tokens_;
+  for (size_t choice = 0; choice < choice_tokens_.size(); ++choice) {  // a run cut short
+    if (!choice_finished_[choice]) total.completion_tokens += choice_tokens_[choice];
+  }
   return total;
 }
 

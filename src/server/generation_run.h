@@ -35,7 +35,8 @@ class GenerationRun {
   // True once the server stopped the run (its unfinished choices got kAbort events).
   bool stopped_by_server() const { return stopped_by_server_; }
   int32_t num_choices() const { return static_cast<int32_t>(handles_.size()) * n_; }
-  // Prompt tokens counted once per prompt; completion tokens summed over choices.
+  // Prompt tokens counted once per prompt (known once a choice of it has finished); completion
+  // tokens summed over choices, those received so far for an unfinished one.
   Usage TotalUsage() const;
   // Seconds since the run was created, for time-to-first-token.
   double ElapsedSeconds() const;

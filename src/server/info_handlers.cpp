@@ -52,7 +52,8 @@ HttpResponse HandleMetrics(const ServerState& state, const HttpCounters& counter
   const ResponseStore& store = state.responses();
   return TextResponse(
       RenderMetrics(snapshot, counters.Counts()) +
-          RenderResponseStore(static_cast<int64_t>(store.size()), store.bytes(), store.max_bytes()),
+          RenderResponseStore(static_cast<int64_t>(store.size()), store.bytes(), store.max_bytes(),
+                              static_cast<int64_t>(state.background().running())),
       "text/plain; version=0.0.4; charset=utf-8");
 }
 

@@ -2,7 +2,9 @@
 // Responses API's request and output shapes (responses_request.h, responses_output.h), and the
 // count of a request's input tokens. Finished responses are kept in the ResponseStore (unless
 // the request sends store: false) for previous_response_id and the paths that read and delete
-// them: GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+// them: GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items. A background
+// response (background_responses.h) is answered "in_progress" at once and polled with GET;
+// POST /v1/responses/{id}/cancel stops it.
 #include <algorithm>
 
 #include "server/chat_prompt.h"
@@ -53,6 +55,10 @@ Json PreviousContext(const ServerState& state, const Json& body) {
   std::unique_ptr<const StoredResponse> previous = state.responses().Get(*id);
   if (!previous) {
     ThrowNotStored(*id, "previous_response_id", "; send the whole conversation in 'input'");
+  }
+  if (previous->response.value("status", "") == "in_progress") {
+    ThrowInvalid("previous_response_id",
+                 "response '" + *id + "' is still in progress; continue it once it has finished");
   }
   return previous->context;
 }
@@ -147,28 +153,45 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
   state.CheckModelName(chat.generation.model);
   ChatPrompt prompt = NamingInput(
       [&] { return BuildChatPrompt(model, chat, state.options().default_enable_thinking); });
-  ApplyModelLimits(model, static_cast<int64_t>(prompt.token_ids.size()), kResponsesFields,
-                   chat.generation);
+  const auto prompt_tokens = static_cast<int64_t>(prompt.token_ids.size());
+  ApplyModelLimits(model, prompt_tokens, kResponsesFields, chat.generation);
 
   std::unique_ptr<OutputParser> parser = MakeOutputParserFactory(model, chat, prompt)();
   auto grammar = NamingInput([&] { return ChatOutputGrammar(model, chat, prompt); });
   EngineRequest engine_request{
       std::move(prompt.token_ids), chat.generation.sampling, 1, std::move(grammar),
       chat.generation.skip_special_tokens ? model.chat_hidden_special_tokens : nullptr};
+  if (request.background && !state.responses().enabled()) {
+    ThrowInvalid("background",
+                 "this server stores no responses (--response-store-mb 0), and a background "
+                 "response is stored for polling");
+  }
   std::vector<RequestHandle> handles;
   handles.push_back(model.engine->Submit(std::move(engine_request)));
-  auto run = std::make_unique<GenerationRun>(std::move(handles), 1, http.is_connection_closed);
+  // A background run's hang-up is its cancel flag: it outlives the connection.
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto run = std::make_unique<GenerationRun>(
+      std::move(handles), 1,
+      request.background
+          ? http.is_connection_closed.Detached([cancelled] { return cancelled->load(); })
+          : http.is_connection_closed);
   ResponseMeta meta = NewResponseMeta("resp_", state.options().model_id);
   const bool store = request.store && state.responses().enabled();
   request.echo["store"] = store;
+  Json input_items = StoredInputItems(std::move(request.input_items), meta.id);
+  const Json input_so_far = request.background ? input_items : Json();
   FinishedResponseSink keeper =
-      store ? Keeper(state.responses(), StoredInputItems(std::move(request.input_items), meta.id),
-                     std::move(context))
-            : nullptr;
+      store ? Keeper(state.responses(), std::move(input_items), std::move(context)) : nullptr;
   auto output = std::make_unique<ResponsesOutput>(
       std::move(meta), std::move(request.echo), std::move(parser),
       LogprobNames{chat.logprobs ? model.tokenizer.get() : nullptr, chat.generation.tokens_as_ids},
       std::move(keeper));
+  if (request.background) {
+    Json in_progress = output->InProgress();
+    state.background().Start({in_progress, input_so_far, Json::array()}, cancelled, std::move(run),
+                             std::move(output), prompt_tokens);
+    return JsonResponse(DumpJson(in_progress));
+  }
   if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
   return CompleteResponse(*run, *output);
 }
@@ -190,6 +213,7 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
   const auto [id, rest] = StoredPath(http);
   ResponseStore& store = state.responses();
   if (http.method == "DELETE" && rest.empty()) {
+    state.background().Cancel(id);  // a running background response stops first
     if (!store.Erase(id)) ThrowNotStored(id, "response_id");
     return JsonResponse(DumpJson({{"id", id}, {"object", "response"}, {"deleted", true}}));
   }
@@ -206,9 +230,17 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
     return JsonResponse(DumpJson(InputItemsPage(*stored, http)));
   }
   if (http.method == "POST" && rest == "cancel") {
+    if (state.background().Cancel(id)) stored = store.Get(id);  // now cancelled
     if (!stored) ThrowNotStored(id, "response_id");
-    ThrowInvalid("response_id",
-                 "only background responses can be cancelled; this one has finished");
+    const std::string status = stored->response.value("status", "");
+    if (!stored->response.value("background", false)) {
+      ThrowInvalid("response_id", "only background responses can be cancelled");
+    }
+    if (status != "cancelled") {
+      ThrowInvalid("response_id", "this background response has finished (" + status +
+                                      "); there is nothing to cancel");
+    }
+    return JsonResponse(DumpJson(stored->response));
   }
   throw ApiError(ErrorKind::kNotFound, "no route for " + http.method + " " + http.path);
 }

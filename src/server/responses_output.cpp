@@ -243,4 +243,12 @@ Json ResponsesOutput::FinalResponse(const Usage& usage) const {
   return response;
 }
 
+Json ResponsesOutput::EndedEarly(const std::string& status, const Usage& usage, Json error) {
+  CloseOpenItem("incomplete");  // its events go nowhere: nobody streams a background response
+  Json response = Snapshot(status, &usage);
+  response["error"] = std::move(error);
+  if (on_finished_) on_finished_(response);
+  return response;
+}
+
 }  // namespace mkserve::server

@@ -41,6 +41,12 @@ class ResponsesOutput {
   void Accumulate(const ChoiceEvent& event) { StreamEvent(event); }
   Json FinalResponse(const Usage& usage) const;
 
+  // Background responses: the object while it runs, and one that did not run to its end:
+  // `status` "cancelled", or "failed" with `error` (OpenAI's {code, message}), with the output
+  // written so far; handed to on_finished like a finished one.
+  Json InProgress() const { return Snapshot("in_progress", nullptr); }
+  Json EndedEarly(const std::string& status, const Usage& usage, Json error = nullptr);
+
  private:
   enum class Kind { kReasoning, kMessage, kFunctionCall };
   struct Item {

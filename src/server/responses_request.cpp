@@ -244,9 +244,6 @@ void RejectUnhonouredFields(const JsonFields& fields) {
     ThrowInvalid("conversation",
                  "this server keeps no conversations; send the whole conversation in 'input'");
   }
-  if (fields.Bool("background").value_or(false)) {
-    ThrowInvalid("background", "background responses are not supported; send false");
-  }
   if (fields.Get("prompt") != nullptr) {
     ThrowInvalid("prompt", "stored prompt templates are not supported; send 'input'");
   }
@@ -320,6 +317,14 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   chat.enable_thinking = ParseReasoningEffort(fields);
   ParseInclude(fields, chat);
   request.store = fields.Bool("store").value_or(true);
+  request.background = fields.Bool("background").value_or(false);
+  if (request.background && !request.store) {
+    ThrowInvalid("background", "a background response is stored for polling; send store: true");
+  }
+  if (request.background && chat.generation.stream) {
+    ThrowInvalid("stream",
+                 "background responses are not streamed here; poll GET /v1/responses/{id}");
+  }
   fields.String("previous_response_id");  // typed; its context came in `context`
 
   Json& echo = request.echo;
@@ -348,6 +353,7 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   const Json* previous = fields.Get("previous_response_id");
   echo["previous_response_id"] = previous != nullptr ? *previous : Json(nullptr);
   echo["store"] = request.store;
+  echo["background"] = request.background;
   return request;
 }
 

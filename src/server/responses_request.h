@@ -21,6 +21,9 @@ struct ResponsesRequest {
   // The request's own input items (a string input as one user message), for the store.
   Json input_items = Json::array();
   bool store = true;  // keep the finished response (`store`, true unless sent false)
+  // Run detached from the connection (background_responses.h): answered at once "in_progress",
+  // then polled. Needs store; not streamed.
+  bool background = false;
 };
 
 // The body's previous_response_id, if it has one (a non-empty string; else ApiError).

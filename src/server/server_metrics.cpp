@@ -147,7 +147,8 @@ std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int6
   return out.str();
 }
 
-std::string RenderResponseStore(int64_t responses, int64_t bytes, int64_t capacity_bytes) {
+std::string RenderResponseStore(int64_t responses, int64_t bytes, int64_t capacity_bytes,
+                                int64_t background_running) {
   std::ostringstream out;
   Metric(out, "mkserve_response_store_responses", "gauge",
          "Stored /v1/responses results (previous_response_id, GET /v1/responses/{id}).", responses);
@@ -156,6 +157,8 @@ std::string RenderResponseStore(int64_t responses, int64_t bytes, int64_t capaci
   Metric(out, "mkserve_response_store_capacity_bytes", "gauge",
          "--response-store-mb: beyond it the least recently used responses are dropped.",
          capacity_bytes);
+  Metric(out, "mkserve_background_responses_running", "gauge",
+         "/v1/responses sent with background: true that are still running.", background_running);
   return out.str();
 }
 

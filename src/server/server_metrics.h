@@ -35,6 +35,7 @@ std::string RenderHistogram(const std::string& name, const std::string& help,
 std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int64_t>& http_counts);
 
 // The stored /v1/responses results' gauges (ResponseStore): how many, their bytes, the bound.
-std::string RenderResponseStore(int64_t responses, int64_t bytes, int64_t capacity_bytes);
+std::string RenderResponseStore(int64_t responses, int64_t bytes, int64_t capacity_bytes,
+                                int64_t background_running);
 
 }  // namespace mkserve::server

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
 #include "grammar/token_vocabulary.h"
+#include "server/background_responses.h"
 #include "server/response_store.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,11 +47,16 @@ class ServerState {
  public:
   explicit ServerState(ServerOptions options)
       : options_(std::move(options)),
-        responses_(std::make_unique<ResponseStore>(options_.response_store_bytes)) {}
+        responses_(std::make_unique<ResponseStore>(options_.response_store_bytes)),
+        background_(std::make_unique<BackgroundResponses>(*responses_)) {}
+  // The background responses go first: their runs hold the engine.
+  ~ServerState() { background_.reset(); }
 
   const ServerOptions& options() const { return options_; }
   // The stored /v1/responses results (thread-safe; every handler shares it).
   ResponseStore& responses() const { return *responses_; }
+  // The /v1/responses runs sent with background: true (thread-safe).
+  BackgroundResponses& background() const { return *background_; }
   // Publishes the model; handlers see it from their next request on.
   void SetModel(std::unique_ptr<ServedModel> model) {
     model_ = std::move(model);
@@ -65,6 +71,7 @@ class ServerState {
  private:
   ServerOptions options_;
   std::unique_ptr<ResponseStore> responses_;
+  std::unique_ptr<BackgroundResponses> background_;
   std::unique_ptr<ServedModel> model_;
   std::atomic<bool> ready_{false};
 };

@@ -1,13 +1,17 @@
 // /v1/responses through the official SDK against the scripted backend: output items (reasoning,
 // message, function_call), the named stream events, a tool round trip (whole input, and through
-// previous_response_id), stored responses (retrieve, input items, delete), text.format and the
-// fields mkserve does not honour, refused by name.
+// previous_response_id), stored responses (retrieve, input items, delete), background responses
+// (polled, cancelled, deleted), text.format and the fields mkserve does not honour, refused by
+// name.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeTinyModel, writeScript, startServer, client, rawPost, metric } from './harness.mjs';
 
 // The first matching rule wins: a prompt holding the tool's result also holds the question.
 const SCRIPT = [
+  { prompt_contains: 'broken', fault: 'error' },
+  // 20 ms a step: a background response still running while the test looks at it.
+  { prompt_contains: 'slowly', fault: 'hang', hang_ms: 20, output: `<|START_TEXT|>${'word '.repeat(500)}<|END_TEXT|>` },
   { prompt_contains: 'sunny', output: 'The tool answered.<|END_THINKING|><|START_TEXT|>It is sunny in Paris.<|END_TEXT|>' },
   { prompt_contains: 'weather', output: 'I should call the tool.<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]<|END_ACTION|>' },
   { prompt_contains: 'greet', output: 'The user greets me.<|END_THINKING|><|START_TEXT|>Hello there, friend!<|END_TEXT|>' },
@@ -171,7 +175,8 @@ test('fields that need a stored response or a hosted tool are refused by name', 
   const cases = [
     [{ input: 'hi', previous_response_id: 7 }, 'previous_response_id'],
     [{ input: 'hi', conversation: 'conv_1' }, 'conversation'],
-    [{ input: 'hi', background: true }, 'background'],
+    [{ input: 'hi', background: true, store: false }, 'background'],
+    [{ input: 'hi', background: true, stream: true }, 'stream'],
     [{ input: 'hi', truncation: 'auto' }, 'truncation'],
     [{ input: 'hi', include: ['file_search_call.results'] }, 'include[0]'],
     [{ input: 'hi', top_logprobs: 2 }, 'top_logprobs'],
@@ -279,6 +284,89 @@ test('a stored response: retrieved, its input items paged, deleted; store false 
   const unstored = await openai.responses.create({ model: 'tiny', input: 'greet me', store: false });
   assert.equal(unstored.store, false);
   await assert.rejects(openai.responses.retrieve(unstored.id), (error) => error.status === 404);
+});
+
+// Polls a background response until it leaves in_progress.
+async function settled(id) {
+  for (let i = 0; i < 200; ++i) {
+    const response = await openai.responses.retrieve(id);
+    if (response.status !== 'in_progress') return response;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`${id} still in progress`);
+}
+
+test('a background response: in progress at once, then polled to its end, like a stored one', async () => {
+  const started = await openai.responses.create({ model: 'tiny', input: 'greet me', background: true });
+  assert.equal(started.status, 'in_progress');
+  assert.equal(started.background, true);
+  assert.deepEqual(started.output, []);
+  const done = await settled(started.id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.output.at(-1).content[0].text, 'Hello there, friend!');
+  assert.equal(done.background, true);
+  assert.ok(done.usage.input_tokens > 0 && done.usage.output_tokens > 0, JSON.stringify(done.usage));
+  const items = await openai.responses.inputItems.list(done.id);
+  assert.deepEqual(items.data.map((item) => item.content[0].text), ['greet me']);
+  // It continues like any stored response; a finished one has nothing to cancel.
+  const next = await openai.responses.create({ model: 'tiny', previous_response_id: done.id, input: 'and again' });
+  assert.equal(next.previous_response_id, done.id);
+  assert.ok(next.usage.input_tokens > done.usage.input_tokens + done.usage.output_tokens - 1, JSON.stringify(next.usage));
+  const cancel = await fetch(`${server.url}/v1/responses/${done.id}/cancel`, { method: 'POST' });
+  assert.equal(cancel.status, 400);
+  assert.match((await cancel.json()).error.message, /has finished \(completed\)/);
+  // A step that fails ends it as failed, the engine's error in `error`.
+  const broken = await openai.responses.create({ model: 'tiny', input: 'broken', background: true });
+  const failed = await settled(broken.id);
+  assert.equal(failed.status, 'failed');
+  assert.equal(failed.error.code, 'server_error');
+  assert.ok(failed.error.message.length > 0);
+});
+
+test('a running background response: continuing it is refused, cancelling stops it, deleting it too', async () => {
+  const started = await openai.responses.create({ model: 'tiny', input: 'slowly answer', background: true, max_output_tokens: 2000 });
+  await new Promise((resolve) => setTimeout(resolve, 150));  // a few tokens in
+  assert.equal((await openai.responses.retrieve(started.id)).status, 'in_progress');
+  await assert.rejects(openai.responses.create({ model: 'tiny', previous_response_id: started.id, input: 'hi' }),
+    (error) => error.status === 400 && error.param === 'previous_response_id' && /still in progress/.test(error.message));
+  const t0 = Date.now();
+  const cancel = await fetch(`${server.url}/v1/responses/${started.id}/cancel`, { method: 'POST' });
+  assert.equal(cancel.status, 200);
+  const cancelled = await cancel.json();
+  assert.ok(Date.now() - t0 < 2000, `cancel took ${Date.now() - t0} ms`);
+  assert.equal(cancelled.status, 'cancelled');
+  assert.equal(cancelled.output.length, 1);  // the message it had begun
+  assert.ok(cancelled.usage.input_tokens > 0, JSON.stringify(cancelled.usage));
+  assert.ok(cancelled.usage.output_tokens > 0 && cancelled.usage.output_tokens < 500, JSON.stringify(cancelled.usage));
+  assert.equal((await openai.responses.retrieve(started.id)).status, 'cancelled');
+  // Cancelling again answers the same; the tokens stop coming (the engine has it no more).
+  const again = await fetch(`${server.url}/v1/responses/${started.id}/cancel`, { method: 'POST' });
+  assert.equal((await again.json()).status, 'cancelled');
+  assert.equal(await metric(server, 'mkserve_num_requests_running'), 0);
+
+  const doomed = await openai.responses.create({ model: 'tiny', input: 'slowly answer', background: true });
+  const deleted = await fetch(`${server.url}/v1/responses/${doomed.id}`, { method: 'DELETE' });
+  assert.deepEqual(await deleted.json(), { id: doomed.id, object: 'response', deleted: true });
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await assert.rejects(openai.responses.retrieve(doomed.id), (error) => error.status === 404);
+});
+
+test('at most 256 background responses run at once: the next is a 503 and starts nothing', async () => {
+  const ids = [];
+  for (let i = 0; i < 256; ++i) {
+    ids.push((await openai.responses.create({ model: 'tiny', input: `slowly ${i}`, background: true })).id);
+  }
+  const refused = await rawPost(server, '/v1/responses', JSON.stringify({ input: 'slowly more', background: true }));
+  assert.equal(refused.status, 503);
+  assert.equal(refused.json.error.param, 'background');
+  assert.match(refused.json.error.message, /256 background responses are running/);
+  assert.equal(await metric(server, 'mkserve_background_responses_running'), 256);
+  const cancelled = await Promise.all(ids.map(async (id) =>
+    (await (await fetch(`${server.url}/v1/responses/${id}/cancel`, { method: 'POST' })).json()).status));
+  assert.deepEqual(new Set(cancelled), new Set(['cancelled']));
+  assert.equal(await metric(server, 'mkserve_background_responses_running'), 0);
+  const after = await openai.responses.create({ model: 'tiny', input: 'greet me', background: true });
+  assert.equal((await settled(after.id)).status, 'completed');
 });
 
 test('the store keeps to --response-store-mb: the oldest go first, and continuing one is a 404', async () => {

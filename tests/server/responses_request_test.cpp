@@ -99,6 +99,11 @@ TEST(ResponsesRequestTest, ContextOfAPreviousResponseComesBeforeTheInput) {
   EXPECT_EQ(plain.input_items,
             Json::array({{{"type", "message"}, {"role", "user"}, {"content", "hi"}}}));
   EXPECT_FALSE(plain.store);
+  EXPECT_FALSE(plain.background);
+  EXPECT_EQ(plain.echo["background"], false);
+  ResponsesRequest background = ParseResponsesRequest({{"input", "hi"}, {"background", true}});
+  EXPECT_TRUE(background.background);
+  EXPECT_EQ(background.echo["background"], true);
   EXPECT_EQ(PreviousResponseId({{"input", "hi"}}), std::nullopt);
   EXPECT_EQ(ExpectApiError([] {
               PreviousResponseId({{"previous_response_id", ""}});
@@ -188,7 +193,9 @@ TEST(ResponsesRequestTest, BadInputIsRefusedNamingTheField) {
       {{{"input", "x"}, {"previous_response_id", 5}}, "previous_response_id"},
       {{{"input", {{{"role", "user"}, {"content", "x"}, {"id", 5}}}}}, "input[0].id"},
       {{{"input", "x"}, {"conversation", "c"}}, "conversation"},
-      {{{"input", "x"}, {"background", true}}, "background"},
+      {{{"input", "x"}, {"background", true}, {"store", false}}, "background"},
+      {{{"input", "x"}, {"background", true}, {"stream", true}}, "stream"},
+      {{{"input", "x"}, {"background", "yes"}}, "background"},
       {{{"input", "x"}, {"prompt", {{"id", "p"}}}}, "prompt"},
       {{{"input", "x"}, {"truncation", "auto"}}, "truncation"},
       {{{"input", "x"}, {"include", {"reasoning.encrypted_content", "file_search_call.results"}}},

@@ -102,17 +102,18 @@ TEST(ServerMetricsTest, DecodeStepsAreCountedByPath) {
 }
 
 TEST(ServerMetricsTest, ResponseStoreGauges) {
-  std::string text = RenderResponseStore(3, 4096, 1 << 20);
+  std::string text = RenderResponseStore(3, 4096, 1 << 20, 2);
   EXPECT_EQ(SeriesValue(text, "mkserve_response_store_responses"), 3);
   EXPECT_EQ(SeriesValue(text, "mkserve_response_store_bytes"), 4096);
   EXPECT_EQ(SeriesValue(text, "mkserve_response_store_capacity_bytes"), 1 << 20);
+  EXPECT_EQ(SeriesValue(text, "mkserve_background_responses_running"), 2);
   EXPECT_NE(text.find("# TYPE mkserve_response_store_bytes gauge"), std::string::npos);
 }
 
 TEST(ServerMetricsTest, EveryLineIsCommentOrSample) {
   EngineSnapshot engine;
   engine.inter_token_latency_s.Observe(0.003);
-  std::istringstream lines(RenderMetrics(engine, {{200, 1}}) + RenderResponseStore(1, 2, 3));
+  std::istringstream lines(RenderMetrics(engine, {{200, 1}}) + RenderResponseStore(1, 2, 3, 4));
   std::string line;
   int samples = 0;
   while (std::getline(lines, line)) {
