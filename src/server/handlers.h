@@ -15,7 +15,7 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& reques
 // POST /v1/responses/input_tokens: the input tokens a /v1/responses body would have.
 HttpResponse HandleResponsesInputTokens(const ServerState& state, const HttpRequest& request);
 // GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items: the ResponseStore;
-// POST /v1/responses/{id}/cancel: 400 (nothing runs in the background), 404 when not stored.
+// POST /v1/responses/{id}/cancel: stops a running background response (BackgroundResponses).
 HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleDetokenize(const ServerState& state, const HttpRequest& request);
