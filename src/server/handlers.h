@@ -17,6 +17,9 @@ HttpResponse HandleResponsesInputTokens(const ServerState& state, const HttpRequ
 // GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items: the ResponseStore;
 // POST /v1/responses/{id}/cancel: stops a running background response (BackgroundResponses).
 HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& request);
+// POST /v1/conversations; GET, POST, DELETE /v1/conversations/{id}[/items[/{item_id}]].
+HttpResponse HandleConversations(const ServerState& state, const HttpRequest& request);
+HttpResponse HandleConversation(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleDetokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleModels(const ServerState& state, const HttpRequest& request);

@@ -10,6 +10,7 @@
 #include "server/chat_prompt.h"
 #include "server/generation_response.h"
 #include "server/handlers.h"
+#include "server/item_list.h"
 #include "server/json_fields.h"
 #include "server/output_grammar.h"
 #include "server/output_parser_factory.h"
@@ -43,8 +44,22 @@ auto NamingInput(Step step) {
                  param);
 }
 
-// The context previous_response_id continues (StoredResponse::context), or none.
-Json PreviousContext(const ServerState& state, const Json& body) {
+// The context a request continues: its conversation's items, or the context previous_response_id
+// names (StoredResponse::context), or none.
+Json ContinuedContext(const ServerState& state, const Json& body) {
+  if (std::optional<std::string> conversation = ConversationId(body)) {
+    std::optional<Conversation> found =
+        state.conversations().enabled() ? state.conversations().Get(*conversation) : std::nullopt;
+    if (!found) {
+      throw ApiError(ErrorKind::kNotFound,
+                     "no conversation '" + *conversation +
+                         "': it was deleted, evicted or made before a restart (or this server "
+                         "keeps none: --response-store-mb 0); create one with POST "
+                         "/v1/conversations",
+                     "conversation");
+    }
+    return found->items;
+  }
   std::optional<std::string> id = PreviousResponseId(body);
   if (!id) return Json::array();
   if (!state.responses().enabled()) {
@@ -63,23 +78,45 @@ Json PreviousContext(const ServerState& state, const Json& body) {
   return previous->context;
 }
 
-// Input items as stored and listed: each with an id (the client's, else one made from the
-// response's), a message's text content as one part, as OpenAI lists them.
+// Input items as stored and listed (ListedItem), ids made from the response's.
 Json StoredInputItems(Json items, const std::string& response_id) {
   const std::string suffix = response_id.substr(response_id.find('_') + 1);
   for (size_t i = 0; i < items.size(); ++i) {
-    Json& item = items[i];
-    const bool message = item.value("type", "message") == "message";
-    if (!item.contains("id")) {
-      item["id"] = (message ? "msg_" : "item_") + suffix + "_in" + std::to_string(i);
-    }
-    if (message && item["content"].is_string()) {
-      const bool assistant = item.value("role", "") == "assistant";
-      item["content"] = Json::array(
-          {{{"type", assistant ? "output_text" : "input_text"}, {"text", item["content"]}}});
-    }
+    const bool message = items[i].value("type", "message") == "message";
+    items[i] = ListedItem(std::move(items[i]),
+                          (message ? "msg_" : "item_") + suffix + "_in" + std::to_string(i));
   }
   return items;
+}
+
+// Adds a finished response's input and output items to its conversation (not one that failed or
+// was cancelled: its turn did not happen), with ids the conversation makes for those without.
+FinishedResponseSink ConversationAppender(ConversationStore& conversations, std::string id,
+                                          Json input_items) {
+  return [&conversations, id = std::move(id),
+          input_items = std::move(input_items)](const Json& response) {
+    const std::string status = response.value("status", "");
+    if (status != "completed" && status != "incomplete") return;
+    conversations.Update(id, [&](Conversation& conversation) {
+      const std::string suffix = conversation.id.substr(conversation.id.find('_') + 1);
+      for (const Json* items : {&input_items, &response["output"]}) {
+        for (const Json& item : *items) {
+          conversation.items.push_back(
+              ListedItem(item, "item_" + suffix + "_" + std::to_string(conversation.next_item++)));
+        }
+      }
+    });
+  };
+}
+
+// Both sinks, either of which may be null.
+FinishedResponseSink BothSinks(FinishedResponseSink first, FinishedResponseSink second) {
+  if (!first) return second;
+  if (!second) return first;
+  return [first = std::move(first), second = std::move(second)](const Json& response) {
+    first(response);
+    second(response);
+  };
 }
 
 // Keeps a finished response: it, its input items, and the context a follow-up continues.
@@ -102,52 +139,12 @@ std::pair<std::string, std::string> StoredPath(const HttpRequest& http) {
   return {PercentDecoded(tail.substr(0, slash)), tail.substr(slash + 1)};
 }
 
-// GET /v1/responses/{id}/input_items: OpenAI's list (limit 1-100, default 20; order desc, the
-// newest item first, or asc; after: the id of the item before the page).
-Json InputItemsPage(const StoredResponse& stored, const HttpRequest& http) {
-  const std::map<std::string, std::string> query = ParseQuery(http.query);
-  auto param = [&](const std::string& name) {
-    auto it = query.find(name);
-    return it == query.end() ? std::optional<std::string>() : it->second;
-  };
-  int64_t limit = 20;
-  if (std::optional<std::string> text = param("limit")) {
-    try {
-      size_t used = 0;
-      limit = std::stoll(*text, &used);
-      if (used != text->size()) throw std::invalid_argument(*text);
-    } catch (const std::exception&) {
-      ThrowInvalid("limit", "must be an integer from 1 to 100, got '" + *text + "'");
-    }
-    if (limit < 1 || limit > 100) ThrowInvalid("limit", "must be from 1 to 100");
-  }
-  const std::string order = param("order").value_or("desc");
-  if (order != "asc" && order != "desc") ThrowInvalid("order", "must be 'asc' or 'desc'");
-  std::vector<Json> items(stored.input_items.begin(), stored.input_items.end());
-  if (order == "desc") std::reverse(items.begin(), items.end());
-  size_t begin = 0;
-  if (std::optional<std::string> after = param("after")) {
-    auto it = std::find_if(items.begin(), items.end(),
-                           [&](const Json& item) { return item.value("id", "") == *after; });
-    if (it == items.end()) ThrowInvalid("after", "no input item '" + *after + "' in this response");
-    begin = static_cast<size_t>(it - items.begin()) + 1;
-  }
-  const size_t end = std::min(items.size(), begin + static_cast<size_t>(limit));
-  Json data = Json::array();
-  for (size_t i = begin; i < end; ++i) data.push_back(items[i]);
-  return {{"object", "list"},
-          {"data", data},
-          {"first_id", data.empty() ? Json(nullptr) : data.front()["id"]},
-          {"last_id", data.empty() ? Json(nullptr) : data.back()["id"]},
-          {"has_more", end < items.size()}};
-}
-
 }  // namespace
 
 HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
   const Json body = ParseJsonBody(http.body);
-  Json context = PreviousContext(state, body);
+  Json context = ContinuedContext(state, body);
   ResponsesRequest request = ParseResponsesRequest(body, context);
   ChatRequest& chat = request.chat;
   state.CheckModelName(chat.generation.model);
@@ -180,8 +177,13 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
   request.echo["store"] = store;
   Json input_items = StoredInputItems(std::move(request.input_items), meta.id);
   const Json input_so_far = request.background ? input_items : Json();
-  FinishedResponseSink keeper =
-      store ? Keeper(state.responses(), std::move(input_items), std::move(context)) : nullptr;
+  FinishedResponseSink appender =
+      request.conversation_id.empty()
+          ? nullptr
+          : ConversationAppender(state.conversations(), request.conversation_id, input_items);
+  FinishedResponseSink keeper = BothSinks(
+      store ? Keeper(state.responses(), std::move(input_items), std::move(context)) : nullptr,
+      std::move(appender));
   auto output = std::make_unique<ResponsesOutput>(
       std::move(meta), std::move(request.echo), std::move(parser),
       LogprobNames{chat.logprobs ? model.tokenizer.get() : nullptr, chat.generation.tokens_as_ids},
@@ -199,7 +201,7 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
 HttpResponse HandleResponsesInputTokens(const ServerState& state, const HttpRequest& http) {
   const ServedModel& model = state.RequireModel();
   const Json body = ParseJsonBody(http.body);
-  ResponsesRequest request = ParseResponsesRequest(body, PreviousContext(state, body));
+  ResponsesRequest request = ParseResponsesRequest(body, ContinuedContext(state, body));
   state.CheckModelName(request.chat.generation.model);
   ChatPrompt prompt = NamingInput([&] {
     return BuildChatPrompt(model, request.chat, state.options().default_enable_thinking);
@@ -227,7 +229,7 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
   }
   if (http.method == "GET" && rest == "input_items") {
     if (!stored) ThrowNotStored(id, "response_id");
-    return JsonResponse(DumpJson(InputItemsPage(*stored, http)));
+    return JsonResponse(DumpJson(ItemListPage(stored->input_items, http.query)));
   }
   if (http.method == "POST" && rest == "cancel") {
     if (state.background().Cancel(id)) stored = store.Get(id);  // now cancelled

@@ -237,13 +237,8 @@ void ParseInclude(const JsonFields& fields, ChatRequest& chat) {
   if (logprobs) chat.generation.sampling.num_logprobs = static_cast<int32_t>(top.value_or(0));
 }
 
-// What needs a stored conversation, a hosted tool or another output than text is refused by
-// name.
+// What needs a hosted tool, a stored prompt or another output than text is refused by name.
 void RejectUnhonouredFields(const JsonFields& fields) {
-  if (fields.Get("conversation") != nullptr) {
-    ThrowInvalid("conversation",
-                 "this server keeps no conversations; send the whole conversation in 'input'");
-  }
   if (fields.Get("prompt") != nullptr) {
     ThrowInvalid("prompt", "stored prompt templates are not supported; send 'input'");
   }
@@ -281,6 +276,44 @@ Json InputItems(const Json& input) {
 
 std::optional<std::string> PreviousResponseId(const Json& body) {
   return JsonFields(body, "").NonEmptyString("previous_response_id");
+}
+
+std::optional<std::string> ConversationId(const Json& body) {
+  JsonFields fields(body, "");
+  const Json* value = fields.Get("conversation");
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  std::optional<std::string> id = value->is_object()
+                                      ? JsonFields(*value, "conversation").NonEmptyString("id")
+                                      : fields.NonEmptyString("conversation");
+  if (!id) ThrowInvalid("conversation", "must be a conversation id or {\"id\": ...}");
+  if (fields.Get("previous_response_id") != nullptr) {
+    ThrowInvalid("conversation",
+                 "a request continues a conversation or a previous response, "
+                 "not both; leave out 'previous_response_id'");
+  }
+  return id;
+}
+
+void CheckInputItems(const Json& items, const std::string& param) {
+  if (!items.is_array())
+    ThrowInvalid(param, "expected an array of items, got " + JsonTypeName(items));
+  std::vector<ChatMessage> messages;
+  std::vector<std::string> call_id_params;
+  InputItemReader reader(messages, call_id_params);
+  for (size_t i = 0; i < items.size(); ++i)
+    reader.Read(items[i], param + "[" + std::to_string(i) + "]");
+}
+
+Json ListedItem(Json item, const std::string& id) {
+  const bool message = item.value("type", "message") == "message";
+  if (!item.contains("id")) item["id"] = id;
+  if (message && !item.contains("type")) item["type"] = "message";
+  if (message && item["content"].is_string()) {
+    const bool assistant = item.value("role", "") == "assistant";
+    item["content"] = Json::array(
+        {{{"type", assistant ? "output_text" : "input_text"}, {"text", item["content"]}}});
+  }
+  return item;
 }
 
 ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
@@ -326,6 +359,7 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
                  "background responses are not streamed here; poll GET /v1/responses/{id}");
   }
   fields.String("previous_response_id");  // typed; its context came in `context`
+  request.conversation_id = ConversationId(body).value_or("");
 
   Json& echo = request.echo;
   echo["instructions"] = instructions ? Json(*instructions) : Json(nullptr);
@@ -352,6 +386,8 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   echo["user"] = chat.generation.user.empty() ? Json(nullptr) : Json(chat.generation.user);
   const Json* previous = fields.Get("previous_response_id");
   echo["previous_response_id"] = previous != nullptr ? *previous : Json(nullptr);
+  echo["conversation"] =
+      request.conversation_id.empty() ? Json(nullptr) : Json{{"id", request.conversation_id}};
   echo["store"] = request.store;
   echo["background"] = request.background;
   return request;

@@ -24,10 +24,22 @@ struct ResponsesRequest {
   // Run detached from the connection (background_responses.h): answered at once "in_progress",
   // then polled. Needs store; not streamed.
   bool background = false;
+  // `conversation` (its items came in `context`; the finished response's items join it), or "".
+  std::string conversation_id;
 };
 
 // The body's previous_response_id, if it has one (a non-empty string; else ApiError).
 std::optional<std::string> PreviousResponseId(const Json& body);
+// The body's `conversation` id (a string, or {"id": ...}), if it has one; ApiError for another
+// shape or beside previous_response_id.
+std::optional<std::string> ConversationId(const Json& body);
+
+// Throws ApiError naming `param`[i] unless every item is one /v1/responses reads as input
+// (conversation items are checked the same way when they are added).
+void CheckInputItems(const Json& items, const std::string& param);
+// An item as stored and listed: with `id` unless it has one, a message typed and its string
+// content as one input_text (output_text for the assistant) part, as OpenAI lists them.
+Json ListedItem(Json item, const std::string& id);
 
 // `context`: the items the previous response left (StoredResponse::context), which come after
 // the instructions and before the input; empty without previous_response_id.

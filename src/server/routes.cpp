@@ -49,6 +49,10 @@ void RegisterRoutes(HttpServer& http, const ServerState& state, const HttpCounte
   http.Route("GET",  "/v1/responses/*",      kAuth,   Guard(bind(HandleStoredResponse)));
   http.Route("DELETE", "/v1/responses/*",    kAuth,   Guard(bind(HandleStoredResponse)));
   http.Route("POST", "/v1/responses/*",      kAuth,   Guard(bind(HandleStoredResponse)));
+  http.Route("POST", "/v1/conversations",    kAuth,   Guard(bind(HandleConversations)));
+  http.Route("GET",  "/v1/conversations/*",  kAuth,   Guard(bind(HandleConversation)));
+  http.Route("POST", "/v1/conversations/*",  kAuth,   Guard(bind(HandleConversation)));
+  http.Route("DELETE", "/v1/conversations/*", kAuth,  Guard(bind(HandleConversation)));
   http.Route("GET",  "/v1/models",           kAuth,   Guard(bind(HandleModels)));
   http.Route("GET",  "/v1/models/*",         kAuth,   Guard(bind(HandleModel)));
   http.Route("POST", "/tokenize",            kAuth,   Guard(bind(HandleTokenize)));

@@ -13,6 +13,7 @@
 #include "grammar/grammar_cache.h"
 #include "grammar/token_vocabulary.h"
 #include "server/background_responses.h"
+#include "server/conversation_store.h"
 #include "server/response_store.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,7 +23,8 @@ struct ServerOptions {
   std::string model_id;                 // the name /v1/models lists and requests must use
   bool default_enable_thinking = true;  // reasoning on unless the request turns it off
   int64_t created_unix_s = 0;           // /v1/models `created`
-  int64_t response_store_bytes = 0;     // ResponseStore's bound; 0: responses are not stored
+  // ResponseStore's bound, and ConversationStore's; 0: responses and conversations are not kept
+  int64_t response_store_bytes = 0;
 };
 
 // The loaded model: engine, tokenizer and chat template. Immutable once published.
@@ -48,6 +50,7 @@ class ServerState {
   explicit ServerState(ServerOptions options)
       : options_(std::move(options)),
         responses_(std::make_unique<ResponseStore>(options_.response_store_bytes)),
+        conversations_(std::make_unique<ConversationStore>(options_.response_store_bytes)),
         background_(std::make_unique<BackgroundResponses>(*responses_)) {}
   // The background responses go first: their runs hold the engine.
   ~ServerState() { background_.reset(); }
@@ -55,6 +58,8 @@ class ServerState {
   const ServerOptions& options() const { return options_; }
   // The stored /v1/responses results (thread-safe; every handler shares it).
   ResponseStore& responses() const { return *responses_; }
+  // The conversations of /v1/conversations and /v1/responses' `conversation` (thread-safe).
+  ConversationStore& conversations() const { return *conversations_; }
   // The /v1/responses runs sent with background: true (thread-safe).
   BackgroundResponses& background() const { return *background_; }
   // Publishes the model; handlers see it from their next request on.
@@ -71,6 +76,7 @@ class ServerState {
  private:
   ServerOptions options_;
   std::unique_ptr<ResponseStore> responses_;
+  std::unique_ptr<ConversationStore> conversations_;
   std::unique_ptr<BackgroundResponses> background_;
   std::unique_ptr<ServedModel> model_;
   std::atomic<bool> ready_{false};

@@ -1,8 +1,8 @@
 // /v1/responses through the official SDK against the scripted backend: output items (reasoning,
 // message, function_call), the named stream events, a tool round trip (whole input, and through
 // previous_response_id), stored responses (retrieve, input items, delete), background responses
-// (polled, cancelled, deleted), text.format and the fields mkserve does not honour, refused by
-// name.
+// (polled, cancelled, deleted), conversations (/v1/conversations and `conversation`),
+// text.format and the fields mkserve does not honour, refused by name.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeTinyModel, writeScript, startServer, client, rawPost, metric } from './harness.mjs';
@@ -174,7 +174,9 @@ test('reasoning.effort none: the answer alone', async () => {
 test('fields that need a stored response or a hosted tool are refused by name', async () => {
   const cases = [
     [{ input: 'hi', previous_response_id: 7 }, 'previous_response_id'],
-    [{ input: 'hi', conversation: 'conv_1' }, 'conversation'],
+    [{ input: 'hi', conversation: 7 }, 'conversation'],
+    [{ input: 'hi', conversation: { id: '' } }, 'conversation.id'],
+    [{ input: 'hi', conversation: 'conv_1', previous_response_id: 'resp_1' }, 'conversation'],
     [{ input: 'hi', background: true, store: false }, 'background'],
     [{ input: 'hi', background: true, stream: true }, 'stream'],
     [{ input: 'hi', truncation: 'auto' }, 'truncation'],
@@ -342,6 +344,9 @@ test('a running background response: continuing it is refused, cancelling stops 
   // Cancelling again answers the same; the tokens stop coming (the engine has it no more).
   const again = await fetch(`${server.url}/v1/responses/${started.id}/cancel`, { method: 'POST' });
   assert.equal((await again.json()).status, 'cancelled');
+  for (let i = 0; i < 100 && await metric(server, 'mkserve_num_requests_running') !== 0; ++i) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
   assert.equal(await metric(server, 'mkserve_num_requests_running'), 0);
 
   const doomed = await openai.responses.create({ model: 'tiny', input: 'slowly answer', background: true });
@@ -367,6 +372,75 @@ test('at most 256 background responses run at once: the next is a 503 and starts
   assert.equal(await metric(server, 'mkserve_background_responses_running'), 0);
   const after = await openai.responses.create({ model: 'tiny', input: 'greet me', background: true });
   assert.equal((await settled(after.id)).status, 'completed');
+});
+
+// The Conversations API has no resource in this SDK version: plain fetch.
+async function call(method, path, body) {
+  const response = await fetch(`${server.url}${path}`, {
+    method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, json: await response.json() };
+}
+
+test('a conversation: made with items, continued by responses that add their turns, edited, deleted', async () => {
+  const made = await call('POST', '/v1/conversations', {
+    metadata: { topic: 'greetings' }, items: [{ type: 'message', role: 'user', content: 'first' }, { role: 'assistant', content: 'ok' }],
+  });
+  assert.equal(made.status, 200);
+  const id = made.json.id;
+  assert.match(id, /^conv_/);
+  assert.deepEqual(made.json.metadata, { topic: 'greetings' });
+  assert.equal(made.json.object, 'conversation');
+  const listed = await call('GET', `/v1/conversations/${id}/items?order=asc`);
+  assert.deepEqual(listed.json.data.map((item) => [item.type, item.role, item.content[0].text]),
+    [['message', 'user', 'first'], ['message', 'assistant', 'ok']]);
+
+  // A response in the conversation reads its items first, then adds its input and output.
+  const first = await openai.responses.create({ model: 'tiny', conversation: id, input: 'greet me' });
+  assert.equal(first.output_text, 'Hello there, friend!');
+  assert.deepEqual(first.conversation, { id });
+  const whole = await rawPost(server, '/v1/responses/input_tokens', JSON.stringify({
+    model: 'tiny', input: [{ role: 'user', content: 'first' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'greet me' }] }));
+  assert.equal(first.usage.input_tokens, whole.json.input_tokens);
+  const after = (await call('GET', `/v1/conversations/${id}/items?order=asc`)).json.data;
+  assert.deepEqual(after.map((item) => item.type), ['message', 'message', 'message', 'reasoning', 'message']);
+  assert.equal(after.at(-1).id, first.output.at(-1).id);
+  assert.equal(after.at(-1).content[0].text, 'Hello there, friend!');
+  const second = await openai.responses.create({ model: 'tiny', conversation: { id }, input: 'direct' });
+  assert.ok(second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens - 1);
+  const turns = 5 + 1 + second.output.length;
+  assert.equal((await call('GET', `/v1/conversations/${id}/items?limit=100`)).json.data.length, turns);
+  // A background response adds its turn once it has finished.
+  const background = await openai.responses.create({ model: 'tiny', conversation: id, input: 'greet me', background: true });
+  const finished = await settled(background.id);
+  assert.equal((await call('GET', `/v1/conversations/${id}/items?limit=100`)).json.data.length,
+    turns + 1 + finished.output.length);
+
+  // Items: one read, one deleted (the answer is the conversation), more added (checked as input).
+  const one = await call('GET', `/v1/conversations/${id}/items/${after[0].id}`);
+  assert.deepEqual(one.json, after[0]);
+  const removed = await call('DELETE', `/v1/conversations/${id}/items/${after[0].id}`);
+  assert.equal(removed.json.id, id);
+  assert.equal((await call('GET', `/v1/conversations/${id}/items/${after[0].id}`)).status, 404);
+  const added = await call('POST', `/v1/conversations/${id}/items`, { items: [{ role: 'user', content: [{ type: 'input_text', text: 'more' }] }] });
+  assert.equal(added.json.data.length, 1);
+  assert.equal((await call('GET', `/v1/conversations/${id}/items?limit=1`)).json.data[0].id, added.json.data[0].id);
+  const bad = await call('POST', `/v1/conversations/${id}/items`, { items: [{ role: 'user', content: 'ok' }, { type: 'web_search_call' }] });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.error.param, 'items[1].type');
+  const badMeta = await call('POST', `/v1/conversations/${id}`, { metadata: { n: 3 } });
+  assert.equal(badMeta.status, 400);
+  assert.equal(badMeta.json.error.param, 'metadata.n');
+  const renamed = await call('POST', `/v1/conversations/${id}`, { metadata: { topic: 'other' } });
+  assert.deepEqual(renamed.json.metadata, { topic: 'other' });
+  assert.deepEqual((await call('GET', `/v1/conversations/${id}`)).json.metadata, { topic: 'other' });
+
+  const deleted = await call('DELETE', `/v1/conversations/${id}`);
+  assert.deepEqual(deleted.json, { id, object: 'conversation.deleted', deleted: true });
+  assert.equal((await call('GET', `/v1/conversations/${id}`)).status, 404);
+  await assert.rejects(openai.responses.create({ model: 'tiny', conversation: id, input: 'hi' }),
+    (error) => error.status === 404 && error.param === 'conversation');
+  assert.equal((await call('POST', '/v1/conversations', { items: 'x' })).json.error.param, 'items');
 });
 
 test('the store keeps to --response-store-mb: the oldest go first, and continuing one is a 404', async () => {

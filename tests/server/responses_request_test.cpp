@@ -104,6 +104,13 @@ TEST(ResponsesRequestTest, ContextOfAPreviousResponseComesBeforeTheInput) {
   ResponsesRequest background = ParseResponsesRequest({{"input", "hi"}, {"background", true}});
   EXPECT_TRUE(background.background);
   EXPECT_EQ(background.echo["background"], true);
+  for (const Json& conversation : {Json("conv_1"), Json{{"id", "conv_1"}}}) {
+    ResponsesRequest in = ParseResponsesRequest({{"input", "hi"}, {"conversation", conversation}});
+    EXPECT_EQ(in.conversation_id, "conv_1");
+    EXPECT_EQ(in.echo["conversation"], (Json{{"id", "conv_1"}}));
+  }
+  EXPECT_EQ(plain.conversation_id, "");
+  EXPECT_TRUE(plain.echo["conversation"].is_null());
   EXPECT_EQ(PreviousResponseId({{"input", "hi"}}), std::nullopt);
   EXPECT_EQ(ExpectApiError([] {
               PreviousResponseId({{"previous_response_id", ""}});
@@ -192,7 +199,9 @@ TEST(ResponsesRequestTest, BadInputIsRefusedNamingTheField) {
       {{{"input", "x"}, {"max_output_tokens", 0}}, "max_output_tokens"},
       {{{"input", "x"}, {"previous_response_id", 5}}, "previous_response_id"},
       {{{"input", {{{"role", "user"}, {"content", "x"}, {"id", 5}}}}}, "input[0].id"},
-      {{{"input", "x"}, {"conversation", "c"}}, "conversation"},
+      {{{"input", "x"}, {"conversation", 3}}, "conversation"},
+      {{{"input", "x"}, {"conversation", {{"id", 3}}}}, "conversation.id"},
+      {{{"input", "x"}, {"conversation", "c"}, {"previous_response_id", "r"}}, "conversation"},
       {{{"input", "x"}, {"background", true}, {"store", false}}, "background"},
       {{{"input", "x"}, {"background", true}, {"stream", true}}, "stream"},
       {{{"input", "x"}, {"background", "yes"}}, "background"},

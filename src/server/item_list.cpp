@@ -1,0 +1,51 @@
+#include "server/item_list.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "server/json_fields.h"
+#include "server/url_query.h"
+
+namespace mkserve::server {
+
+Json ItemListPage(const Json& items, const std::string& query) {
+  const std::map<std::string, std::string> parsed = ParseQuery(query);
+  auto param = [&](const std::string& name) {
+    auto it = parsed.find(name);
+    return it == parsed.end() ? std::optional<std::string>() : it->second;
+  };
+  int64_t limit = 20;
+  if (std::optional<std::string> text = param("limit")) {
+    try {
+      size_t used = 0;
+      limit = std::stoll(*text, &used);
+      if (used != text->size()) throw std::invalid_argument(*text);
+    } catch (const std::exception&) {
+      ThrowInvalid("limit", "must be an integer from 1 to 100, got '" + *text + "'");
+    }
+    if (limit < 1 || limit > 100) ThrowInvalid("limit", "must be from 1 to 100");
+  }
+  const std::string order = param("order").value_or("desc");
+  if (order != "asc" && order != "desc") ThrowInvalid("order", "must be 'asc' or 'desc'");
+  std::vector<Json> ordered(items.begin(), items.end());
+  if (order == "desc") std::reverse(ordered.begin(), ordered.end());
+  size_t begin = 0;
+  if (std::optional<std::string> after = param("after")) {
+    auto it = std::find_if(ordered.begin(), ordered.end(),
+                           [&](const Json& item) { return item.value("id", "") == *after; });
+    if (it == ordered.end()) ThrowInvalid("after", "no item '" + *after + "' in this list");
+    begin = static_cast<size_t>(it - ordered.begin()) + 1;
+  }
+  const size_t end = std::min(ordered.size(), begin + static_cast<size_t>(limit));
+  Json data = Json::array();
+  for (size_t i = begin; i < end; ++i) data.push_back(ordered[i]);
+  return {{"object", "list"},
+          {"data", data},
+          {"first_id", data.empty() ? Json(nullptr) : data.front()["id"]},
+          {"last_id", data.empty() ? Json(nullptr) : data.back()["id"]},
+          {"has_more", end < ordered.size()}};
+}
+
+}  // namespace mkserve::server
