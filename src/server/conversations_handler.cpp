@@ -58,11 +58,21 @@ Json ConversationJson(const Conversation& conversation) {
 }
 
 // The body's `items` (checked as /v1/responses input items) added to `conversation`, each with
-// an id (the client's, else one the conversation makes); returns the added ones.
+// an id (the client's, which must be new to it, else one the conversation makes); returns the
+// added ones.
 Json AddItems(Conversation& conversation, const Json& items) {
   const std::string suffix = conversation.id.substr(conversation.id.find('_') + 1);
   Json added = Json::array();
-  for (const Json& item : items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Json& item = items[i];
+    if (const auto id = item.find("id"); id != item.end()) {
+      for (const Json& kept : conversation.items) {
+        if (kept["id"] == *id) {
+          ThrowInvalid("items[" + std::to_string(i) + "].id",
+                       "the conversation already holds an item '" + id->get<std::string>() + "'");
+        }
+      }
+    }
     const bool message = item.value("type", "message") == "message";
     added.push_back(ListedItem(item, (message ? "msg_" : "item_") + suffix + "_" +
                                          std::to_string(conversation.next_item++)));

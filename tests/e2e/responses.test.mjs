@@ -425,6 +425,9 @@ test('a conversation: made with items, continued by responses that add their tur
   const added = await call('POST', `/v1/conversations/${id}/items`, { items: [{ role: 'user', content: [{ type: 'input_text', text: 'more' }] }] });
   assert.equal(added.json.data.length, 1);
   assert.equal((await call('GET', `/v1/conversations/${id}/items?limit=1`)).json.data[0].id, added.json.data[0].id);
+  const twice = await call('POST', `/v1/conversations/${id}/items`, { items: [{ id: added.json.data[0].id, role: 'user', content: 'again' }] });
+  assert.equal(twice.status, 400);
+  assert.equal(twice.json.error.param, 'items[0].id');
   const bad = await call('POST', `/v1/conversations/${id}/items`, { items: [{ role: 'user', content: 'ok' }, { type: 'web_search_call' }] });
   assert.equal(bad.status, 400);
   assert.equal(bad.json.error.param, 'items[1].type');
