@@ -7,13 +7,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "server/json.h"
+#include "server/recent_by_bytes.h"
 
 namespace mkserve::server {
 
@@ -27,9 +26,9 @@ struct Conversation {
 
 class ConversationStore {
  public:
-  explicit ConversationStore(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit ConversationStore(int64_t max_bytes) : kept_(max_bytes) {}
 
-  bool enabled() const { return max_bytes_ > 0; }
+  bool enabled() const { return kept_.max_bytes() > 0; }
   // Keeps a new conversation; false when it alone is over the bound.
   bool Put(Conversation conversation);
   // Conversation `id` (now the most recently used), or nullopt.
@@ -44,18 +43,10 @@ class ConversationStore {
   size_t size() const;
 
  private:
-  struct Entry {
-    Conversation conversation;
-    int64_t bytes;
-  };
   static int64_t BytesOf(const Conversation& conversation);
-  void EraseLocked(std::list<Entry>::iterator it);
 
-  const int64_t max_bytes_;
   mutable std::mutex mutex_;
-  std::list<Entry> entries_;  // most recently used first
-  std::unordered_map<std::string, std::list<Entry>::iterator> by_id_;
-  int64_t bytes_ = 0;
+  RecentByBytes<Conversation> kept_;
 };
 
 }  // namespace mkserve::server

@@ -8,13 +8,12 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "server/json.h"
+#include "server/recent_by_bytes.h"
 
 namespace mkserve::server {
 
@@ -28,7 +27,7 @@ struct StoredResponse {
 
 class ResponseStore {
  public:
-  explicit ResponseStore(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit ResponseStore(int64_t max_bytes) : kept_(max_bytes) {}
 
   // Keeps `stored` under its response id; false when it alone is over the bound.
   bool Put(StoredResponse stored);
@@ -37,24 +36,18 @@ class ResponseStore {
   // Forgets `id`; false when it was not kept.
   bool Erase(const std::string& id);
 
-  bool enabled() const { return max_bytes_ > 0; }
-  int64_t max_bytes() const { return max_bytes_; }
+  bool enabled() const { return kept_.max_bytes() > 0; }
+  int64_t max_bytes() const { return kept_.max_bytes(); }
   int64_t bytes() const;
   size_t size() const;
 
  private:
-  struct Entry {
-    std::string id;
-    std::shared_ptr<const std::string> response, input_items, context;  // JSON text
-    int64_t bytes;
+  struct Text {  // JSON text, shared with the readers that parse it outside the lock
+    std::shared_ptr<const std::string> response, input_items, context;
   };
-  void EraseLocked(std::list<Entry>::iterator it);
 
-  const int64_t max_bytes_;
   mutable std::mutex mutex_;
-  std::list<Entry> entries_;  // most recently used first
-  std::unordered_map<std::string, std::list<Entry>::iterator> by_id_;
-  int64_t bytes_ = 0;
+  RecentByBytes<Text> kept_;
 };
 
 }  // namespace mkserve::server
