@@ -19,7 +19,8 @@ void Drain(GenerationRun& run, ResponsesOutput& output, int64_t prompt_tokens) {
     try {
       while (std::optional<ChoiceEvent> event = run.Next()) output.Accumulate(*event);
     } catch (const ApiError& error) {
-      output.EndedEarly("failed", usage(), {{"code", "server_error"}, {"message", error.what()}});
+      output.EndedEarly("failed", usage(),
+                        {{"code", "server_error"}, {"message", error.message()}});
       return;
     }
     // Cancelled: the run saw its flag as a hang-up. A server stop ends the choice with finish

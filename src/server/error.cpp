@@ -52,7 +52,7 @@ Json CodeOf(const ApiError& error) {
 
 std::string ErrorBody(const ApiError& error) {
   Json body = {{"error",
-                {{"message", error.what()},
+                {{"message", error.message()},
                  {"type", StatusOf(error.kind()).openai_type},
                  {"param", error.param().empty() ? Json(nullptr) : Json(error.param())},
                  {"code", CodeOf(error)}}}};

@@ -32,14 +32,17 @@ ErrorStatus StatusOf(ErrorKind kind);
 class ApiError : public std::runtime_error {
  public:
   ApiError(ErrorKind kind, const std::string& message, std::string param = "")
-      : std::runtime_error(message), kind_(kind), param_(std::move(param)) {}
+      : std::runtime_error(message), kind_(kind), message_(message), param_(std::move(param)) {}
 
   ErrorKind kind() const { return kind_; }
+  // The whole message: what() ends at a NUL, which a client's id can carry ("/v1/responses/%00").
+  const std::string& message() const { return message_; }
   // The request field that was wrong ("messages[1].role"), empty when none applies.
   const std::string& param() const { return param_; }
 
  private:
   ErrorKind kind_;
+  std::string message_;
   std::string param_;
 };
 

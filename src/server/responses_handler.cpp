@@ -29,7 +29,7 @@ auto NamingInput(Step step) {
   try {
     return step();
   } catch (const ApiError& error) {
-    if (error.param() == "messages") throw ApiError(error.kind(), error.what(), "input");
+    if (error.param() == "messages") throw ApiError(error.kind(), error.message(), "input");
     throw;
   }
 }

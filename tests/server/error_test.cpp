@@ -50,5 +50,12 @@ TEST(ErrorTest, InvalidUtf8InMessageDoesNotThrow) {
   EXPECT_NO_THROW(nlohmann::json::parse(body));
 }
 
+// A client's id can carry a NUL ("/v1/responses/%00"): the message goes out whole, escaped.
+TEST(ErrorTest, AMessageWithANulGoesOutWhole) {
+  const std::string message = std::string("no stored response '") + '\0' + "x': gone";
+  nlohmann::json body = nlohmann::json::parse(ErrorBody(ApiError(ErrorKind::kNotFound, message)));
+  EXPECT_EQ(body["error"]["message"].get<std::string>(), message);
+}
+
 }  // namespace
 }  // namespace mkserve::server
