@@ -149,7 +149,8 @@ bool HasBounds(const Json& schema) {
 constexpr int kMaxMultipleOfPower = 17;
 
 // multipleOf as the exponent of its power of ten (0.01: -2, 1: 0, 100: 2); nullopt without one.
-// Other steps would need a remainder count in the grammar, which it does not keep.
+// Other integer steps are SpelledStep's; fractions other than powers of ten would need a
+// remainder count in the grammar, which it does not keep.
 std::optional<int> MultipleOfPower(const Json& schema, const std::string& where) {
   const auto it = schema.find("multipleOf");
   if (it == schema.end()) return std::nullopt;
@@ -160,14 +161,30 @@ std::optional<int> MultipleOfPower(const Json& schema, const std::string& where)
   const double value = it->get<double>();
   const int power = static_cast<int>(std::lround(std::log10(value)));
   if (std::fabs(value / std::pow(10.0, power) - 1.0) > 1e-9) {
-    throw SchemaError(
-        at, "only powers of ten (0.01, 0.1, 1, 10, 100, ...) are supported, got " + it->dump());
+    throw SchemaError(at,
+                      "only powers of ten (0.01, 0.1, 1, 10, 100, ...) and whole numbers between "
+                      "two bounds are supported, got " +
+                          it->dump());
   }
   if (power > kMaxMultipleOfPower) {
     throw SchemaError(
         at, "values above 1e" + std::to_string(kMaxMultipleOfPower) + " are not supported");
   }
   return power;
+}
+
+// multipleOf as a whole number that is not a power of ten (3, 25, 1000007), whose multiples the
+// grammar spells out between the schema's bounds; nullopt for any other multipleOf.
+std::optional<int64_t> SpelledStep(const Json& schema) {
+  const auto it = schema.find("multipleOf");
+  if (it == schema.end() || !it->is_number()) return std::nullopt;
+  const double value = it->get<double>();
+  if (!(value >= 2) || value != std::floor(value) || value > static_cast<double>(kMaxRangeBound)) {
+    return std::nullopt;
+  }
+  const double power = std::pow(10.0, std::lround(std::log10(value)));
+  if (std::fabs(value / power - 1.0) <= 1e-9) return std::nullopt;
+  return static_cast<int64_t>(value);
 }
 
 }  // namespace
@@ -288,6 +305,25 @@ int32_t JsonGrammarBuilder::CompileType(const std::string& type, const Json& sch
 // limits a number's fraction digits (0.01: two) and asks nothing of an integer.
 int32_t JsonGrammarBuilder::CompileNumeric(const std::string& type, const Json& schema,
                                            const std::string& where) {
+  if (const std::optional<int64_t> step = SpelledStep(schema)) {  // integers, even for a number
+    const NumericRange range =
+        HasBounds(schema) ? Bounds(schema, "integer", where) : NumericRange{};
+    if (!range.lower || !range.upper) {
+      throw SchemaError(where + ".multipleOf",
+                        "a multipleOf other than a power of ten needs a lower and an upper "
+                        "bound, the multiples between them spelled out (at most " +
+                            std::to_string(kMaxSpelledMultiples) + ")");
+    }
+    const std::optional<int32_t> rule = MultiplesRule(grammar_, range, *step);
+    if (!rule) {
+      throw SchemaError(where + ".multipleOf",
+                        "more than " + std::to_string(kMaxSpelledMultiples) +
+                            " multiples lie between the bounds; narrow them");
+    }
+    if (*rule < 0)
+      throw SchemaError(where, "no multiple of its 'multipleOf' lies between its bounds");
+    return *rule;
+  }
   const std::optional<int> power = MultipleOfPower(schema, where);
   const bool integral = type == "integer" || (power && *power >= 0);
   if (!HasBounds(schema) && (!power || (integral && *power <= 0))) {

@@ -268,4 +268,52 @@ int32_t ScaledIntegerRule(Grammar& grammar, const NumericRange& range, int zeros
   return RuleOrNone(grammar, alternatives);
 }
 
+namespace {
+
+// The rule of the trie node at `depth` of the sorted spellings [begin, end), which share their
+// first `depth` characters: ending here (the shortest sorts first) or one alternative per next
+// character.
+int32_t TrieRule(Grammar& grammar, const std::vector<std::string>& sorted, size_t begin, size_t end,
+                 size_t depth) {
+  const int32_t rule = grammar.NewRule();
+  size_t i = begin;
+  if (sorted[i].size() == depth) {
+    grammar.AddAlternative(rule, {});
+    ++i;
+  }
+  while (i < end) {
+    const char c = sorted[i][depth];
+    size_t j = i;
+    while (j < end && sorted[j][depth] == c) ++j;
+    Seq alternative{grammar.Byte(static_cast<unsigned char>(c))};
+    if (j > i + 1 || sorted[i].size() > depth + 1) {
+      alternative.push_back(Element::Rule(TrieRule(grammar, sorted, i, j, depth + 1)));
+    }
+    grammar.AddAlternative(rule, alternative);
+    i = j;
+  }
+  return rule;
+}
+
+}  // namespace
+
+std::optional<int32_t> MultiplesRule(Grammar& grammar, const NumericRange& range, int64_t step) {
+  const int64_t lo = range.lower->value + (range.lower->exclusive ? 1 : 0);
+  const int64_t hi = range.upper->value - (range.upper->exclusive ? 1 : 0);
+  if (lo > hi) return -1;
+  // The first multiple at or above lo, then on by step while at most hi (no overflow: |lo|, |hi|
+  // <= kMaxRangeBound < INT64_MAX / 9).
+  const int64_t remainder = ((lo % step) + step) % step;
+  const int64_t first = remainder == 0 ? lo : lo + (step - remainder);
+  if (first > hi) return -1;
+  if ((hi - first) / step >= kMaxSpelledMultiples) return std::nullopt;
+  std::vector<std::string> spellings;
+  for (int64_t value = first; value <= hi; value += step) {
+    spellings.push_back(std::to_string(value));
+    if (hi - value < step) break;
+  }
+  std::sort(spellings.begin(), spellings.end());
+  return TrieRule(grammar, spellings, 0, spellings.size(), 0);
+}
+
 }  // namespace mkserve::grammar

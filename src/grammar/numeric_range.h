@@ -44,4 +44,13 @@ int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range,
 // spelled one way. -1 when none lies in the range.
 int32_t ScaledIntegerRule(Grammar& grammar, const NumericRange& range, int zeros);
 
+// The most multiples MultiplesRule spells out.
+inline constexpr int64_t kMaxSpelledMultiples = 4096;
+
+// A rule matching the JSON integers in `range`, which must have both bounds, that are multiples
+// of `step` (>= 1, any step: multipleOf 3, 25, 1000007), each spelled out, the spellings sharing
+// their prefixes (a trie: a parse holds one stack per next digit, not one per value). -1 when
+// none lies in the range; nullopt when more than kMaxSpelledMultiples do.
+std::optional<int32_t> MultiplesRule(Grammar& grammar, const NumericRange& range, int64_t step);
+
 }  // namespace mkserve::grammar

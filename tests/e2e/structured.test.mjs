@@ -70,6 +70,7 @@ const PERSON = {
   properties: {
     name: { type: 'string', minLength: 1 },
     nickname: { type: 'string', minLength: 3, maxLength: 12 },
+    lucky: { type: 'integer', multipleOf: 7, minimum: -30, maximum: 100 },
     age: { type: 'integer', minimum: 0, maximum: 150 },
     height: { type: 'number', exclusiveMinimum: 0, maximum: 3 },
     badge: { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(-[a-z]+)?$' },
@@ -80,7 +81,7 @@ const PERSON = {
     scores: { type: 'array', items: { type: 'number' }, maxItems: 3 },
     manager: { anyOf: [{ $ref: '#/$defs/ref' }, { type: 'null' }] },
   },
-  required: ['name', 'nickname', 'age', 'height', 'badge', 'motto', 'role', 'active', 'born', 'scores', 'manager'],
+  required: ['name', 'nickname', 'lucky', 'age', 'height', 'badge', 'motto', 'role', 'active', 'born', 'scores', 'manager'],
   additionalProperties: false,
   $defs: { ref: { type: 'object', properties: { id: { type: 'integer' } }, required: ['id'], additionalProperties: false } },
 };
@@ -265,7 +266,7 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
     { status: 400, param: 'response_format.json_schema', message: /is required/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), tool_choice: 'required',
     tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } } } } }] }),
-    { status: 400, param: 'tools[0].function.parameters.properties.n.multipleOf', message: /only powers of ten/ });
+    { status: 400, param: 'tools[0].function.parameters.properties.n.multipleOf', message: /needs a lower and an upper bound/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_object' }, ignore_eos: true }),
     { status: 400, param: null, message: /ignore_eos cannot be combined with a constrained output/ });
   await expectApiError(openai.chat.completions.create({ messages: [...user('x'), { role: 'assistant', content: '{' }],

@@ -105,15 +105,17 @@ TEST(GrammarMatcherTest, MaskEqualsBruteForceForSchema) {
 }
 
 // Counted strings (minLength, maxLength): the counted caches' rounds and the mask's filter by the
-// room left, near the limits and with tokens of more rounds than the buckets hold.
+// room left, near the limits and with tokens of more rounds than the buckets hold; and a
+// multipleOf spelled out as a trie of its multiples.
 TEST(GrammarMatcherTest, MaskEqualsBruteForceForCountedStrings) {
   JsonGrammarBuilder builder;
   int32_t root = builder.AddSchema(Json::parse(R"({"type": "object", "properties": {
       "a": {"type": "string", "minLength": 2, "maxLength": 3},
       "b": {"type": "string", "maxLength": 20},
       "c": {"type": "string", "minLength": 18},
-      "d": {"type": "array", "items": {"type": "string", "maxLength": 1}, "maxItems": 2}},
-      "required": ["a", "b", "c", "d"], "additionalProperties": false})"),
+      "d": {"type": "array", "items": {"type": "string", "maxLength": 1}, "maxItems": 2},
+      "n": {"type": "integer", "multipleOf": 7, "minimum": -50, "maximum": 300}},
+      "required": ["n", "a", "b", "c", "d"], "additionalProperties": false})"),
                                    "schema");
   Grammar grammar = std::move(builder).Finish(root);
   for (uint32_t seed = 1; seed <= 8; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 80);

@@ -425,6 +425,36 @@ void ExpectError(const char* schema, const std::string& where, const std::string
   }
 }
 
+// multipleOf a whole number other than a power of ten (3, 7, 25, 250), with random bounds on both
+// sides: the multiples between them spelled out, every integer in [-1100, 1100] checked; a number
+// takes them as integers. Without both bounds, or with more than 4096 multiples, a 400.
+TEST(JsonSchemaTest, MultipleOfWholeNumbersBetweenBoundsAcceptExactlyTheirMultiples) {
+  std::mt19937 random(17);
+  const int steps[] = {3, 7, 25, 250};
+  for (int round = 0; round < 40; ++round) {
+    RandomBounds bounds(random, round, -1000, 1000, 100, 1200);
+    bounds.has_lo = bounds.has_hi = true;
+    const int step = steps[round % 4];
+    Json schema = bounds.Schema(round % 8 < 4 ? "integer" : "number");
+    schema["multipleOf"] = round % 3 == 0 ? Json(static_cast<double>(step)) : Json(step);
+    ExpectExactlyTheIntegers(schema, [&](int v) { return bounds.Inside(v) && v % step == 0; },
+                             {"-0", "00", "03", "3.0", "3e0"});
+  }
+  ExpectCase({R"({"type": "integer", "multipleOf": 1000007, "minimum": 0, "maximum": 5000000})",
+              {"0", "1000007", "4000028"},
+              {"1000006", "5000035", "2000013"}});
+  ExpectError(R"({"type": "integer", "multipleOf": 3, "minimum": 0})", "schema.multipleOf",
+              "needs a lower and an upper bound");
+  ExpectError(R"({"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 12291})",
+              "schema.multipleOf", "more than 4096 multiples");
+  auto widest = CompileSchema(Json::parse(
+      R"({"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 12287})"));  // 4096 of them
+  EXPECT_TRUE(Matches(widest, "12285"));
+  EXPECT_FALSE(Matches(widest, "12288"));
+  ExpectError(R"({"type": "integer", "multipleOf": 7, "minimum": 1, "maximum": 6})", "schema",
+              "no multiple");
+}
+
 TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "object", "patternProperties": {"x": {}}})", "schema",
               "'patternProperties' is not supported");
@@ -465,7 +495,8 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
               "'minLength' together with 'format'");
   ExpectError(R"({"type": "string", "minLength": 1, "pattern": "a*"})", "schema",
               "'minLength' together with 'pattern'");
-  ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema.multipleOf", "only powers of ten");
+  ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema.multipleOf",
+              "needs a lower and an upper bound");
   ExpectError(R"({"type": "number", "multipleOf": 0.25})", "schema.multipleOf",
               "only powers of ten");
   ExpectError(R"({"type": "number", "multipleOf": 0})", "schema.multipleOf", "greater than 0");
