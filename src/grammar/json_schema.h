@@ -9,7 +9,8 @@
 // (string_pattern.h), minLength and maxLength (code points, a counted loop); number and integer,
 // with minimum, maximum, exclusiveMinimum, exclusiveMaximum (numeric_range.h: a number's bounds
 // must be integers) and multipleOf a power of ten (0.01: at most two fraction digits; 1, 10, ...:
-// integers ending in the zeros); boolean, null. Annotations (title, description, default, examples,
+// integers ending in the zeros) or a whole number between two bounds (its multiples spelled out);
+// boolean, null. Annotations (title, description, default, examples,
 // $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored. Any other keyword is
 // refused by name.
 #pragma once
