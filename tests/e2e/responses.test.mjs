@@ -341,9 +341,11 @@ test('a running background response: continuing it is refused, cancelling stops 
   assert.ok(cancelled.usage.input_tokens > 0, JSON.stringify(cancelled.usage));
   assert.ok(cancelled.usage.output_tokens > 0 && cancelled.usage.output_tokens < 500, JSON.stringify(cancelled.usage));
   assert.equal((await openai.responses.retrieve(started.id)).status, 'cancelled');
-  // Cancelling again answers the same; the tokens stop coming (the engine has it no more).
+  // Cancelling again answers the same (through the SDK's own call too); the tokens stop coming
+  // (the engine has it no more).
   const again = await fetch(`${server.url}/v1/responses/${started.id}/cancel`, { method: 'POST' });
   assert.equal((await again.json()).status, 'cancelled');
+  assert.equal((await openai.responses.cancel(started.id)).status, 'cancelled');
   for (let i = 0; i < 100 && await metric(server, 'mkserve_num_requests_running') !== 0; ++i) {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
