@@ -67,7 +67,7 @@ Json AddItems(Conversation& conversation, const Json& items) {
     const Json& item = items[i];
     if (const auto id = item.find("id"); id != item.end()) {
       for (const Json& kept : conversation.items) {
-        if (kept["id"] == *id) {
+        if (kept.value("id", Json()) == *id) {
           ThrowInvalid("items[" + std::to_string(i) + "].id",
                        "the conversation already holds an item '" + id->get<std::string>() + "'");
         }
