@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "grammar/numeric_range.h"
@@ -148,9 +149,16 @@ bool HasBounds(const Json& schema) {
 // The largest multipleOf power of ten taken: 10^17 (a quotient keeps some of the 20 digits).
 constexpr int kMaxMultipleOfPower = 17;
 
-// multipleOf as the exponent of its power of ten (0.01: -2, 1: 0, 100: 2); nullopt without one.
-// Other integer steps are SpelledStep's; fractions other than powers of ten would need a
-// remainder count in the grammar, which it does not keep.
+// The exponent of `value` (> 0) when it is a power of ten (0.01: -2, 1: 0, 100: 2).
+std::optional<int> PowerOfTen(double value) {
+  const int power = static_cast<int>(std::lround(std::log10(value)));
+  if (std::fabs(value / std::pow(10.0, power) - 1.0) > 1e-9) return std::nullopt;
+  return power;
+}
+
+// multipleOf as the exponent of its power of ten; nullopt without one. Other integer steps are
+// SpelledStep's; fractions other than powers of ten would need a remainder count in the grammar,
+// which it does not keep.
 std::optional<int> MultipleOfPower(const Json& schema, const std::string& where) {
   const auto it = schema.find("multipleOf");
   if (it == schema.end()) return std::nullopt;
@@ -158,15 +166,14 @@ std::optional<int> MultipleOfPower(const Json& schema, const std::string& where)
   if (!it->is_number() || !(it->get<double>() > 0)) {
     throw SchemaError(at, "must be a number greater than 0");
   }
-  const double value = it->get<double>();
-  const int power = static_cast<int>(std::lround(std::log10(value)));
-  if (std::fabs(value / std::pow(10.0, power) - 1.0) > 1e-9) {
+  const std::optional<int> power = PowerOfTen(it->get<double>());
+  if (!power) {
     throw SchemaError(at,
                       "only powers of ten (0.01, 0.1, 1, 10, 100, ...) and whole numbers between "
                       "two bounds are supported, got " +
                           it->dump());
   }
-  if (power > kMaxMultipleOfPower) {
+  if (*power > kMaxMultipleOfPower) {
     throw SchemaError(
         at, "values above 1e" + std::to_string(kMaxMultipleOfPower) + " are not supported");
   }
@@ -179,11 +186,10 @@ std::optional<int64_t> SpelledStep(const Json& schema) {
   const auto it = schema.find("multipleOf");
   if (it == schema.end() || !it->is_number()) return std::nullopt;
   const double value = it->get<double>();
-  if (!(value >= 2) || value != std::floor(value) || value > static_cast<double>(kMaxRangeBound)) {
+  if (!(value >= 2) || value != std::floor(value) || value > static_cast<double>(kMaxRangeBound) ||
+      PowerOfTen(value)) {
     return std::nullopt;
   }
-  const double power = std::pow(10.0, std::lround(std::log10(value)));
-  if (std::fabs(value / power - 1.0) <= 1e-9) return std::nullopt;
   return static_cast<int64_t>(value);
 }
 
@@ -515,9 +521,10 @@ int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string&
   if (has_max && max_length < min_length) {
     throw SchemaError(where + ".maxLength", "is less than minLength");
   }
-  for (const char* other : {"pattern", "format"}) {  // a format's strings are never empty
-    const bool refused = counted || (min_length == 1 && std::string(other) == "pattern");
-    if (refused && schema.contains(other)) {
+  // A pattern or a format says how long its strings are (a format's are never empty).
+  for (const char* other : {"pattern", "format"}) {
+    const bool pattern = std::string_view(other) == "pattern";
+    if (schema.contains(other) && (counted || (min_length == 1 && pattern))) {
       throw SchemaError(where, std::string(has_max ? "'maxLength'" : "'minLength'") +
                                    " together with " + Quoted(other) +
                                    " is not supported; let the " + other +

@@ -173,13 +173,19 @@ int32_t RuleOrNone(Grammar& grammar, const std::vector<Seq>& alternatives) {
   return rule;
 }
 
+// The range's integer bounds as inclusive ones (none: unbounded on that side).
+struct InclusiveBounds {
+  std::optional<int64_t> lo, hi;
+  explicit InclusiveBounds(const NumericRange& range) {
+    if (range.lower) lo = range.lower->value + (range.lower->exclusive ? 1 : 0);
+    if (range.upper) hi = range.upper->value - (range.upper->exclusive ? 1 : 0);
+  }
+};
+
 }  // namespace
 
 int32_t IntegerRangeRule(Grammar& grammar, const NumericRange& range) {
-  // Integer bounds as inclusive ones.
-  std::optional<int64_t> lo, hi;
-  if (range.lower) lo = range.lower->value + (range.lower->exclusive ? 1 : 0);
-  if (range.upper) hi = range.upper->value - (range.upper->exclusive ? 1 : 0);
+  const auto [lo, hi] = InclusiveBounds(range);
   if (lo && hi && *lo > *hi) return -1;
   RangeWriter writer(grammar);
   std::vector<Seq> alternatives;
@@ -233,9 +239,7 @@ int32_t NumberRangeRule(Grammar& grammar, const NumericRange& range, int max_fra
 
 int32_t ScaledIntegerRule(Grammar& grammar, const NumericRange& range, int zeros) {
   // Inclusive integer bounds, then those of q = x / 10^zeros (rounded inward).
-  std::optional<int64_t> lo, hi;
-  if (range.lower) lo = range.lower->value + (range.lower->exclusive ? 1 : 0);
-  if (range.upper) hi = range.upper->value - (range.upper->exclusive ? 1 : 0);
+  const auto [lo, hi] = InclusiveBounds(range);
   int64_t scale = 1;
   for (int i = 0; i < zeros; ++i) scale *= 10;
   auto floor_div = [&](int64_t v) { return v >= 0 ? v / scale : -((-v + scale - 1) / scale); };
@@ -298,8 +302,8 @@ int32_t TrieRule(Grammar& grammar, const std::vector<std::string>& sorted, size_
 }  // namespace
 
 std::optional<int32_t> MultiplesRule(Grammar& grammar, const NumericRange& range, int64_t step) {
-  const int64_t lo = range.lower->value + (range.lower->exclusive ? 1 : 0);
-  const int64_t hi = range.upper->value - (range.upper->exclusive ? 1 : 0);
+  const InclusiveBounds bounds(range);
+  const int64_t lo = bounds.lo.value(), hi = bounds.hi.value();  // both bounds: the caller's
   if (lo > hi) return -1;
   // The first multiple at or above lo, then on by step while at most hi (no overflow: |lo|, |hi|
   // <= kMaxRangeBound < INT64_MAX / 9).
