@@ -32,6 +32,13 @@ class PreludeWriter {
   Seq Lit(std::string_view text) { return g_.Literal(text); }
   int32_t Alternatives(std::initializer_list<Seq> alternatives) { return g_.RuleOf(alternatives); }
   int32_t Rep(const Seq& item, int min, int max) { return Repeat(g_, item, min, max); }
+  // Any number of rounds, each one of `rounds`: a loop rule (empty, or a round and the loop again).
+  int32_t Loop(const std::vector<Seq>& rounds) {
+    const int32_t loop = g_.NewRule();
+    g_.AddAlternative(loop, {});
+    for (const Seq& round : rounds) g_.AddAlternative(loop, Join({round, {Rule(loop)}}));
+    return loop;
+  }
 
   JsonRules Write() {
     JsonRules r;
@@ -59,11 +66,7 @@ class PreludeWriter {
         {Set(Range(0xf1, 0xf3)), cont, cont, cont},
         {Set(Chars("\xf4")), Set(Range(0x80, 0x8f)), cont, cont},
     };
-    const int32_t characters = g_.NewRule();
-    g_.AddAlternative(characters, {});
-    for (const Seq& alternative : character) {
-      g_.AddAlternative(characters, Join({alternative, {Rule(characters)}}));
-    }
+    const int32_t characters = Loop(character);
     r.characters = characters;
     r.string = Alternatives({Join({Lit("\""), {Rule(characters)}, Lit("\"")})});
     // At least one character (minLength 1): the same alternatives, each on into the loop. Here
@@ -84,11 +87,8 @@ class PreludeWriter {
     code_point.push_back({backslash, u, d, Set(Range('0', '7')), hex, hex});
     code_point.push_back({backslash, u, d, Set(Chars("89abAB")), hex, hex, backslash, u, d,
                           Set(Chars("cdefCDEF")), hex, hex});
-    r.code_points = g_.NewRule();
-    g_.AddAlternative(r.code_points, {});
-    for (const Seq& alternative : code_point) {
-      g_.AddAlternative(r.code_points, Join({alternative, {Rule(r.code_points)}}));
-    }
+    r.code_points = Loop(code_point);
+    r.code_points_probe = g_.Counted(r.code_points, 0, kMaxLoopRounds).value;
 
     const int32_t more_digits = Rep({digit}, 0, kMaxIntegerDigits - 1);
     r.integer = Alternatives({

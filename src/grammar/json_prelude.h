@@ -30,6 +30,7 @@ struct JsonRules {
   // round is one code point, so a surrogate pair written as two \u escapes is one round and a
   // lone surrogate escape is not written.
   int32_t code_points = -1;
+  int32_t code_points_probe = -1;  // its unbounded counted loop, whose counted caches it shares
   int32_t number = -1;
   int32_t integer = -1;
   int32_t boolean = -1;

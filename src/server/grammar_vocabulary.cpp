@@ -40,26 +40,25 @@ std::shared_ptr<const grammar::TokenVocabulary> BuildGrammarVocabulary(
 
 void WarmJsonPreludeCaches(const grammar::TokenVocabulary& vocabulary) {
   const grammar::JsonPrelude& json = grammar::JsonPreludeGrammar();
+  const grammar::Grammar& prelude = json.grammar;
   // The length-counted strings' characters take counted caches (their plain ones are never
-  // asked for); a probe loop of that rule in a copy of the prelude, whose positions they share.
-  grammar::Grammar counted = json.grammar;
-  const int32_t probe = counted.Counted(json.rules.code_points, 0, grammar::kMaxLoopRounds).value;
-  std::vector<bool> in_code_points(counted.prelude_size(), false);
-  for (int32_t first : counted.alternatives(json.rules.code_points)) {
-    for (int32_t at = first; counted.elements()[at].kind != grammar::Element::Kind::kEnd; ++at) {
+  // asked for).
+  std::vector<bool> in_code_points(prelude.prelude_size(), false);
+  for (int32_t first : prelude.alternatives(json.rules.code_points)) {
+    for (int32_t at = first; prelude.elements()[at].kind != grammar::Element::Kind::kEnd; ++at) {
       in_code_points[at] = true;
     }
   }
-  for (int32_t position = 0; position < counted.prelude_size(); ++position) {
-    if (counted.elements()[position].kind != grammar::Element::Kind::kBytes) continue;
+  for (int32_t position = 0; position < prelude.prelude_size(); ++position) {
+    if (prelude.elements()[position].kind != grammar::Element::Kind::kBytes) continue;
     if (in_code_points[position]) {
       vocabulary.prelude_cache().Get(~position, [&] {
-        return grammar::BuildCountedPositionCache(counted, vocabulary, position, probe);
+        return grammar::BuildCountedPositionCache(prelude, vocabulary, position,
+                                                  json.rules.code_points_probe);
       });
     } else {
-      vocabulary.prelude_cache().Get(position, [&] {
-        return grammar::BuildPositionCache(json.grammar, vocabulary, position);
-      });
+      vocabulary.prelude_cache().Get(
+          position, [&] { return grammar::BuildPositionCache(prelude, vocabulary, position); });
     }
   }
 }
