@@ -22,7 +22,8 @@ namespace {
   throw ApiError(ErrorKind::kNotFound,
                  "no conversation '" + id +
                      "': it was deleted, evicted (the server keeps the most recent ones in "
-                     "memory, --response-store-mb) or made before a restart",
+                     "memory, --response-store-mb), made before a restart, or never made (POST "
+                     "/v1/conversations makes one)",
                  param);
 }
 
@@ -112,6 +113,13 @@ ConversationPath ParsePath(const std::string& path) {
 }
 
 }  // namespace
+
+Json ConversationItems(const ServerState& state, const std::string& id, const std::string& param) {
+  std::optional<Conversation> found =
+      state.conversations().enabled() ? state.conversations().Get(id) : std::nullopt;
+  if (!found) ThrowNoConversation(id, param);
+  return found->items;
+}
 
 HttpResponse HandleConversations(const ServerState& state, const HttpRequest& http) {
   ConversationStore& store = EnabledStore(state);

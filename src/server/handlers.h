@@ -20,6 +20,9 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& r
 // POST /v1/conversations; GET, POST, DELETE /v1/conversations/{id}[/items[/{item_id}]].
 HttpResponse HandleConversations(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleConversation(const ServerState& state, const HttpRequest& request);
+// The items of conversation `id`, for /v1/responses' `conversation`; ApiError (404) naming
+// `param` when it is not kept.
+Json ConversationItems(const ServerState& state, const std::string& id, const std::string& param);
 HttpResponse HandleTokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleDetokenize(const ServerState& state, const HttpRequest& request);
 HttpResponse HandleModels(const ServerState& state, const HttpRequest& request);

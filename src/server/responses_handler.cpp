@@ -48,17 +48,7 @@ auto NamingInput(Step step) {
 // names (StoredResponse::context), or none.
 Json ContinuedContext(const ServerState& state, const Json& body) {
   if (std::optional<std::string> conversation = ConversationId(body)) {
-    std::optional<Conversation> found =
-        state.conversations().enabled() ? state.conversations().Get(*conversation) : std::nullopt;
-    if (!found) {
-      throw ApiError(ErrorKind::kNotFound,
-                     "no conversation '" + *conversation +
-                         "': it was deleted, evicted or made before a restart (or this server "
-                         "keeps none: --response-store-mb 0); create one with POST "
-                         "/v1/conversations",
-                     "conversation");
-    }
-    return found->items;
+    return ConversationItems(state, *conversation, "conversation");
   }
   std::optional<std::string> id = PreviousResponseId(body);
   if (!id) return Json::array();
@@ -89,8 +79,8 @@ Json StoredInputItems(Json items, const std::string& response_id) {
   return items;
 }
 
-// Adds a finished response's input and output items to its conversation (not one that failed or
-// was cancelled: its turn did not happen), with ids the conversation makes for those without.
+// Adds a finished response's input items (as stored, ids given) and output items to its
+// conversation; not those of one that failed or was cancelled: its turn did not happen.
 FinishedResponseSink ConversationAppender(ConversationStore& conversations, std::string id,
                                           Json input_items) {
   return [&conversations, id = std::move(id),
@@ -98,13 +88,8 @@ FinishedResponseSink ConversationAppender(ConversationStore& conversations, std:
     const std::string status = response.value("status", "");
     if (status != "completed" && status != "incomplete") return;
     conversations.Update(id, [&](Conversation& conversation) {
-      const std::string suffix = conversation.id.substr(conversation.id.find('_') + 1);
-      for (const Json* items : {&input_items, &response["output"]}) {
-        for (const Json& item : *items) {
-          conversation.items.push_back(
-              ListedItem(item, "item_" + suffix + "_" + std::to_string(conversation.next_item++)));
-        }
-      }
+      for (const Json& item : input_items) conversation.items.push_back(item);
+      for (const Json& item : response.at("output")) conversation.items.push_back(item);
     });
   };
 }
