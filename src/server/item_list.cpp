@@ -1,6 +1,7 @@
 #include "server/item_list.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <vector>
@@ -11,10 +12,11 @@
 namespace mkserve::server {
 
 Json ItemListPage(const Json& items, const std::string& query) {
-  const std::map<std::string, std::string> parsed = ParseQuery(query);
-  auto param = [&](const std::string& name) {
-    auto it = parsed.find(name);
-    return it == parsed.end() ? std::optional<std::string>() : it->second;
+  const std::multimap<std::string, std::string> parsed = ParseQuery(query);
+  auto param = [&](const std::string& name) {  // a repeated one: its last value
+    auto it = parsed.upper_bound(name);
+    return it == parsed.begin() || std::prev(it)->first != name ? std::optional<std::string>()
+                                                                : std::prev(it)->second;
   };
   int64_t limit = 20;
   if (std::optional<std::string> text = param("limit")) {
@@ -26,6 +28,17 @@ Json ItemListPage(const Json& items, const std::string& query) {
       ThrowInvalid("limit", "must be an integer from 1 to 100, got '" + *text + "'");
     }
     if (limit < 1 || limit > 100) ThrowInvalid("limit", "must be from 1 to 100");
+  }
+  // include asks for parts an item leaves out; stored items keep everything they had (an output
+  // message its logprobs, reasoning its text), so only names of hosted tools' outputs are refused.
+  for (const auto& [name, value] : parsed) {
+    if ((name == "include" || name == "include[]") && value != "message.output_text.logprobs" &&
+        value != "reasoning.encrypted_content") {
+      ThrowInvalid("include",
+                   "only \"message.output_text.logprobs\" and "
+                   "\"reasoning.encrypted_content\" can be included, got '" +
+                       value + "'");
+    }
   }
   const std::string order = param("order").value_or("desc");
   if (order != "asc" && order != "desc") ThrowInvalid("order", "must be 'asc' or 'desc'");

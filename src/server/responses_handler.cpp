@@ -207,7 +207,10 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
   std::unique_ptr<const StoredResponse> stored = store.Get(id);
   if (http.method == "GET" && rest.empty()) {
     if (!stored) ThrowNotStored(id, "response_id");
-    if (ParseQuery(http.query)["stream"] == "true") {
+    const std::multimap<std::string, std::string> query = ParseQuery(http.query);
+    if (std::any_of(query.begin(), query.end(), [](const auto& pair) {
+          return pair.first == "stream" && pair.second == "true";
+        })) {
       ThrowInvalid("stream", "a stored response is returned whole; leave 'stream' out");
     }
     return JsonResponse(DumpJson(stored->response));

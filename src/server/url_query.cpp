@@ -28,8 +28,8 @@ std::string PercentDecoded(const std::string& text) {
   return out;
 }
 
-std::map<std::string, std::string> ParseQuery(const std::string& query) {
-  std::map<std::string, std::string> params;
+std::multimap<std::string, std::string> ParseQuery(const std::string& query) {
+  std::multimap<std::string, std::string> params;
   size_t begin = 0;
   while (begin <= query.size()) {
     size_t end = query.find('&', begin);
@@ -38,8 +38,8 @@ std::map<std::string, std::string> ParseQuery(const std::string& query) {
     std::replace(pair.begin(), pair.end(), '+', ' ');
     if (!pair.empty()) {
       const size_t eq = pair.find('=');
-      params[PercentDecoded(pair.substr(0, eq))] =
-          eq == std::string::npos ? "" : PercentDecoded(pair.substr(eq + 1));
+      params.emplace(PercentDecoded(pair.substr(0, eq)),
+                     eq == std::string::npos ? "" : PercentDecoded(pair.substr(eq + 1)));
     }
     begin = end + 1;
   }

@@ -10,7 +10,7 @@ namespace mkserve::server {
 std::string PercentDecoded(const std::string& text);
 
 // "a=1&b=x%20y" as {a: "1", b: "x y"} ('+' is a space, as forms send it); a name without '='
-// has an empty value, and a repeated name keeps its last value.
-std::map<std::string, std::string> ParseQuery(const std::string& query);
+// has an empty value, and a repeated name keeps every value, in the order sent.
+std::multimap<std::string, std::string> ParseQuery(const std::string& query);
 
 }  // namespace mkserve::server

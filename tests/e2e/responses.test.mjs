@@ -268,6 +268,16 @@ test('a stored response: retrieved, its input items paged, deleted; store false 
   const badLimit = await fetch(`${server.url}/v1/responses/${response.id}/input_items?limit=0`);
   assert.equal(badLimit.status, 400);
   assert.equal((await badLimit.json()).error.param, 'limit');
+  // include: what stored items already carry is accepted; a hosted tool's output, even after a
+  // good value, is refused by name.
+  const included = await openai.responses.inputItems.list(response.id, { include: ['message.output_text.logprobs'] });
+  assert.equal(included.data.length, 3);
+  for (const query of ['include=file_search_call.results',
+                       'include[]=reasoning.encrypted_content&include[]=web_search_call.action.sources']) {
+    const badInclude = await fetch(`${server.url}/v1/responses/${response.id}/input_items?${query}`);
+    assert.equal(badInclude.status, 400, query);
+    assert.equal((await badInclude.json()).error.param, 'include');
+  }
   const cancel = await fetch(`${server.url}/v1/responses/${response.id}/cancel`, { method: 'POST' });
   assert.equal(cancel.status, 400);
 

@@ -9,11 +9,11 @@ TEST(UrlQueryTest, PercentEscapesAndPairs) {
   EXPECT_EQ(PercentDecoded("org%2Fmodel"), "org/model");
   EXPECT_EQ(PercentDecoded("50%"), "50%");    // an escape cut short is kept as is
   EXPECT_EQ(PercentDecoded("%zz1"), "%zz1");  // so is one that is not hex
-  using Params = std::map<std::string, std::string>;
+  using Params = std::multimap<std::string, std::string>;
   EXPECT_EQ(ParseQuery(""), Params{});
   EXPECT_EQ(ParseQuery("limit=5&order=asc"), (Params{{"limit", "5"}, {"order", "asc"}}));
   EXPECT_EQ(ParseQuery("after=msg%5F1&flag&&a=1&a=2&q=x+y"),
-            (Params{{"after", "msg_1"}, {"flag", ""}, {"a", "2"}, {"q", "x y"}}));
+            (Params{{"after", "msg_1"}, {"flag", ""}, {"a", "1"}, {"a", "2"}, {"q", "x y"}}));
   EXPECT_EQ(ParseQuery("k=a%3Db"), (Params{{"k", "a=b"}}));
 }
 
