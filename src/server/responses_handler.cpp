@@ -4,8 +4,11 @@
 // the request sends store: false) for previous_response_id and the paths that read and delete
 // them: GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items. A background
 // response (background_responses.h) is answered "in_progress" at once and polled with GET;
-// POST /v1/responses/{id}/cancel stops it.
+// POST /v1/responses/{id}/cancel stops it. One sent with stream: true as well streams from its
+// event log (response_event_log.h), which GET /v1/responses/{id}?stream=true resumes.
 #include <algorithm>
+#include <chrono>
+#include <map>
 
 #include "server/chat_prompt.h"
 #include "server/generation_response.h"
@@ -115,6 +118,60 @@ FinishedResponseSink Keeper(ResponseStore& store, Json input_items, Json context
   };
 }
 
+// Streams a background response's events after sequence number `after` as the log has them,
+// until the log ends or the client goes away (which does not stop the run).
+HttpResponse EventLogStream(std::shared_ptr<const ResponseEventLog> log, int64_t after,
+                            ConnectionWatch watch) {
+  HttpResponse response = TextResponse("", "text/event-stream");
+  response.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  response.next = [log = std::move(log), after,
+                   watch = std::move(watch)](std::string& chunk) mutable {
+    for (;;) {
+      ResponseEventLog::Read read = log->After(after, std::chrono::milliseconds(200));
+      if (read.lost) {
+        chunk += SseErrorEvent(ApiError(
+            ErrorKind::kInvalidRequest,
+            "the events after " + std::to_string(after) + " are no longer kept (a stream keeps " +
+                std::to_string(kMaxEventLogBytes >> 20) + " MiB of its latest events)",
+            "starting_after"));
+        return false;
+      }
+      after = read.last;
+      chunk += read.events;
+      if (read.ended) return false;
+      if (!chunk.empty()) return true;
+      if (watch() || watch.stop_requested()) return false;
+    }
+  };
+  return response;
+}
+
+// GET /v1/responses/{id}?stream=true[&starting_after=N]: a streamed background response's
+// events, from the first or after N.
+HttpResponse ResumedStream(const ServerState& state, const std::string& id,
+                           const std::multimap<std::string, std::string>& query,
+                           const HttpRequest& http, bool stored) {
+  int64_t after = -1;
+  if (auto it = query.find("starting_after"); it != query.end()) {
+    try {
+      size_t used = 0;
+      after = std::stoll(it->second, &used);
+      if (used != it->second.size() || after < 0) throw std::invalid_argument(it->second);
+    } catch (const std::exception&) {
+      ThrowInvalid("starting_after",
+                   "must be an event's sequence number (0 or more), got '" + it->second + "'");
+    }
+  }
+  std::shared_ptr<const ResponseEventLog> log = state.background().Log(id);
+  if (!log) {
+    if (!stored) ThrowNotStored(id, "response_id");
+    ThrowInvalid("stream", "response '" + id +
+                               "' was not made with background and stream both true, or its "
+                               "events are no longer kept; GET it without 'stream'");
+  }
+  return EventLogStream(std::move(log), after, http.is_connection_closed);
+}
+
 // The response id of /v1/responses/{id}[/rest], and the rest ("" / "input_items" / "cancel").
 std::pair<std::string, std::string> StoredPath(const HttpRequest& http) {
   constexpr std::string_view kPrefix = "/v1/responses/";
@@ -175,8 +232,10 @@ HttpResponse HandleResponses(const ServerState& state, const HttpRequest& http) 
       std::move(keeper));
   if (request.background) {
     Json in_progress = output->InProgress();
+    auto log = chat.generation.stream ? std::make_shared<ResponseEventLog>() : nullptr;
     state.background().Start({in_progress, input_so_far, Json::array()}, cancelled, std::move(run),
-                             std::move(output), prompt_tokens);
+                             std::move(output), prompt_tokens, log);
+    if (log) return EventLogStream(std::move(log), -1, http.is_connection_closed);
     return JsonResponse(DumpJson(in_progress));
   }
   if (chat.generation.stream) return StreamResponse(std::move(run), std::move(output));
@@ -201,17 +260,21 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
   ResponseStore& store = state.responses();
   if (http.method == "DELETE" && rest.empty()) {
     state.background().Cancel(id);  // a running background response stops first
+    state.background().Forget(id);
     if (!store.Erase(id)) ThrowNotStored(id, "response_id");
     return JsonResponse(DumpJson({{"id", id}, {"object", "response"}, {"deleted", true}}));
   }
   std::unique_ptr<const StoredResponse> stored = store.Get(id);
   if (http.method == "GET" && rest.empty()) {
-    if (!stored) ThrowNotStored(id, "response_id");
     const std::multimap<std::string, std::string> query = ParseQuery(http.query);
     if (std::any_of(query.begin(), query.end(), [](const auto& pair) {
           return pair.first == "stream" && pair.second == "true";
         })) {
-      ThrowInvalid("stream", "a stored response is returned whole; leave 'stream' out");
+      return ResumedStream(state, id, query, http, stored != nullptr);
+    }
+    if (!stored) ThrowNotStored(id, "response_id");
+    if (query.count("starting_after") != 0) {
+      ThrowInvalid("starting_after", "resumes a stream: send it with stream=true");
     }
     return JsonResponse(DumpJson(stored->response));
   }

@@ -243,12 +243,15 @@ Json ResponsesOutput::FinalResponse(const Usage& usage) const {
   return response;
 }
 
-Json ResponsesOutput::EndedEarly(const std::string& status, const Usage& usage, Json error) {
-  CloseOpenItem("incomplete");  // its events go nowhere: nobody streams a background response
+std::string ResponsesOutput::EndedEarly(const std::string& status, const Usage& usage, Json error) {
+  std::string events = CloseOpenItem("incomplete");
   Json response = Snapshot(status, &usage);
-  response["error"] = std::move(error);
+  response["error"] = error;
   if (on_finished_) on_finished_(response);
-  return response;
+  if (status == "failed") return events + Event("response.failed", {{"response", response}});
+  return events + Event("error", {{"code", status},
+                                  {"message", "response '" + meta_.id + "' was " + status},
+                                  {"param", nullptr}});
 }
 
 }  // namespace mkserve::server

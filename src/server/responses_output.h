@@ -43,9 +43,11 @@ class ResponsesOutput {
 
   // Background responses: the object while it runs, and one that did not run to its end:
   // `status` "cancelled", or "failed" with `error` (OpenAI's {code, message}), with the output
-  // written so far; handed to on_finished like a finished one.
+  // written so far; handed to on_finished like a finished one. Returns the events a streamed one
+  // ends with: its open item's, then response.failed, or for a cancelled one an error event
+  // (OpenAI names no event for it; its SDKs raise an error event).
   Json InProgress() const { return Snapshot("in_progress", nullptr); }
-  Json EndedEarly(const std::string& status, const Usage& usage, Json error = nullptr);
+  std::string EndedEarly(const std::string& status, const Usage& usage, Json error = nullptr);
 
  private:
   enum class Kind { kReasoning, kMessage, kFunctionCall };

@@ -354,10 +354,6 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   if (request.background && !request.store) {
     ThrowInvalid("background", "a background response is stored for polling; send store: true");
   }
-  if (request.background && chat.generation.stream) {
-    ThrowInvalid("stream",
-                 "background responses are not streamed here; poll GET /v1/responses/{id}");
-  }
   fields.String("previous_response_id");  // typed; its context came in `context`
   request.conversation_id = ConversationId(body).value_or("");
 

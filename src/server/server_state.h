@@ -51,7 +51,8 @@ class ServerState {
       : options_(std::move(options)),
         responses_(std::make_unique<ResponseStore>(options_.response_store_bytes)),
         conversations_(std::make_unique<ConversationStore>(options_.response_store_bytes)),
-        background_(std::make_unique<BackgroundResponses>(*responses_)) {}
+        background_(
+            std::make_unique<BackgroundResponses>(*responses_, options_.response_store_bytes)) {}
   // The background responses go first: their runs hold the engine.
   ~ServerState() { background_.reset(); }
 

@@ -1,7 +1,7 @@
 // /v1/responses through the official SDK against the scripted backend: output items (reasoning,
 // message, function_call), the named stream events, a tool round trip (whole input, and through
 // previous_response_id), stored responses (retrieve, input items, delete), background responses
-// (polled, cancelled, deleted), conversations (/v1/conversations and `conversation`),
+// (polled, cancelled, deleted; streamed and resumed), conversations (/v1/conversations and `conversation`),
 // text.format and the fields mkserve does not honour, refused by name.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -178,7 +178,6 @@ test('fields that need a stored response or a hosted tool are refused by name', 
     [{ input: 'hi', conversation: { id: '' } }, 'conversation.id'],
     [{ input: 'hi', conversation: 'conv_1', previous_response_id: 'resp_1' }, 'conversation'],
     [{ input: 'hi', background: true, store: false }, 'background'],
-    [{ input: 'hi', background: true, stream: true }, 'stream'],
     [{ input: 'hi', truncation: 'auto' }, 'truncation'],
     [{ input: 'hi', include: ['file_search_call.results'] }, 'include[0]'],
     [{ input: 'hi', top_logprobs: 2 }, 'top_logprobs'],
@@ -366,6 +365,100 @@ test('a running background response: continuing it is refused, cancelling stops 
   assert.deepEqual(await deleted.json(), { id: doomed.id, object: 'response', deleted: true });
   await new Promise((resolve) => setTimeout(resolve, 100));
   await assert.rejects(openai.responses.retrieve(doomed.id), (error) => error.status === 404);
+});
+
+// The SSE events of a raw stream's text, as parsed objects with their event names.
+function sseEvents(text) {
+  return text.split('\n\n').filter((block) => block.trim()).map((block) => {
+    const name = block.match(/^event: (.*)$/m)?.[1];
+    return { name, data: JSON.parse(block.match(/^data: (.*)$/m)[1]) };
+  });
+}
+
+test('a streamed background response: read live, left, resumed after any event, replayed whole', async () => {
+  // The SDK's stream: every event numbered from 0, ending with response.completed.
+  const stream = await openai.responses.create({ model: 'tiny', input: 'greet me', background: true, stream: true });
+  const live = [];
+  for await (const event of stream) live.push(event);
+  assert.deepEqual(live.map((event) => event.sequence_number), live.map((_, i) => i));
+  assert.equal(live[0].type, 'response.created');
+  assert.equal(live[0].response.background, true);
+  assert.equal(live.at(-1).type, 'response.completed');
+  const id = live[0].response.id;
+  assert.deepEqual((await openai.responses.retrieve(id)).output, live.at(-1).response.output);
+  // Replayed whole after its end, and after any event; the SDK's own resume gives the same text.
+  const replay = await fetch(`${server.url}/v1/responses/${id}?stream=true`);
+  assert.equal(replay.headers.get('content-type'), 'text/event-stream');
+  assert.deepEqual(sseEvents(await replay.text()).map((event) => event.data), live);
+  const tail = await fetch(`${server.url}/v1/responses/${id}?stream=true&starting_after=3`);
+  assert.deepEqual(sseEvents(await tail.text()).map((event) => event.data), live.slice(4));
+  const resumed = openai.responses.stream({ response_id: id, starting_after: 3 });
+  assert.equal((await resumed.finalResponse()).output.at(-1).content[0].text, 'Hello there, friend!');
+
+  // A client that leaves mid-stream does not stop the run; it resumes where it left off.
+  const controller = new AbortController();
+  const started = await fetch(`${server.url}/v1/responses`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, signal: controller.signal,
+    body: JSON.stringify({ input: 'slowly answer', background: true, stream: true, max_output_tokens: 60 }),
+  });
+  const reader = started.body.getReader();
+  let text = '';
+  while ((text.match(/output_text\.delta/g) ?? []).length < 5) text += new TextDecoder().decode((await reader.read()).value);
+  controller.abort();
+  const before = sseEvents(text.slice(0, text.lastIndexOf('\n\n') + 2));
+  const slowId = before[0].data.response.id;
+  const last = before.at(-1).data.sequence_number;
+  assert.equal((await openai.responses.retrieve(slowId)).status, 'in_progress');
+  const rest = sseEvents(await (await fetch(`${server.url}/v1/responses/${slowId}?stream=true&starting_after=${last}`)).text());
+  assert.equal(rest[0].data.sequence_number, last + 1);
+  assert.equal(rest.at(-1).name, 'response.incomplete');
+  const whole = sseEvents(await (await fetch(`${server.url}/v1/responses/${slowId}?stream=true`)).text());
+  assert.deepEqual([...before, ...rest].map((event) => event.data), whole.map((event) => event.data));
+  assert.equal(rest.at(-1).data.response.usage.output_tokens, 60);
+
+  // Cancelled while streaming: the open item closes, then an error event names the cancel.
+  const doomed = await fetch(`${server.url}/v1/responses`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: 'slowly answer', background: true, stream: true }),
+  });
+  const doomedReader = doomed.body.getReader();
+  const doomedFirst = sseEvents(new TextDecoder().decode((await doomedReader.read()).value).split('\n\n')[0] + '\n\n');
+  const doomedId = doomedFirst[0].data.response.id;
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  assert.equal((await openai.responses.cancel(doomedId)).status, 'cancelled');
+  let doomedText = '';
+  for (let chunk = await doomedReader.read(); !chunk.done; chunk = await doomedReader.read()) {
+    doomedText += new TextDecoder().decode(chunk.value);
+  }
+  const ending = sseEvents(doomedText).slice(-2);
+  assert.equal(ending[0].name, 'response.output_item.done');
+  assert.equal(ending[0].data.item.status, 'incomplete');
+  assert.equal(ending[1].name, 'error');
+  assert.equal(ending[1].data.code, 'cancelled');
+
+  // A failing step ends the stream with response.failed.
+  const broken = sseEvents(await (await fetch(`${server.url}/v1/responses`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: 'broken', background: true, stream: true }),
+  })).text());
+  assert.equal(broken.at(-1).name, 'response.failed');
+  assert.equal(broken.at(-1).data.response.status, 'failed');
+  assert.equal(broken.at(-1).data.response.error.code, 'server_error');
+
+  // Refused by name: a response that was not streamed in the background, a resume point without
+  // stream, one that is not a sequence number; a deleted one is gone with its events.
+  const polled = await openai.responses.create({ model: 'tiny', input: 'greet me', background: true });
+  await settled(polled.id);
+  for (const [query, param] of [[`${polled.id}?stream=true`, 'stream'],
+                                [`${id}?starting_after=2`, 'starting_after'],
+                                [`${id}?stream=true&starting_after=-1`, 'starting_after'],
+                                [`${id}?stream=true&starting_after=x`, 'starting_after']]) {
+    const refused = await fetch(`${server.url}/v1/responses/${query}`);
+    assert.equal(refused.status, 400, query);
+    assert.equal((await refused.json()).error.param, param, query);
+  }
+  await openai.responses.del(id);
+  assert.equal((await fetch(`${server.url}/v1/responses/${id}?stream=true`)).status, 404);
 });
 
 test('at most 256 background responses run at once: the next is a 503 and starts nothing', async () => {

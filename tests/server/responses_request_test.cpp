@@ -203,7 +203,6 @@ TEST(ResponsesRequestTest, BadInputIsRefusedNamingTheField) {
       {{{"input", "x"}, {"conversation", {{"id", 3}}}}, "conversation.id"},
       {{{"input", "x"}, {"conversation", "c"}, {"previous_response_id", "r"}}, "conversation"},
       {{{"input", "x"}, {"background", true}, {"store", false}}, "background"},
-      {{{"input", "x"}, {"background", true}, {"stream", true}}, "stream"},
       {{{"input", "x"}, {"background", "yes"}}, "background"},
       {{{"input", "x"}, {"prompt", {{"id", "p"}}}}, "prompt"},
       {{{"input", "x"}, {"truncation", "auto"}}, "truncation"},
