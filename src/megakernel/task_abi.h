@@ -4,6 +4,8 @@
 // only contract between them, so it changes only additively.
 //
 // Change log for the kernel engineer (newest first):
+//   v1.10: kFlagPrimeWeights on kQkv tasks of up to 8 rows (their first weight rounds copied
+//          into the weight ring before the wait).
 //   v1.9: kLmHeadClaim (the LM head's last tiles claimed from a queue, so fast SMs take more).
 //   v1.8: kArgMaxItems (a claim that stops after that many items; 0: until its queue is empty).
 //   v1.7: kFlagPrimeWeights (a router task copies its weight slice before its wait);
@@ -132,9 +134,10 @@ enum TaskFlag : uint32_t {
   // rows x top_k x arg[kArgTiles] items; a gate/up item signals unit a, a down item waits for unit
   // a to reach arg[kArgTiles2] (the gate/up tiles) and signals its row.
   kFlagPickItems = 1u << 7,
-  // kRouter: the task's weight slice (arg tile's experts x [k_begin, k_end)) is copied into
-  // shared memory before its wait (it depends on nothing the step computes), at most
-  // kMaxPrimedRouterBytes.
+  // Weights copied into shared memory before the task's wait (they depend on nothing the step
+  // computes). kRouter: the task's slice (arg tile's experts x [k_begin, k_end)), at most
+  // kMaxPrimedRouterBytes. kQkv (at most kMaxPrimedQkvRows rows): each worker warp's first
+  // weight ring rounds, which the GEMM body then does not issue again.
   kFlagPrimeWeights = 1u << 8,
   // Claims by pick (with kFlagPickItems) of a layer without kTopK tasks: they wait for the
   // router tasks. A gate/up claim computes its rows' top-k itself (every claimer the same picks
@@ -145,6 +148,8 @@ enum TaskFlag : uint32_t {
 };
 
 inline constexpr uint32_t kMaxPrimedRouterBytes = 64 * 1024;
+// A primed QKV task runs the GEMM body's ring path, which takes tiles of up to 8 rows.
+inline constexpr uint32_t kMaxPrimedQkvRows = 8;
 
 // The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).
 // A task waits until counters[wait0_counter] >= wait0_target AND counters[wait1_counter] >=

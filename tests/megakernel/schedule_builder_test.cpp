@@ -346,6 +346,30 @@ TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
   ExpectBuildRefuses(config, 1, {{"prime_router", 1}, {"router_splits", 1}, {"router_tile", 32}});
 }
 
+// QKV tiles prime their weights (kFlagPrimeWeights) at batches up to prime_qkv_max_batch (8 by
+// default, the GEMM body's ring path), every one of them, and none above; 0 turns it off.
+TEST(ScheduleBuilderTest, QkvTilesPrimeTheirWeightsUpToTheirBatchBound) {
+  const ModelConfig config = NmcPreset(6);
+  for (int64_t prime_max : {8, 0, 3}) {
+    SchedulePolicy policy = SchedulePolicy::Default();
+    policy.tiles = {{"prime_qkv_max_batch", prime_max}};
+    for (int64_t batch : {1, 3, 4, 8, 9, 64}) {
+      const Schedule schedule = Build(config, batch, 8192, 132, policy);
+      int qkv = 0, primed = 0;
+      for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+        if (task->opcode != kQkv) continue;
+        ++qkv;
+        primed += (task->flags & kFlagPrimeWeights) != 0;
+      }
+      EXPECT_GT(qkv, 0);
+      EXPECT_EQ(primed, batch <= prime_max ? qkv : 0) << "batch " << batch << " max " << prime_max;
+      ExpectVerifies(config, schedule);
+    }
+  }
+  ExpectBuildRefuses(config, 1, {{"prime_qkv_max_batch", 9}});
+  ExpectBuildRefuses(config, 1, {{"prime_qkv_max_batch", -1}});
+}
+
 // early_expert_items: every SM that holds no QKV task of a MoE layer takes a bounded copy of the
 // layer's gate/up claim, ahead of its attention tasks; the SMs with QKV tasks take none.
 TEST(ScheduleBuilderTest, EarlyExpertClaimsGoToTheSmsWithoutQkv) {

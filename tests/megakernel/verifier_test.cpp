@@ -316,6 +316,22 @@ TEST(VerifierTest, BoundedClaimsPassAndTheirMistakesAreCaught) {
   }
 }
 
+// Primed weights (kFlagPrimeWeights) only on router tasks and on QKV tiles of up to 8 rows, which
+// the GEMM body's ring path runs: a primed QKV tile of more rows, or a primed attention task, is
+// a bad descriptor.
+TEST(VerifierTest, PrimedWeightsOnlyWhereTheKernelPrimesThem) {
+  const ByPick primed(1, 1);
+  auto planted = [&](uint32_t opcode, auto change) { return primed.Planted(opcode, change); };
+  EXPECT_TRUE(planted(kQkv, [](TaskDescriptor& t) {
+                t.flags |= kFlagPrimeWeights;
+                t.row_end = t.row_begin + kMaxPrimedQkvRows + 1;
+              }).Has(Kind::kBadDescriptor));
+  EXPECT_TRUE(planted(kAttention, [](TaskDescriptor& t) {
+                t.flags |= kFlagPrimeWeights;
+              }).Has(Kind::kBadDescriptor));
+  EXPECT_TRUE(planted(kQkv, [](TaskDescriptor& t) { t.flags |= kFlagPrimeWeights; }).ok());
+}
+
 TEST(VerifierTest, AnUnknownCounterStopsTheCheckWithAClearFailure) {
   Tiny tiny(2);  // a finalize (one row has none: its items are by pick)
   tiny.First(kMoeFinalize, 1).wait0_counter = 1u << 20;

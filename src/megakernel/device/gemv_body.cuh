@@ -34,6 +34,7 @@ namespace mkserve::megakernel {
 inline constexpr int kMaxGemvTokens = 64;  // the megakernel's largest batch
 inline constexpr int kMmaTokens = 8;       // the mma's N: tokens per n-tile
 inline constexpr int kChunk = 32;          // K elements per pair of 16-byte loads (two k-steps)
+inline constexpr int kPairsPerWarp = 8;    // weight row pairs a warp multiplies (the mma's M)
 inline constexpr int kMaxStagePad = 2 * kChunk;
 inline constexpr int kMaxStageK = 4096;  // the widest K range staged whole for 8 tokens
 inline constexpr int kStageElements = kMmaTokens * (kMaxStageK + kMaxStagePad);
@@ -70,6 +71,9 @@ inline constexpr int kWeightRingWarpVecs = kWeightRingStages * kWeightRingRoundV
 struct RegisterRounds {};
 struct RingRounds {
   uint4* ring;  // the worker warps' slots, kWeightRingWarpVecs each
+  // PrimeGemvRing issued the first kWeightRingStages - 1 rounds of every warp before the task's
+  // wait: the body starts with them in flight (or landed).
+  bool primed = false;
 };
 
 // Weights are read once a step, so their loads are marked evict_first: L2 keeps the activations,
@@ -178,28 +182,27 @@ __device__ inline void MultiplyPairs(int c, int c1, int len, const uint4 (&p)[kU
   }
 }
 
-// The rounds of LoadPairs + MultiplyPairs with kWeightRingStages of them in flight per warp
-// instead of one: each lane copies its own 16-byte weight vectors into its own slots of the
-// warp's ring by cp.async and reads back only those, so no barrier is needed (wait_group counts
-// the lane's own copies). The registers could not hold more rounds (the kernel is at 168).
-// An earlier ring made every task slower (batch 1 5.1 ms) while the kernel kept its parameters
-// and the MoE combine's arrays in local memory: 64 KB more shared memory alone cost 20 % then
-// (less L1 for them).
-template <int kNTiles, int kSets, int kUnroll, class Tile>
-__device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0, int c0, int c1,
-                                       const bf16* xs, int stride, int tokens,
-                                       float (&acc)[kNTiles * kSets][4], uint4* ring) {
-  static_assert(2 * kUnroll * 32 == kWeightRingRoundVecs);
-  const int lane = threadIdx.x % 32, r = lane / 4, j = lane % 4;
-  const bool row_valid = g0 + r < tile.Groups();
-  const bf16* any = tile.WeightRow(0, 0);  // an address for the copies that read nothing
-  const int64_t at = cuda::PanelChunkStart(k0) + j * cuda::kVecElements;
-  const bf16* w0 = row_valid ? tile.WeightRow(g0 + r, 0) + at : any;
-  const bf16* w1 = row_valid ? tile.WeightRow(g0 + r, 1) + at : any;
-  const int rounds = (c1 - c0 + kUnroll - 1) / kUnroll;
-  const uint64_t policy = EvictFirstPolicy();
-  auto issue = [&](int round) {
+// One warp's ring copies: round i of its pairs g0.. over K blocks [c0, c1) of the chunk at k0
+// goes to slot i % kWeightRingStages, each lane copying its own 16-byte vectors.
+template <int kUnroll, class Tile>
+struct RingCopier {
+  const bf16 *w0, *w1, *any;
+  int c0, c1, len, rounds;
+  bool row_valid;
+
+  __device__ RingCopier(const Tile& tile, int k0, int len_, int g0, int c0_, int c1_)
+      : c0(c0_), c1(c1_), len(len_), rounds((c1_ - c0_ + kUnroll - 1) / kUnroll) {
+    const int r = threadIdx.x % 32 / 4, j = threadIdx.x % 4;
+    row_valid = g0 + r < tile.Groups();
+    any = tile.WeightRow(0, 0);  // an address for the copies that read nothing
+    const int64_t at = cuda::PanelChunkStart(k0) + j * cuda::kVecElements;
+    w0 = row_valid ? tile.WeightRow(g0 + r, 0) + at : any;
+    w1 = row_valid ? tile.WeightRow(g0 + r, 1) + at : any;
+  }
+
+  __device__ void Issue(int round, uint4* ring, uint64_t policy) const {
     if (round < rounds) {
+      const int lane = threadIdx.x % 32, j = lane % 4;
       uint4* slot = ring + (round % kWeightRingStages) * kWeightRingRoundVecs;
       const int c = c0 + round * kUnroll;
 #pragma unroll
@@ -212,11 +215,30 @@ __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0
       }
     }
     cuda::CpAsyncCommit();  // empty groups keep the count uniform
-  };
+  }
+};
+
+// The rounds of LoadPairs + MultiplyPairs with kWeightRingStages of them in flight per warp
+// instead of one: each lane copies its own 16-byte weight vectors into its own slots of the
+// warp's ring by cp.async and reads back only those, so no barrier is needed (wait_group counts
+// the lane's own copies). The registers could not hold more rounds (the kernel is at 168).
+// An earlier ring made every task slower (batch 1 5.1 ms) while the kernel kept its parameters
+// and the MoE combine's arrays in local memory: 64 KB more shared memory alone cost 20 % then
+// (less L1 for them). `primed`: the first kWeightRingStages - 1 rounds were issued already.
+template <int kNTiles, int kSets, int kUnroll, class Tile>
+__device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0, int c0, int c1,
+                                       const bf16* xs, int stride, int tokens,
+                                       float (&acc)[kNTiles * kSets][4], uint4* ring, bool primed) {
+  static_assert(2 * kUnroll * 32 == kWeightRingRoundVecs);
+  const int lane = threadIdx.x % 32;
+  const RingCopier<kUnroll, Tile> copier(tile, k0, len, g0, c0, c1);
+  const uint64_t policy = EvictFirstPolicy();
+  if (!primed) {
 #pragma unroll
-  for (int i = 0; i < kWeightRingStages - 1; ++i) issue(i);
-  for (int round = 0; round < rounds; ++round) {
-    issue(round + kWeightRingStages - 1);
+    for (int i = 0; i < kWeightRingStages - 1; ++i) copier.Issue(i, ring, policy);
+  }
+  for (int round = 0; round < copier.rounds; ++round) {
+    copier.Issue(round + kWeightRingStages - 1, ring, policy);
     cuda::CpAsyncWait<kWeightRingStages - 1>();  // this round's copies have landed
     const uint4* slot = ring + (round % kWeightRingStages) * kWeightRingRoundVecs;
     uint4 p[kUnroll], q[kUnroll];
@@ -229,33 +251,70 @@ __device__ inline void StreamPairsRing(const Tile& tile, int k0, int len, int g0
   }
 }
 
+// Where RunGemvMma puts worker warp `warp`: kPairsPerWarp pairs a warp, and when the tile has fewer
+// than kWorkerWarps such groups, K split into `parts` among the warps of each group.
+struct GemvPlacement {
+  int warp_groups, parts, rounds, my_part, chunk;
+  bool active;  // with 3 pair groups, warps 6 and 7 idle
+
+  template <class Tile>
+  __device__ GemvPlacement(const Tile& tile, int warp) {
+    const int k = tile.K(), tokens = tile.Tokens();
+    warp_groups = (tile.Groups() + kPairsPerWarp - 1) / kPairsPerWarp;
+    parts = warp_groups >= kWorkerWarps ? 1 : kWorkerWarps / warp_groups;
+    rounds = (warp_groups + kWorkerWarps - 1) / kWorkerWarps;
+    my_part = parts > 1 ? warp / warp_groups : 0;
+    active = my_part < parts;
+    // K chunk: as long as the tokens' rows fit the staging buffer, a whole number of blocks.
+    const int fit = (kStageElements / max(tokens, 1) - kMaxStagePad) / kChunk * kChunk;
+    chunk = min(fit, (k + kChunk - 1) / kChunk * kChunk);
+  }
+  // The first pair of the warp's round.
+  __device__ int G0(int warp, int round) const {
+    return ((parts > 1 ? warp % warp_groups : warp) + round * kWorkerWarps) * kPairsPerWarp;
+  }
+  // The warp's K blocks of a chunk of `len` elements: [C0, C1).
+  __device__ int C0(int len) const { return (len + kChunk - 1) / kChunk * my_part / parts; }
+  __device__ int C1(int len) const { return (len + kChunk - 1) / kChunk * (my_part + 1) / parts; }
+};
+
+// The first kWeightRingStages - 1 ring rounds of every worker warp's first pairs and chunk, as
+// RunGemv's ring body (RunGemvMma<1, 4, 4>, tiles of up to 8 tokens) would issue them: copied
+// before the task's wait, since weights depend on nothing (RingRounds::primed).
+template <class Tile>
+__device__ inline void PrimeGemvRing(const Tile& tile, uint4* ring) {
+  const int warp = threadIdx.x / 32;
+  const GemvPlacement at(tile, warp);
+  const int len = min(at.chunk, tile.K()), g0 = at.G0(warp, 0);
+  if (!at.active || g0 >= tile.Groups()) return;
+  const RingCopier<4, Tile> copier(tile, 0, len, g0, at.C0(len), at.C1(len));
+  const uint64_t policy = EvictFirstPolicy();
+#pragma unroll
+  for (int i = 0; i < kWeightRingStages - 1; ++i) {
+    copier.Issue(i, ring + warp * kWeightRingWarpVecs, policy);
+  }
+}
+
 // out = W . x for every pair and token of the tile, in K chunks that fit the staging buffer.
 // When the tile has fewer than 8 warps' worth of pairs, the warps split K and add their partial
 // sums through shared memory, so every warp streams weights.
 template <int kNTiles, int kSets, int kUnroll, class Tile, class Rounds>
 __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_in_flight) {
-  constexpr int kPairsPerWarp = 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, j = lane % 4, r = lane / 4;
   const int k = tile.K(), tokens = tile.Tokens();
   if (tokens <= 0) return;
-  const int warp_groups = (tile.Groups() + kPairsPerWarp - 1) / kPairsPerWarp;
-  const int parts = warp_groups >= kWorkerWarps ? 1 : kWorkerWarps / warp_groups;
-  const int rounds = (warp_groups + kWorkerWarps - 1) / kWorkerWarps;
-  const int my_part = parts > 1 ? warp / warp_groups : 0;
-  const bool active = my_part < parts;  // with 3 pair groups, warps 6 and 7 idle
-  // K chunk: as long as the tokens' rows fit the staging buffer, a whole number of blocks.
-  const int fit = (kStageElements / tokens - kMaxStagePad) / kChunk * kChunk;
-  const int chunk = min(fit, (k + kChunk - 1) / kChunk * kChunk);
+  const GemvPlacement at(tile, warp);
+  const int parts = at.parts, rounds = at.rounds, my_part = at.my_part, chunk = at.chunk;
+  const bool active = at.active;
   const int stride = StagedRowStride(chunk);
   const bool one_chunk = chunk >= k;
   const bool pre_staged = PreStaged(tile);  // then one chunk: the op checked
   for (int round = 0; round < rounds; ++round) {
-    const int g0 = ((parts > 1 ? warp % warp_groups : warp) + round * kWorkerWarps) * kPairsPerWarp;
+    const int g0 = at.G0(warp, round);
     float acc[kNTiles * kSets][4] = {};
     for (int k0 = 0; k0 < k; k0 += chunk) {
       const int len = min(chunk, k - k0);
-      const int blocks = (len + kChunk - 1) / kChunk;
-      const int c0 = blocks * my_part / parts, c1 = blocks * (my_part + 1) / parts;
+      const int c0 = at.C0(len), c1 = at.C1(len);
       const bool streams = active && g0 < tile.Groups();
       if (!pre_staged && !(one_chunk && round > 0)) {  // one chunk: staged once for all rounds
         if (round > 0 || k0 > 0) WorkerSync();         // the previous chunk is done with xs
@@ -266,7 +325,8 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_i
         if (streams) {
           StreamPairsRing<kNTiles, kSets, kUnroll>(
               tile, k0, len, g0, c0, c1, s.xs, stride, tokens, acc,
-              rounds_in_flight.ring + warp * kWeightRingWarpVecs);
+              rounds_in_flight.ring + warp * kWeightRingWarpVecs,
+              rounds_in_flight.primed && round == 0 && k0 == 0);
         }
       } else if (streams) {  // loading the first round before the staging spilled: 3.91 -> 4.09 ms
         for (int c = c0; c < c1; c += kUnroll) {
@@ -300,7 +360,7 @@ __device__ inline void RunGemvMma(const Tile& tile, GemvSmem& s, Rounds rounds_i
           for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              acc[nt * kSets][e] += s.warps[warp + part * warp_groups].partials[nt][e][lane];
+              acc[nt * kSets][e] += s.warps[warp + part * at.warp_groups].partials[nt][e][lane];
             }
           }
         }

@@ -482,7 +482,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const TaskDescriptor& d = s.ring[i % kRingSlots];
     uint64_t start = 0;
     if (threadIdx.x == 0) start = GlobalTimerNs();
-    if ((d.flags & kFlagPrimeWeights) != 0) PrimeRouterWeights(p, d, WeightRing(s));
+    if ((d.flags & kFlagPrimeWeights) != 0) {  // weights depend on nothing: copied before the wait
+      if (d.opcode == kQkv) {
+        PrimeQkvWeights(p, d, WeightRing(s));
+      } else {
+        PrimeRouterWeights(p, d, WeightRing(s));
+      }
+    }
     uint64_t ready_at = 0;
     if (threadIdx.x == 0) {
       const bool ready = LoadAcquireCta(Mailbox(s).ready[i % kRingSlots]) == i + 1 ||

@@ -127,9 +127,37 @@ __device__ inline int Rows(const TaskDescriptor& d) {
   return static_cast<int>(d.row_end - d.row_begin);
 }
 
+// A kQkv task's tile; `staged`: the fused norm wrote its rows into xs.
+__device__ inline PlainTile QkvTile(const StepParams& p, const TaskDescriptor& d, bool staged) {
+  const int n0 = QkvBegin(p, d);
+  return {p.x_norm,
+          p.hidden,
+          p.layers[d.layer].qkv,
+          cuda::PanelElementsFor(p.hidden),
+          nullptr,
+          0,
+          n0,
+          n0 + p.tiles.qkv,
+          0,
+          p.hidden,
+          static_cast<int>(d.row_begin),
+          Rows(d),
+          1.0f,
+          false,
+          &p,
+          &p.layers[d.layer],
+          staged};
+}
+
+// kFlagPrimeWeights on a kQkv task (up to 8 rows: the ring body): its weights' first ring rounds,
+// copied before its wait. The QKV tiles wait for the previous layer's end, and in a batch-1
+// sliding layer they head the chain to the O-proj that ends the layer (QKV, attention, combine).
+__device__ inline void PrimeQkvWeights(const StepParams& p, const TaskDescriptor& d, uint4* ring) {
+  PrimeGemvRing(QkvTile(p, d, false), ring);
+}
+
 __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
                              RingRounds ring) {
-  const int n0 = QkvBegin(p, d);
   const bool fused = (d.flags & kFlagFusedNorm) != 0;
   if (fused) {  // the builder fuses only tiles of up to 8 rows: K in one staged chunk
     const int stride = OneChunkRowStride(p.hidden);
@@ -137,24 +165,8 @@ __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvS
       *reinterpret_cast<uint2*>(s.xs + t * stride + col) = PackBf16x4(y);
     });
   }
-  const PlainTile tile{p.x_norm,
-                       p.hidden,
-                       p.layers[d.layer].qkv,
-                       cuda::PanelElementsFor(p.hidden),
-                       nullptr,
-                       0,
-                       n0,
-                       n0 + p.tiles.qkv,
-                       0,
-                       p.hidden,
-                       static_cast<int>(d.row_begin),
-                       Rows(d),
-                       1.0f,
-                       false,
-                       &p,
-                       &p.layers[d.layer],
-                       fused};
-  RunGemv(tile, s, ring);
+  ring.primed = (d.flags & kFlagPrimeWeights) != 0;
+  RunGemv(QkvTile(p, d, fused), s, ring);
 }
 
 __device__ inline void OpOProj(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,

@@ -245,6 +245,7 @@ class Builder {
         SetRows(task, 0, batch_);
         task.signal_counter = qkv_done + static_cast<uint32_t>(kv_head);
         task.flags = spec.uses_rope ? uint32_t{kFlagRope} : 0u;
+        if (batch_ <= tiles_.prime_qkv_max_batch) task.flags |= kFlagPrimeWeights;
         SetInputWaits(task, input);
         task.arg[kArgQkvPart] = part;
         task.arg[kArgKvHead] = static_cast<uint32_t>(kv_head);

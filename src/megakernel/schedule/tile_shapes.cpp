@@ -86,6 +86,8 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // One row: the router tasks (16 KB of weights each) head the routing chain that holds the
   // expert items back, and their weights are copied before their wait.
   tiles.prime_router = batch == 1 ? 1 : 0;
+  // QKV tasks wait for the previous layer's end with nothing to do; their weights do not.
+  tiles.prime_qkv_max_batch = kMaxPrimedQkvRows;
   // Batches 2-4: one early gate/up item on each SM without a QKV tile, whose attention task
   // would wait for the QKV tiles (H200, 8K, kernel ms, two rounds: batch 2 4.185 / 4.207 ->
   // 4.114 / 4.131, 3 5.480 / 5.519 -> 5.285 / 5.344, 4 6.248 / 6.266 -> 6.239 / 6.246; at 1K
@@ -158,6 +160,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"topk_in_claims_max_batch", &TileShapes::topk_in_claims_max_batch},
       {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
       {"prime_router", &TileShapes::prime_router},
+      {"prime_qkv_max_batch", &TileShapes::prime_qkv_max_batch},
       {"sample_team", &TileShapes::sample_team},
       {"early_expert_items", &TileShapes::early_expert_items},
       {"lm_head_claimed_per_sm", &TileShapes::lm_head_claimed_per_sm},
@@ -218,6 +221,8 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
                 std::to_string(kMaxPrimedRouterBytes) + " bytes, got " +
                 std::to_string(router_slice_bytes));
   }
+  Require(tiles.prime_qkv_max_batch >= 0 && tiles.prime_qkv_max_batch <= kMaxPrimedQkvRows,
+          "prime_qkv_max_batch must be 0.." + std::to_string(kMaxPrimedQkvRows));
   Require(tiles.fused_norm_max_batch >= 0 && tiles.fused_norm_max_batch <= kMaxFusedNormBatch,
           "fused_norm_max_batch must be 0.." + std::to_string(kMaxFusedNormBatch));
   Require(tiles.sample_team >= 0 && tiles.sample_team <= kMaxSampleTeam,
