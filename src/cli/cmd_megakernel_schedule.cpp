@@ -64,6 +64,7 @@ std::string TileSummary(const mk::TileShapes& t, int64_t batch) {
          (t.pick_items != 0 ? ", items by pick" : "") +
          (mk::TopKInClaimsAt(t, batch) ? ", top-k in the claims" : "") +
          (t.prime_router != 0 ? ", router primed" : "") +
+         (batch <= t.prime_qkv_max_batch ? ", QKV primed" : "") +
          (t.early_expert_items != 0 ? ", early expert items " + std::to_string(t.early_expert_items)
                                     : "");
 }

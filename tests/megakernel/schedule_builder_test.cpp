@@ -346,13 +346,15 @@ TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
   ExpectBuildRefuses(config, 1, {{"prime_router", 1}, {"router_splits", 1}, {"router_tile", 32}});
 }
 
-// QKV tiles prime their weights (kFlagPrimeWeights) at batches up to prime_qkv_max_batch (8 by
-// default, the GEMM body's ring path), every one of them, and none above; 0 turns it off.
+// QKV tiles prime their weights (kFlagPrimeWeights) at batches up to prime_qkv_max_batch (2 by
+// default; at most 8, the GEMM body's ring path), every one of them, and none above; 0 turns it
+// off.
 TEST(ScheduleBuilderTest, QkvTilesPrimeTheirWeightsUpToTheirBatchBound) {
   const ModelConfig config = NmcPreset(6);
-  for (int64_t prime_max : {8, 0, 3}) {
+  for (int64_t prime_max : {-2, 8, 0, 3}) {  // -2: the default policy
     SchedulePolicy policy = SchedulePolicy::Default();
-    policy.tiles = {{"prime_qkv_max_batch", prime_max}};
+    if (prime_max >= 0) policy.tiles = {{"prime_qkv_max_batch", prime_max}};
+    if (prime_max < 0) prime_max = 2;
     for (int64_t batch : {1, 3, 4, 8, 9, 64}) {
       const Schedule schedule = Build(config, batch, 8192, 132, policy);
       int qkv = 0, primed = 0;

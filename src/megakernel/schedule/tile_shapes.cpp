@@ -86,8 +86,10 @@ TileShapes ChooseTileShapes(const ModelConfig& config, int64_t batch, const Cont
   // One row: the router tasks (16 KB of weights each) head the routing chain that holds the
   // expert items back, and their weights are copied before their wait.
   tiles.prime_router = batch == 1 ? 1 : 0;
-  // QKV tasks wait for the previous layer's end with nothing to do; their weights do not.
-  tiles.prime_qkv_max_batch = kMaxPrimedQkvRows;
+  // QKV tasks wait for the previous layer's end with nothing to do; their weights do not. H100,
+  // 8K, 36 layers, kernel ms, priming on / off in one binary: batch 1 2.340 / 2.353, 2 3.526 /
+  // 3.537, 8 8.448 / 8.434 (its QKV tasks 11.3 -> 9.9 us at batch 1).
+  tiles.prime_qkv_max_batch = 2;
   // Batches 2-4: one early gate/up item on each SM without a QKV tile, whose attention task
   // would wait for the QKV tiles (H200, 8K, kernel ms, two rounds: batch 2 4.185 / 4.207 ->
   // 4.114 / 4.131, 3 5.480 / 5.519 -> 5.285 / 5.344, 4 6.248 / 6.266 -> 6.239 / 6.246; at 1K
