@@ -1,5 +1,6 @@
 #include "engine/kv_layout.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -40,16 +41,41 @@ KvLayout PlanKvLayout(const ModelConfig& config, int64_t kv_bytes_budget,
     return kBlockTokens * bytes_per_token_per_layer * static_cast<int64_t>(g.layer_ids.size());
   };
   bool has_full = false;
-  int64_t left = kv_bytes_budget;
+  for (const KvGroup& g : layout.groups) has_full |= g.attention == AttentionKind::kFull;
+  // Sliding groups: every sequence's whole window. A token's window spans at most
+  // CeilDiv(window, kBlockTokens) + 1 blocks; one more of slack.
+  int64_t sliding_bytes = 0, sliding_window_bytes = 0, full_token_bytes = 0, longest_window = 0;
   for (KvGroup& g : layout.groups) {
     if (g.attention == AttentionKind::kFull) {
-      has_full = true;
+      full_token_bytes += block_bytes(g) / kBlockTokens;
       continue;
     }
-    // A token's window spans at most CeilDiv(window, kBlockTokens) + 1 blocks; one more of slack.
     g.num_blocks = max_batch * (CeilDiv(g.window_tokens, kBlockTokens) + 2);
-    if (!has_full && layout.num_groups() == 1) g.num_blocks = left / block_bytes(g);
-    left -= g.num_blocks * block_bytes(g);
+    sliding_bytes += g.num_blocks * block_bytes(g);
+    sliding_window_bytes += block_bytes(g) / kBlockTokens * g.window_tokens;
+    longest_window = std::max(longest_window, g.window_tokens);
+  }
+  if (!has_full && layout.num_groups() == 1) {
+    layout.groups[0].num_blocks = kv_bytes_budget / block_bytes(layout.groups[0]);
+  }
+  // When max_batch whole windows would take more than the sliding groups' share of a budget
+  // split evenly at the longest window (the full groups then hold as many sequences of that
+  // length as the sliding ones: an 80 GB card serving a 60 GB model), every sliding group gets
+  // that share instead; a sequence that finds no block waits or is preempted like any other.
+  const int64_t sliding_share =
+      has_full ? static_cast<int64_t>(static_cast<double>(kv_bytes_budget) * sliding_window_bytes /
+                                      (sliding_window_bytes + full_token_bytes * longest_window))
+               : sliding_bytes;
+  if (sliding_bytes > sliding_share) {
+    for (KvGroup& g : layout.groups) {
+      if (g.attention == AttentionKind::kFull) continue;
+      g.num_blocks =
+          static_cast<int64_t>(static_cast<double>(g.num_blocks) * sliding_share / sliding_bytes);
+    }
+  }
+  int64_t left = kv_bytes_budget;
+  for (const KvGroup& g : layout.groups) {
+    if (g.attention != AttentionKind::kFull) left -= g.num_blocks * block_bytes(g);
   }
   int64_t full_bytes = 0;
   for (const KvGroup& g : layout.groups) {

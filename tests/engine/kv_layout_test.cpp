@@ -36,6 +36,39 @@ TEST(KvLayoutTest, GroupsLayersAndGivesTheRestToFullAttention) {
   EXPECT_EQ(full.num_blocks, (budget - sliding_bytes) / (64 * per_token * 2));
 }
 
+// An 80 GB card serving North Mini Code (36 sliding layers of a 4096-token window, 13 full, 2 KB
+// a token and layer) has about 10 GB for KV: 64 whole windows (19.9 GB) do not fit, so the
+// sliding groups get their share of a budget split evenly at the window, and both groups hold
+// about as many sequences of 4096 tokens (24 here) instead of the server refusing to start.
+TEST(KvLayoutTest, WindowsThatDoNotFitShareTheBudgetEvenlyAtTheWindow) {
+  ModelConfig config;
+  for (int64_t i = 0; i < 49; ++i) {
+    LayerSpec layer;
+    layer.attention = i % 4 == 3 || i == 48 ? AttentionKind::kFull : AttentionKind::kSliding;
+    layer.window_tokens = layer.attention == AttentionKind::kSliding ? 4096 : 0;
+    config.layers.push_back(layer);
+  }
+  const int64_t per_token = 2048, budget = int64_t{10'400'000'000};
+  const KvLayout layout = PlanKvLayout(config, budget, per_token, /*max_batch=*/64);
+  ASSERT_EQ(layout.num_groups(), 2);
+  const KvGroup& sliding = layout.groups[0];
+  const KvGroup& full = layout.groups[1];
+  ASSERT_EQ(sliding.layer_ids.size(), 36u);
+  ASSERT_EQ(full.layer_ids.size(), 13u);
+  const int64_t sliding_block = 64 * per_token * 36, full_block = 64 * per_token * 13;
+  EXPECT_LT(sliding.num_blocks, 64 * (4096 / 64 + 2));
+  EXPECT_LE(sliding.num_blocks * sliding_block + full.num_blocks * full_block, budget);
+  EXPECT_GT(sliding.num_blocks * sliding_block + full.num_blocks * full_block,
+            budget - full_block);  // the budget is used
+  const double sliding_rows = sliding.num_blocks / (4096.0 / 64 + 2);
+  const double full_rows = full.num_blocks / (4096.0 / 64);
+  EXPECT_NEAR(sliding_rows, 24.0, 1.0);
+  EXPECT_NEAR(full_rows, 24.0, 1.5);
+  // With room for every window the reservation stands (a 141 GB card's budget).
+  const KvLayout roomy = PlanKvLayout(config, int64_t{60'000'000'000}, per_token, 64);
+  EXPECT_EQ(roomy.groups[0].num_blocks, 64 * (4096 / 64 + 2));
+}
+
 TEST(KvLayoutTest, TooSmallBudgetIsAClearError) {
   ModelConfig config = ThreeSlidingOneFull(4, 256);
   try {
