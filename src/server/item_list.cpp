@@ -14,19 +14,14 @@ namespace mkserve::server {
 Json ItemListPage(const Json& items, const std::string& query) {
   const std::multimap<std::string, std::string> parsed = ParseQuery(query);
   auto param = [&](const std::string& name) {  // a repeated one: its last value
-    auto it = parsed.upper_bound(name);
-    return it == parsed.begin() || std::prev(it)->first != name ? std::optional<std::string>()
-                                                                : std::prev(it)->second;
+    const auto [begin, end] = parsed.equal_range(name);
+    return begin == end ? std::optional<std::string>() : std::prev(end)->second;
   };
   int64_t limit = 20;
   if (std::optional<std::string> text = param("limit")) {
-    try {
-      size_t used = 0;
-      limit = std::stoll(*text, &used);
-      if (used != text->size()) throw std::invalid_argument(*text);
-    } catch (const std::exception&) {
-      ThrowInvalid("limit", "must be an integer from 1 to 100, got '" + *text + "'");
-    }
+    const std::optional<int64_t> value = QueryInteger(*text);
+    if (!value) ThrowInvalid("limit", "must be an integer from 1 to 100, got '" + *text + "'");
+    limit = *value;
     if (limit < 1 || limit > 100) ThrowInvalid("limit", "must be from 1 to 100");
   }
   // include asks for parts an item leaves out; stored items keep everything they had (an output

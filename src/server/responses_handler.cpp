@@ -150,21 +150,19 @@ HttpResponse EventLogStream(std::shared_ptr<const ResponseEventLog> log, int64_t
 // events, from the first or after N.
 HttpResponse ResumedStream(const ServerState& state, const std::string& id,
                            const std::multimap<std::string, std::string>& query,
-                           const HttpRequest& http, bool stored) {
+                           const HttpRequest& http) {
   int64_t after = -1;
   if (auto it = query.find("starting_after"); it != query.end()) {
-    try {
-      size_t used = 0;
-      after = std::stoll(it->second, &used);
-      if (used != it->second.size() || after < 0) throw std::invalid_argument(it->second);
-    } catch (const std::exception&) {
+    const std::optional<int64_t> value = QueryInteger(it->second);
+    if (!value || *value < 0) {
       ThrowInvalid("starting_after",
                    "must be an event's sequence number (0 or more), got '" + it->second + "'");
     }
+    after = *value;
   }
   std::shared_ptr<const ResponseEventLog> log = state.background().Log(id);
   if (!log) {
-    if (!stored) ThrowNotStored(id, "response_id");
+    if (!state.responses().Get(id)) ThrowNotStored(id, "response_id");
     ThrowInvalid("stream", "response '" + id +
                                "' was not made with background and stream both true, or its "
                                "events are no longer kept; GET it without 'stream'");
@@ -264,14 +262,15 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
     if (!store.Erase(id)) ThrowNotStored(id, "response_id");
     return JsonResponse(DumpJson({{"id", id}, {"object", "response"}, {"deleted", true}}));
   }
+  const std::multimap<std::string, std::string> query = ParseQuery(http.query);
+  if (http.method == "GET" && rest.empty() &&
+      std::any_of(query.begin(), query.end(), [](const auto& pair) {
+        return pair.first == "stream" && pair.second == "true";
+      })) {
+    return ResumedStream(state, id, query, http);  // the log, not the stored object
+  }
   std::unique_ptr<const StoredResponse> stored = store.Get(id);
   if (http.method == "GET" && rest.empty()) {
-    const std::multimap<std::string, std::string> query = ParseQuery(http.query);
-    if (std::any_of(query.begin(), query.end(), [](const auto& pair) {
-          return pair.first == "stream" && pair.second == "true";
-        })) {
-      return ResumedStream(state, id, query, http, stored != nullptr);
-    }
     if (!stored) ThrowNotStored(id, "response_id");
     if (query.count("starting_after") != 0) {
       ThrowInvalid("starting_after", "resumes a stream: send it with stream=true");

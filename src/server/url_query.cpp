@@ -1,6 +1,7 @@
 #include "server/url_query.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace mkserve::server {
 namespace {
@@ -44,6 +45,13 @@ std::multimap<std::string, std::string> ParseQuery(const std::string& query) {
     begin = end + 1;
   }
   return params;
+}
+
+std::optional<int64_t> QueryInteger(const std::string& text) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
 }
 
 }  // namespace mkserve::server

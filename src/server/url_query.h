@@ -1,7 +1,9 @@
 // The parts of a request target after the path: %XX escapes and the query's name=value pairs.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace mkserve::server {
@@ -12,5 +14,8 @@ std::string PercentDecoded(const std::string& text);
 // "a=1&b=x%20y" as {a: "1", b: "x y"} ('+' is a space, as forms send it); a name without '='
 // has an empty value, and a repeated name keeps every value, in the order sent.
 std::multimap<std::string, std::string> ParseQuery(const std::string& query);
+
+// A query value that is a whole decimal integer ("-3" included, "5x" and "" not); else nullopt.
+std::optional<int64_t> QueryInteger(const std::string& text);
 
 }  // namespace mkserve::server

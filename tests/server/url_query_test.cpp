@@ -17,5 +17,14 @@ TEST(UrlQueryTest, PercentEscapesAndPairs) {
   EXPECT_EQ(ParseQuery("k=a%3Db"), (Params{{"k", "a=b"}}));
 }
 
+TEST(UrlQueryTest, IntegersAreWholeDecimalValues) {
+  EXPECT_EQ(QueryInteger("20"), 20);
+  EXPECT_EQ(QueryInteger("-3"), -3);
+  EXPECT_EQ(QueryInteger("0"), 0);
+  for (const char* bad : {"", "5x", "x5", " 5", "5 ", "1.5", "+5", "99999999999999999999"}) {
+    EXPECT_EQ(QueryInteger(bad), std::nullopt) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace mkserve::server
