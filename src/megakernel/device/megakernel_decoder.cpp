@@ -408,6 +408,20 @@ std::vector<int32_t> MegakernelDecoder::LastRouting() const {
   return ids;
 }
 
+std::vector<float> MegakernelDecoder::LastRouterLogits() const {
+  if (!options_.record_routing || last_batch_ == 0) return {};
+  const int64_t row_logits = last_batch_ * config_.num_experts;
+  std::vector<float> logits;
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    if (config_.layers[l].ffn != FfnKind::kMoe) continue;
+    const size_t at = logits.size();
+    logits.resize(at + row_logits);
+    MKSERVE_CUDA_CHECK(cudaMemcpy(logits.data() + at, base_.router_logits + l * row_logits,
+                                  row_logits * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  return logits;
+}
+
 std::vector<TaskTimestamp> MegakernelDecoder::LastTimeline() const {
   if (!options_.record_timeline || last_schedule_ == nullptr) return {};
   std::vector<TaskTimestamp> records(num_sms_ * last_schedule_->max_tasks_per_sm());

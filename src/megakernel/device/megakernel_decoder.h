@@ -101,6 +101,9 @@ class MegakernelDecoder {
   // The last step's expert ids when options.record_routing (else empty), as RoutingOverride
   // takes them: [moe layer][row][top_k], in the order top-k picked them.
   std::vector<int32_t> LastRouting() const;
+  // With it, the router logits those picks came from, as RoutingOverride::TracedLogits lays
+  // them out: [moe layer][row][experts] (the step's scratch, read back before the next step).
+  std::vector<float> LastRouterLogits() const;
 
  private:
   struct Uploaded;  // one schedule in device memory
