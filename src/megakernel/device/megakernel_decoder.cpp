@@ -25,6 +25,21 @@ T* Alloc(std::vector<cuda::DeviceBuffer<T>>& owner, int64_t count) {
 // Ops the kernel runs; a schedule with any other refuses to launch.
 bool KernelRuns(uint32_t opcode) { return opcode < kOpcodeCount; }
 
+// Every MoE layer's block of `per_layer` values, layer l's at device + l * per_layer, in layer
+// order.
+template <class T>
+std::vector<T> MoeLayerBlocks(const ModelConfig& config, const T* device, int64_t per_layer) {
+  std::vector<T> values;
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    if (config.layers[l].ffn != FfnKind::kMoe) continue;
+    const size_t at = values.size();
+    values.resize(at + per_layer);
+    MKSERVE_CUDA_CHECK(cudaMemcpy(values.data() + at, device + l * per_layer, per_layer * sizeof(T),
+                                  cudaMemcpyDeviceToHost));
+  }
+  return values;
+}
+
 }  // namespace
 
 struct MegakernelDecoder::Uploaded {
@@ -396,30 +411,12 @@ std::vector<ItemTimestamp> MegakernelDecoder::LastItemTimeline() const {
 
 std::vector<int32_t> MegakernelDecoder::LastRouting() const {
   if (!options_.record_routing || last_batch_ == 0) return {};
-  const int64_t k = config_.num_experts_per_token, row_ids = last_batch_ * k;
-  std::vector<int32_t> ids;
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    if (config_.layers[l].ffn != FfnKind::kMoe) continue;
-    const size_t at = ids.size();
-    ids.resize(at + row_ids);
-    MKSERVE_CUDA_CHECK(cudaMemcpy(ids.data() + at, routing_.data() + l * last_batch_ * k,
-                                  row_ids * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  }
-  return ids;
+  return MoeLayerBlocks(config_, routing_.data(), last_batch_ * config_.num_experts_per_token);
 }
 
 std::vector<float> MegakernelDecoder::LastRouterLogits() const {
   if (!options_.record_routing || last_batch_ == 0) return {};
-  const int64_t row_logits = last_batch_ * config_.num_experts;
-  std::vector<float> logits;
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    if (config_.layers[l].ffn != FfnKind::kMoe) continue;
-    const size_t at = logits.size();
-    logits.resize(at + row_logits);
-    MKSERVE_CUDA_CHECK(cudaMemcpy(logits.data() + at, base_.router_logits + l * row_logits,
-                                  row_logits * sizeof(float), cudaMemcpyDeviceToHost));
-  }
-  return logits;
+  return MoeLayerBlocks<float>(config_, base_.router_logits, last_batch_ * config_.num_experts);
 }
 
 std::vector<TaskTimestamp> MegakernelDecoder::LastTimeline() const {
