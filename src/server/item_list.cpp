@@ -13,10 +13,7 @@ namespace mkserve::server {
 
 Json ItemListPage(const Json& items, const std::string& query) {
   const std::multimap<std::string, std::string> parsed = ParseQuery(query);
-  auto param = [&](const std::string& name) {  // a repeated one: its last value
-    const auto [begin, end] = parsed.equal_range(name);
-    return begin == end ? std::optional<std::string>() : std::prev(end)->second;
-  };
+  auto param = [&](const std::string& name) { return QueryValue(parsed, name); };
   int64_t limit = 20;
   if (std::optional<std::string> text = param("limit")) {
     const std::optional<int64_t> value = QueryInteger(*text);

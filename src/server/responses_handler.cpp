@@ -6,7 +6,6 @@
 // response (background_responses.h) is answered "in_progress" at once and polled with GET;
 // POST /v1/responses/{id}/cancel stops it. One sent with stream: true as well streams from its
 // event log (response_event_log.h), which GET /v1/responses/{id}?stream=true resumes.
-#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -152,11 +151,11 @@ HttpResponse ResumedStream(const ServerState& state, const std::string& id,
                            const std::multimap<std::string, std::string>& query,
                            const HttpRequest& http) {
   int64_t after = -1;
-  if (auto it = query.find("starting_after"); it != query.end()) {
-    const std::optional<int64_t> value = QueryInteger(it->second);
+  if (const std::optional<std::string> text = QueryValue(query, "starting_after")) {
+    const std::optional<int64_t> value = QueryInteger(*text);
     if (!value || *value < 0) {
       ThrowInvalid("starting_after",
-                   "must be an event's sequence number (0 or more), got '" + it->second + "'");
+                   "must be an event's sequence number (0 or more), got '" + *text + "'");
     }
     after = *value;
   }
@@ -263,11 +262,12 @@ HttpResponse HandleStoredResponse(const ServerState& state, const HttpRequest& h
     return JsonResponse(DumpJson({{"id", id}, {"object", "response"}, {"deleted", true}}));
   }
   const std::multimap<std::string, std::string> query = ParseQuery(http.query);
-  if (http.method == "GET" && rest.empty() &&
-      std::any_of(query.begin(), query.end(), [](const auto& pair) {
-        return pair.first == "stream" && pair.second == "true";
-      })) {
-    return ResumedStream(state, id, query, http);  // the log, not the stored object
+  if (http.method == "GET" && rest.empty()) {
+    const std::optional<std::string> stream = QueryValue(query, "stream");
+    if (stream && *stream != "true" && *stream != "false") {
+      ThrowInvalid("stream", "must be true or false, got '" + *stream + "'");
+    }
+    if (stream == "true") return ResumedStream(state, id, query, http);  // the log, not the store
   }
   std::unique_ptr<const StoredResponse> stored = store.Get(id);
   if (http.method == "GET" && rest.empty()) {

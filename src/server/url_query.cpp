@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 
 namespace mkserve::server {
 namespace {
@@ -45,6 +46,12 @@ std::multimap<std::string, std::string> ParseQuery(const std::string& query) {
     begin = end + 1;
   }
   return params;
+}
+
+std::optional<std::string> QueryValue(const std::multimap<std::string, std::string>& query,
+                                      const std::string& name) {
+  const auto [begin, end] = query.equal_range(name);  // a name's values keep the order sent
+  return begin == end ? std::optional<std::string>() : std::prev(end)->second;
 }
 
 std::optional<int64_t> QueryInteger(const std::string& text) {

@@ -15,6 +15,10 @@ std::string PercentDecoded(const std::string& text);
 // has an empty value, and a repeated name keeps every value, in the order sent.
 std::multimap<std::string, std::string> ParseQuery(const std::string& query);
 
+// The value of `name` in a parsed query, the last one sent when it repeats; nullopt when absent.
+std::optional<std::string> QueryValue(const std::multimap<std::string, std::string>& query,
+                                      const std::string& name);
+
 // A query value that is a whole decimal integer ("-3" included, "5x" and "" not); else nullopt.
 std::optional<int64_t> QueryInteger(const std::string& text);
 

@@ -445,11 +445,12 @@ test('a streamed background response: read live, left, resumed after any event, 
   assert.equal(broken.at(-1).data.response.status, 'failed');
   assert.equal(broken.at(-1).data.response.error.code, 'server_error');
 
-  // Refused by name: a response that was not streamed in the background, a resume point without
-  // stream, one that is not a sequence number; a deleted one is gone with its events.
+  // Refused by name: a response that was not streamed in the background, a stream value other
+  // than true or false, a resume point without stream, one that is not a sequence number; a deleted one is gone with its events.
   const polled = await openai.responses.create({ model: 'tiny', input: 'greet me', background: true });
   await settled(polled.id);
   for (const [query, param] of [[`${polled.id}?stream=true`, 'stream'],
+                                [`${id}?stream=yes`, 'stream'],
                                 [`${id}?starting_after=2`, 'starting_after'],
                                 [`${id}?stream=true&starting_after=-1`, 'starting_after'],
                                 [`${id}?stream=true&starting_after=x`, 'starting_after']]) {

@@ -17,6 +17,14 @@ TEST(UrlQueryTest, PercentEscapesAndPairs) {
   EXPECT_EQ(ParseQuery("k=a%3Db"), (Params{{"k", "a=b"}}));
 }
 
+TEST(UrlQueryTest, AValueIsTheLastOneSent) {
+  const std::multimap<std::string, std::string> query = ParseQuery("a=1&b=2&a=3&c");
+  EXPECT_EQ(QueryValue(query, "a"), "3");
+  EXPECT_EQ(QueryValue(query, "b"), "2");
+  EXPECT_EQ(QueryValue(query, "c"), "");
+  EXPECT_EQ(QueryValue(query, "d"), std::nullopt);
+}
+
 TEST(UrlQueryTest, IntegersAreWholeDecimalValues) {
   EXPECT_EQ(QueryInteger("20"), 20);
   EXPECT_EQ(QueryInteger("-3"), -3);
