@@ -73,6 +73,7 @@ struct ReferenceRouting {
 // order of the RMS itself.
 inline constexpr double kBf16Epsilon = 1.0 / 128;  // 2^-7: bf16 keeps 8 significant bits
 inline constexpr double kNearTieEpsilons = 4.0;
+inline constexpr double kNoiseTail = 4.0;  // CompareRouting: largest / RMS of a row's error
 
 struct RoutingComparison {
   int64_t num_decisions = 0;   // (moe layer, row) pairs compared
@@ -167,8 +168,11 @@ inline std::string RowErrorDetail(const RowError& error) {
 // of that flip); otherwise every difference is judged (forced routing keeps the inputs equal).
 // Judged differences must invert a reference gap below kNearTieEpsilons * kBf16Epsilon * RMS, or
 // one our measured error on that row explains: two logits each off by at most the row's largest
-// error can swap a gap below twice that error, as long as the error itself is within the bf16
-// noise budget (a wrong kernel's error is of the order of the RMS and is never excused).
+// error can swap a gap below twice that error, as long as the row's error looks like rounding
+// noise: its RMS within the bound (a wrong kernel's is of the order of the logits' RMS) and its
+// largest no more than kNoiseTail times its RMS (the largest of 128 Gaussian errors is about 2.6
+// sigma; one wrong logit among 128 stands at about 11). Deep in a free-running model the noise
+// grows with depth: an H100 run measured RMS 0.015 and largest 0.039 at MoE layer 30 of 48.
 inline RoutingComparison CompareRouting(const ReferenceRouting& ref,
                                         const std::vector<int32_t>& ours,
                                         const std::vector<float>& our_logits, int64_t num_rows,
@@ -198,7 +202,8 @@ inline RoutingComparison CompareRouting(const ReferenceRouting& ref,
         c.largest_gap = gap;
         c.largest_detail = where + ", " + RowErrorDetail(error);
       }
-      const bool explained_by_error = error.max <= bound && gap < 2 * error.max;
+      const bool noise_like = error.rms <= bound && error.max <= kNoiseTail * error.rms;
+      const bool explained_by_error = noise_like && gap < 2 * error.max;
       if (!(gap < bound) && !explained_by_error) {
         c.problems.push_back(where + ": inverted reference gap " + std::to_string(gap) +
                              " >= near-tie bound " + std::to_string(bound) + " and >= twice " +
