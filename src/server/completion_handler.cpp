@@ -1,4 +1,8 @@
 // POST /v1/completions: one engine request per prompt, each with n siblings.
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
 #include "common/error.h"
 #include "server/completion_request.h"
 #include "server/completion_response.h"
@@ -10,8 +14,22 @@
 namespace mkserve::server {
 namespace {
 
+// Where `text_ids` (the text alone) lie in `ids` (with what the tokenizer adds, a BOS): the
+// counts of tokens added before and after them; none when they are not one run of `ids`.
+std::pair<int64_t, int64_t> AddedAround(const std::vector<int32_t>& ids,
+                                        const std::vector<int32_t>& text_ids) {
+  const int64_t n = static_cast<int64_t>(ids.size()), m = static_cast<int64_t>(text_ids.size());
+  for (int64_t before = 0; before + m <= n && before < n; ++before) {
+    if (std::equal(text_ids.begin(), text_ids.end(), ids.begin() + before)) {
+      return {before, n - m - before};
+    }
+  }
+  return {0, 0};
+}
+
+// `echo_scored`: the prompt's tokens come back with logprobs and text offsets into its text.
 CompletionPrompt Tokenize(const ServedModel& model, const PromptInput& input, size_t index,
-                          bool batched) {
+                          bool batched, bool echo_scored) {
   std::string param = batched ? "prompt[" + std::to_string(index) + "]" : "prompt";
   if (input.is_tokens) {
     CheckTokenIds(model, input.token_ids, param);
@@ -25,7 +43,12 @@ CompletionPrompt Tokenize(const ServedModel& model, const PromptInput& input, si
     ThrowInvalid(param, error.what());
   }
   if (ids.empty()) ThrowInvalid(param, "the prompt must not be empty");
-  return {input.text, std::move(ids)};
+  CompletionPrompt prompt{input.text, std::move(ids)};
+  if (echo_scored) {
+    std::tie(prompt.added_before, prompt.added_after) = AddedAround(
+        prompt.token_ids, model.tokenizer->Encode(input.text, /*add_special_tokens=*/false));
+  }
+  return prompt;
 }
 
 }  // namespace
@@ -36,7 +59,8 @@ HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& http
   state.CheckModelName(request.generation.model);
   std::vector<CompletionPrompt> prompts;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
-    prompts.push_back(Tokenize(model, request.prompts[i], i, request.prompts.size() > 1));
+    prompts.push_back(Tokenize(model, request.prompts[i], i, request.prompts.size() > 1,
+                               request.echo && request.generation.sampling.num_logprobs >= 0));
     ApplyModelLimits(model, static_cast<int64_t>(prompts.back().token_ids.size()),
                      kCompletionFields, request.generation);
   }

@@ -11,7 +11,9 @@ CompletionChoices::CompletionChoices(std::vector<CompletionPrompt> prompts, Resp
     for (int32_t s = 0; s < options_.n; ++s) {
       choices_.push_back({"",
                           0,
-                          CompletionLogprobs(options_.logprob_names, options_.hidden_tokens),
+                          CompletionLogprobs(options_.logprob_names, options_.hidden_tokens,
+                                             {static_cast<int64_t>(prompts_[p].token_ids.size()),
+                                              prompts_[p].added_before, prompts_[p].added_after}),
                           "",
                           false,
                           0,

@@ -14,6 +14,8 @@ namespace mkserve::server {
 struct CompletionPrompt {
   std::string text;  // for echo
   std::vector<int32_t> token_ids;
+  // Tokens the tokenizer added at each end of `text` (a BOS): scored, not in the echoed text.
+  int64_t added_before = 0, added_after = 0;
 };
 
 struct CompletionOutputOptions {

@@ -37,10 +37,17 @@ Json ChatLogprobEntry(const LogprobNames& names, const PositionLogprobs& positio
 }
 
 void CompletionLogprobs::AddUnscored(int32_t token_id) {
-  Append(token_id, nullptr, nullptr, /*in_text=*/true);
+  Append(token_id, nullptr, nullptr, NextPromptTokenInText());
 }
 
-void CompletionLogprobs::AddPrompt(const PositionLogprobs& position) { Add(position, true); }
+void CompletionLogprobs::AddPrompt(const PositionLogprobs& position) {
+  Add(position, NextPromptTokenInText());
+}
+
+bool CompletionLogprobs::NextPromptTokenInText() {
+  const int64_t at = prompt_added_++;
+  return at >= prompt_.before && at < prompt_.total - prompt_.after;
+}
 
 void CompletionLogprobs::AddOutput(const PositionLogprobs& position) {
   Add(position, !IsHidden(hidden_.get(), position.chosen.token_id));

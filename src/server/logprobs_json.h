@@ -29,13 +29,21 @@ struct LogprobNames {
 // One `content[]` entry of chat logprobs.
 Json ChatLogprobEntry(const LogprobNames& names, const PositionLogprobs& position);
 
+// Of an echoed prompt's tokens, how many at each end the tokenizer added to the text it encoded
+// (a BOS): they are no part of the echoed text, so text_offset skips them.
+struct EchoedPromptTokens {
+  int64_t total = 0;
+  int64_t before = 0, after = 0;
+};
+
 // Completions logprobs, built up position by position.
 class CompletionLogprobs {
  public:
   // `names.tokenizer` may be null when no logprobs are asked for (nothing is ever added then).
   // `hidden` (may be null): generated tokens left out of the text, which text_offset then skips.
-  CompletionLogprobs(LogprobNames names, std::shared_ptr<const HiddenTokens> hidden)
-      : names_(names), hidden_(std::move(hidden)) {}
+  CompletionLogprobs(LogprobNames names, std::shared_ptr<const HiddenTokens> hidden,
+                     EchoedPromptTokens prompt = {})
+      : names_(names), hidden_(std::move(hidden)), prompt_(prompt) {}
 
   // A position without a logprob (the first prompt token under echo).
   void AddUnscored(int32_t token_id);
@@ -47,10 +55,13 @@ class CompletionLogprobs {
 
  private:
   void Add(const PositionLogprobs& position, bool in_text);
+  bool NextPromptTokenInText();
   void Append(int32_t token_id, Json logprob, Json top, bool in_text);
 
   LogprobNames names_;
   std::shared_ptr<const HiddenTokens> hidden_;
+  EchoedPromptTokens prompt_;
+  int64_t prompt_added_ = 0;  // prompt positions added so far
   Json tokens_ = Json::array();
   Json token_logprobs_ = Json::array();
   Json top_logprobs_ = Json::array();

@@ -107,6 +107,12 @@ test('completions: n, streaming with usage, logprobs and echo', async () => {
   assert.equal(logprobs.token_logprobs[0], null);
   assert.ok(logprobs.token_logprobs.slice(1).every((l) => l <= 0));
   assert.ok(echo.choices[0].text.startsWith('one two three'));
+  // text_offset indexes the echoed text; the BOS the tokenizer added is no part of it.
+  assert.equal(logprobs.tokens[0], '<BOS_TOKEN>');
+  assert.deepEqual(logprobs.text_offset.slice(0, 2), [0, 0]);
+  logprobs.tokens.slice(1).forEach((token, i) => {
+    assert.ok(echo.choices[0].text.startsWith(token, logprobs.text_offset[i + 1]), `token ${i + 1}`);
+  });
   const scored = await openai.completions.create({ prompt: 'one', max_tokens: 3, logprobs: 2, ignore_eos: true });
   assert.equal(scored.choices[0].logprobs.tokens.length, 3);
   assert.equal(Object.keys(scored.choices[0].logprobs.top_logprobs[0]).length <= 2, true);

@@ -137,6 +137,23 @@ TEST(CompletionResponseTest, TokenIdNamesAndOffsetsOfHiddenTokens) {
   EXPECT_EQ(out["logprobs"]["text_offset"], Json({0, 1, 2, 2, 3, 3}));
 }
 
+// A token the tokenizer added to the prompt's text (a BOS, here 'a') is scored but no part of the
+// echoed text: text_offset indexes the text the response carries.
+TEST(CompletionResponseTest, OffsetsSkipTokensTheTokenizerAddedToThePrompt) {
+  CompletionPrompt prompt{"bc", {0, 1, 2}};
+  prompt.added_before = 1;
+  CompletionChoices choices({prompt}, {"cmpl-7", 5, "m"}, EchoLogprobs(1));
+  for (const ChoiceEvent& event :
+       {PromptScores(0, {{1, -1.0f}, {2, -2.0f}}), Scored(0, "d", 3, -0.5f), Finished(0)}) {
+    choices.Accumulate(event);
+  }
+  Json response = choices.FinalResponse({3, 1, 0});
+  const Json& out = response["choices"][0];
+  EXPECT_EQ(out["text"], "bcd");
+  ExpectLogprobs(out["logprobs"], {"a", "b", "c", "d"}, {nullptr, -1.0, -2.0, -0.5});
+  EXPECT_EQ(out["logprobs"]["text_offset"], Json({0, 0, 1, 2}));
+}
+
 TEST(CompletionResponseTest, EverySiblingEchoesThePromptWithItsLogprobs) {
   CompletionChoices choices({{"abc", {0, 1, 2}}, {"ab", {0, 1}}}, {"cmpl-4", 5, "m"},
                             EchoLogprobs(2));
