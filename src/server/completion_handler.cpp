@@ -19,7 +19,7 @@ namespace {
 std::pair<int64_t, int64_t> AddedAround(const std::vector<int32_t>& ids,
                                         const std::vector<int32_t>& text_ids) {
   const int64_t n = static_cast<int64_t>(ids.size()), m = static_cast<int64_t>(text_ids.size());
-  for (int64_t before = 0; before + m <= n && before < n; ++before) {
+  for (int64_t before = 0; before + m <= n; ++before) {
     if (std::equal(text_ids.begin(), text_ids.end(), ids.begin() + before)) {
       return {before, n - m - before};
     }
