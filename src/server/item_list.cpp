@@ -13,9 +13,8 @@ namespace mkserve::server {
 
 Json ItemListPage(const Json& items, const std::string& query) {
   const std::multimap<std::string, std::string> parsed = ParseQuery(query);
-  auto param = [&](const std::string& name) { return QueryValue(parsed, name); };
   int64_t limit = 20;
-  if (std::optional<std::string> text = param("limit")) {
+  if (std::optional<std::string> text = QueryValue(parsed, "limit")) {
     const std::optional<int64_t> value = QueryInteger(*text);
     if (!value) ThrowInvalid("limit", "must be an integer from 1 to 100, got '" + *text + "'");
     limit = *value;
@@ -32,12 +31,12 @@ Json ItemListPage(const Json& items, const std::string& query) {
                        value + "'");
     }
   }
-  const std::string order = param("order").value_or("desc");
+  const std::string order = QueryValue(parsed, "order").value_or("desc");
   if (order != "asc" && order != "desc") ThrowInvalid("order", "must be 'asc' or 'desc'");
   std::vector<Json> ordered(items.begin(), items.end());
   if (order == "desc") std::reverse(ordered.begin(), ordered.end());
   size_t begin = 0;
-  if (std::optional<std::string> after = param("after")) {
+  if (std::optional<std::string> after = QueryValue(parsed, "after")) {
     auto it = std::find_if(ordered.begin(), ordered.end(),
                            [&](const Json& item) { return item.value("id", "") == *after; });
     if (it == ordered.end()) ThrowInvalid("after", "no item '" + *after + "' in this list");
