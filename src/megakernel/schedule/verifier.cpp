@@ -315,16 +315,16 @@ class Verifier {
       return "kArgMaxItems on a task that is not a gate/up claim whose items never wait";
     }
     if ((task.flags & kFlagPrimeWeights) != 0) {  // copied blind, before the wait
+      if (task.opcode != kQkv && task.opcode != kRouter) {
+        return "kFlagPrimeWeights on a task that is not a router's or a QKV tile's";
+      }
       const uint32_t rows = task.row_end - task.row_begin;
-      const uint64_t router_bytes =
-          static_cast<uint64_t>(schedule_.tiles.router_tile) * (task.k_end - task.k_begin) * 2;
       if (task.opcode == kQkv && rows > kMaxPrimedQkvRows) {  // the ring body's tiles only
         return "primes a QKV tile of " + std::to_string(rows) + " rows, at most " +
                std::to_string(kMaxPrimedQkvRows);
       }
-      if (task.opcode != kQkv && task.opcode != kRouter) {
-        return "kFlagPrimeWeights on a task that is not a router's or a QKV tile's";
-      }
+      const uint64_t router_bytes =  // the slice lies in the weight ring
+          static_cast<uint64_t>(schedule_.tiles.router_tile) * (task.k_end - task.k_begin) * 2;
       if (task.opcode == kRouter && router_bytes > kMaxPrimedRouterBytes) {
         return "primes a router slice of " + std::to_string(router_bytes) + " bytes, at most " +
                std::to_string(kMaxPrimedRouterBytes);
