@@ -229,7 +229,7 @@ void CudaBackend::RunPlanned(const StepInputs& inputs, const StepPlan& plan, Ste
   const int64_t rows = static_cast<int64_t>(plan.logit_rows.size());
   if (rows > 0) {
     sampler_.SampleRows(inputs, plan, 0, rows, workspace_->logits.data(), workspace_->sampled,
-                        stream_, outputs, in_step ? &*in_step : nullptr);
+                        stream_, outputs, in_step ? &*in_step : nullptr, path->WaitsForStep());
   }
 }
 

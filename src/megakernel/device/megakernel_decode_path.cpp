@@ -43,6 +43,8 @@ class MegakernelDecodePath : public cuda::DecodePath {
 
   // The kernel's kSample tasks sample the staged rows (the schedule policy's include_sampling).
   bool SamplesInStep() const override { return decoder_ && decoder_->samples_in_step(); }
+  // MegakernelDecoder::Run waits for its step's last kernel (the watchdog).
+  bool WaitsForStep() const override { return true; }
 
   void Run(const cuda::StepPlan& plan, const cuda::InStepSamples* in_step,
            cudaStream_t stream) override {

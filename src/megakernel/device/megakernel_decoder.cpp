@@ -380,8 +380,10 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   MKSERVE_CUDA_CHECK(cudaEventRecord(start_, stream));
   ZeroRegions(zero, stream);
   LaunchMegakernel(p, lists, stream);
-  MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
+  // The argmax kernel, when there is one, before the done event: Run returns with nothing of the
+  // step left on the stream.
   if (!samples) cuda::ArgmaxRows(logits, B, config_.vocab_size, sampling.argmax, stream);
+  MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
   last_schedule_ = &schedule;
   last_batch_ = B;
   try {

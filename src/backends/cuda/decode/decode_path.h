@@ -56,6 +56,10 @@ class DecodePath {
   // Whether Run samples rows inside its own kernel: the backend then stages them first
   // (StepSampler::StageInStep) and passes them to Run.
   virtual bool SamplesInStep() const { return false; }
+  // Whether Run returns only once the GPU has finished everything it enqueued (it waited for its
+  // own event): the sampler then reads the step's outputs without synchronising the stream
+  // again, a driver call of 10-15 us at batch 1.
+  virtual bool WaitsForStep() const { return false; }
   // Runs the plan's tokens through the model on `stream` (writing their K/V into the pool), and
   // leaves logits row r of plan.logit_rows in workspace.logits[r * vocab ...] and its argmax in
   // workspace.sampled[r], or, for a row `in_step` holds (non-null only when SamplesInStep), its

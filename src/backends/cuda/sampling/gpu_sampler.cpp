@@ -211,10 +211,11 @@ StagedSamples GpuSampler::Stage(int64_t num_logit_rows, std::span<const GpuSampl
                        outputs_.device()};
 }
 
-std::vector<SequenceResult> GpuSampler::Collect(cudaStream_t stream) {
+std::vector<SequenceResult> GpuSampler::Collect(cudaStream_t stream, bool step_done) {
   std::vector<SequenceResult> results(rows_.size());
   if (rows_.empty()) return results;
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the kernel wrote outputs_ on the host
+  // The kernel wrote outputs_ on the host.
+  if (!step_done) MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (size_t r = 0; r < rows_.size(); ++r) {
     const SampleRowOutput& out = outputs_.host()[r];
     if (out.token_id < 0 || out.token_id >= vocab_ || out.num_top < 0 ||

@@ -47,11 +47,12 @@ class GpuSampler {
                                      cudaStream_t stream);
 
   // Sample in two halves, for a kernel that samples the rows itself: Stage checks the requests
-  // (as Sample) and uploads their arrays on `stream`; Collect waits for the stream and returns
-  // the results the kernel wrote into the staged outputs.
+  // (as Sample) and uploads their arrays on `stream`; Collect waits for the stream (unless
+  // `step_done`: the caller waited for the kernel) and returns the results the kernel wrote into
+  // the staged outputs.
   StagedSamples Stage(int64_t num_logit_rows, std::span<const GpuSampleRequest> requests,
                       cudaStream_t stream);
-  std::vector<SequenceResult> Collect(cudaStream_t stream);
+  std::vector<SequenceResult> Collect(cudaStream_t stream, bool step_done = false);
 
  private:
   void AddRow(const GpuSampleRequest& request, int64_t num_logit_rows);

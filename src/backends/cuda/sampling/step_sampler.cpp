@@ -57,7 +57,7 @@ InStepSamples StepSampler::StageInStep(const StepInputs& inputs, const StepPlan&
 void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, size_t first,
                              int64_t count, float* logits, const HostMappedBuffer<int32_t>& argmax,
                              cudaStream_t stream, StepOutputs* outputs,
-                             const InStepSamples* in_step) {
+                             const InStepSamples* in_step, bool step_done) {
   auto fill = [&](const std::vector<size_t>& sequences, std::vector<SequenceResult> sampled) {
     for (size_t i = 0; i < sampled.size(); ++i) {
       outputs->results[sequences[i]].token_id = sampled[i].token_id;
@@ -66,7 +66,7 @@ void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, siz
   };
   // The kernel's samples first: their copy waits for the step, and is often all there is.
   if (in_step != nullptr && in_step->staged.count > 0) {
-    fill(in_step->sequences, in_step_sampler_->Collect(stream));
+    fill(in_step->sequences, in_step_sampler_->Collect(stream, step_done));
   }
   std::vector<int64_t> rest;  // rows this call serves
   for (int64_t r = 0; r < count; ++r) {
@@ -76,7 +76,7 @@ void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, siz
   if (rest.empty()) return;
   // After the sync the argmax words are on the host already; the host copies below read the
   // step's rows.
-  MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!step_done) MKSERVE_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> row_logits;
   std::vector<GpuSampleRequest> gpu_rows;
   std::vector<size_t> gpu_sequences;

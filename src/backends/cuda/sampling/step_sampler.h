@@ -39,11 +39,13 @@ class StepSampler {
 
   // Logits rows [first, first + count) of plan.logit_rows are `logits` rows 0..count-1 (the
   // GpuSampler edits them) and their argmax is `argmax`'s first `count` words, which the stream's
-  // kernels wrote. Fills the results of their sequences; waits for the stream. Rows `in_step` holds
-  // were sampled by the kernel: their results come from its outputs.
+  // kernels wrote. Fills the results of their sequences; waits for the stream unless `step_done`
+  // (the decode path waited for its kernels already). Rows `in_step` holds were sampled by the
+  // kernel: their results come from its outputs.
   void SampleRows(const StepInputs& inputs, const StepPlan& plan, size_t first, int64_t count,
                   float* logits, const HostMappedBuffer<int32_t>& argmax, cudaStream_t stream,
-                  StepOutputs* outputs, const InStepSamples* in_step = nullptr);
+                  StepOutputs* outputs, const InStepSamples* in_step = nullptr,
+                  bool step_done = false);
 
  private:
   int64_t vocab_ = 0;
