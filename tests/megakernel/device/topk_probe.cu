@@ -12,14 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <stdexcept>
 #include <vector>
 
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/device_buffer.h"
 #include "megakernel/device/ops_moe.cuh"
+#include "topk_rows.h"
 
 namespace {
 
@@ -27,6 +26,8 @@ using mkserve::megakernel::kMaxExperts;
 using mkserve::megakernel::LogitKey;
 using mkserve::megakernel::RowKeys;
 using mkserve::megakernel::StepParams;
+using mkserve::megakernel::topk_rows::CpuTopK;
+using mkserve::megakernel::topk_rows::RandomRows;
 
 enum Algorithm { kSortedLanes, kScan, kPackedKey, kAlgorithmCount };
 const char* const kNames[] = {"sorted lanes (WarpTopK)", "scan a lane's slots each pick",
@@ -120,41 +121,6 @@ __global__ void ProbeKernel(int algorithm, const float* logits, int experts, int
       cycles[r] = static_cast<uint64_t>(c1 - c0);
     }
   }
-}
-
-// Rows of random logits; every fourth row with planted ties, a NaN, and near-ties one float ulp
-// apart (which the packed key may rank by id instead).
-std::vector<float> RandomRows(int experts, int rows) {
-  std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> logits(static_cast<size_t>(experts) * rows);
-  for (int r = 0; r < rows; ++r) {
-    float* row = logits.data() + static_cast<size_t>(r) * experts;
-    for (int e = 0; e < experts; ++e) row[e] = normal(rng);
-    if (r % 4 == 0) {
-      row[(r * 7) % experts] = 3.0f;
-      row[(r * 7 + 33) % experts] = 3.0f;
-      row[(r * 5 + 1) % experts] = NAN;
-      row[(r * 3 + 2) % experts] = std::nextafter(3.0f, 4.0f);
-    }
-  }
-  return logits;
-}
-
-// The exact ranking: a NaN as -inf, ties to the lower id.
-std::vector<int32_t> CpuTopK(const std::vector<float>& logits, int experts, int top_k, int rows) {
-  std::vector<int32_t> ids;
-  for (int r = 0; r < rows; ++r) {
-    std::vector<int> order(experts);
-    std::iota(order.begin(), order.end(), 0);
-    auto value = [&](int e) {
-      const float v = logits[static_cast<size_t>(r) * experts + e];
-      return std::isnan(v) ? -INFINITY : v;
-    };
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return value(a) > value(b); });
-    ids.insert(ids.end(), order.begin(), order.begin() + top_k);
-  }
-  return ids;
 }
 
 template <class T>
