@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/gpu_test_util.h"
@@ -38,24 +39,39 @@ std::vector<float> RmsNorm(const std::vector<float>& x, const std::vector<float>
   return y;
 }
 
-TEST(MegakernelOps, LmHeadTilesMatchCpu) {
-  cuda::testing::RequireGpu();
+// LM head tiles of `width` vocabulary rows for `rows` token rows, placed round-robin or all on
+// SM 0 (one tile after another through the same weight ring). Up to 8 rows a tile takes the GEMM
+// body's ring path (K split over the warps when the tile has fewer than 8 warps' worth of
+// pairs); 11 rows take its register path in two staging passes.
+void ExpectLmHeadTilesMatchCpu(int rows, uint32_t width, bool one_sm) {
   M m;
   const std::vector<float> x = RandomBf16Values(int64_t{M::kBatch} * M::kHidden, 11);
   m.p.x_norm = m.Bf16(x);
-  m.p.tiles.lm_head = 64;
+  m.p.tiles.lm_head = static_cast<int>(width);
   std::vector<TaskDescriptor> order;
-  for (uint32_t tile = 0; tile < M::kVocab / 64; ++tile) {
+  for (uint32_t tile = 0; tile < M::kVocab / width; ++tile) {
     TaskDescriptor t = Task(kLmHead, 1);
     t.tile = tile;
     t.k_end = M::kHidden;
     t.row_begin = 0;
-    t.row_end = M::kBatch;  // 11 rows: two staging passes
+    t.row_end = static_cast<uint32_t>(rows);
     order.push_back(t);
   }
-  RunLists(m.p, RoundRobin(order));
-  std::vector<float> want(int64_t{M::kBatch} * M::kVocab);
-  for (int r = 0; r < M::kBatch; ++r) {
+  std::vector<std::vector<TaskDescriptor>> lists = RoundRobin(order);
+  if (one_sm) {
+    for (auto& list : lists) list.clear();
+    lists[0] = order;
+  }
+  RunLists(m.p, lists);
+  std::vector<float> got = ToHost(m.floats[m.floats.size() - 1]);
+  const std::string what = "logits, " + std::to_string(rows) + " rows, tiles of " +
+                           std::to_string(width) + (one_sm ? " on one SM" : "");
+  for (size_t i = static_cast<size_t>(rows) * M::kVocab; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isnan(got[i])) << what << ": a row past the tile's rows was written";
+  }
+  got.resize(static_cast<size_t>(rows) * M::kVocab);
+  std::vector<float> want(static_cast<size_t>(rows) * M::kVocab);
+  for (int r = 0; r < rows; ++r) {
     for (int v = 0; v < M::kVocab; ++v) {
       double dot = 0;
       for (int k = 0; k < M::kHidden; ++k)
@@ -63,7 +79,18 @@ TEST(MegakernelOps, LmHeadTilesMatchCpu) {
       want[r * M::kVocab + v] = static_cast<float>(dot) * m.p.logit_scale;
     }
   }
-  ExpectClose(ToHost(m.floats[m.floats.size() - 1]), want, 1e-3f, 1e-3f, "logits");
+  ExpectClose(got, want, 1e-3f, 1e-3f, what.c_str());
+}
+
+TEST(MegakernelOps, LmHeadTilesMatchCpu) {
+  cuda::testing::RequireGpu();
+  ExpectLmHeadTilesMatchCpu(M::kBatch, 64, false);  // the GEMM body's register path
+  for (int rows : {1, 5, 8}) {
+    for (uint32_t width : {16u, 64u, 128u}) {
+      ExpectLmHeadTilesMatchCpu(rows, width, false);
+      ExpectLmHeadTilesMatchCpu(rows, width, true);
+    }
+  }
 }
 
 TEST(MegakernelOps, EmbedThenJoinAcrossSmsMatchCpu) {
