@@ -29,14 +29,21 @@ StepWatchdog::~StepWatchdog() {
   thread_.join();
 }
 
+// A watcher already waiting until an earlier deadline wakes at it, finds this one and waits
+// again, so it is notified only when idle or when this deadline comes first (the first step's
+// longer timeout): a notify every step was a system call on the engine thread's path between
+// two steps, and a wake-up of the watcher's thread (2-core VM, scripted backend, concurrency 1,
+// binaries alternating: 7.8-9.9 -> 9.2-10.7 k tok/s).
 void StepWatchdog::StepStarted() {
+  bool notify;
   {
     std::lock_guard lock(mutex_);
     running_timeout_ = first_step_ ? first_step_timeout_ : step_timeout_;
     first_step_ = false;
     deadline_ = Clock::now() + running_timeout_;
+    notify = !watching_until_ || *deadline_ < *watching_until_;
   }
-  wake_.notify_all();
+  if (notify) wake_.notify_all();
 }
 
 void StepWatchdog::StepFinished() {
@@ -48,11 +55,13 @@ void StepWatchdog::Watch() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     if (!deadline_) {
+      watching_until_.reset();
       wake_.wait(lock, [&] { return stopping_ || deadline_.has_value(); });
       continue;
     }
     Clock::time_point deadline = *deadline_;
-    wake_.wait_until(lock, deadline, [&] { return stopping_ || deadline_ != deadline; });
+    watching_until_ = deadline;
+    wake_.wait_until(lock, deadline, [&] { return stopping_ || deadline_ < deadline; });
     if (stopping_ || deadline_ != deadline || Clock::now() < deadline) continue;
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g",

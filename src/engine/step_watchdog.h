@@ -41,6 +41,9 @@ class StepWatchdog {
   std::optional<Clock::time_point> deadline_;  // set while a step runs
   std::chrono::milliseconds running_timeout_{0};
   bool first_step_ = true;
+  // What the watcher waits until (none: for a step to start); StepStarted notifies it only when
+  // its deadline comes earlier.
+  std::optional<Clock::time_point> watching_until_;
   bool stopping_ = false;
   std::thread thread_;
 };
