@@ -15,19 +15,12 @@
 namespace mkserve::megakernel {
 namespace {
 
-// One warp ranks every row: ids[row][k] and weights[row][k].
-__global__ void RankRows(StepParams p, const float* logits, int rows, int32_t* ids,
-                         float* weights) {
+// One warp ranks every row of `p.router_logits` (layer 0, p.batch rows) as the kernel does: its
+// own key loading (LoadRowKeys: a NaN as -inf) and WarpTopK. ids[row][k], weights[row][k].
+__global__ void RankRows(StepParams p, int32_t* ids, float* weights) {
   const int lane = threadIdx.x % 32;
-  for (int r = 0; r < rows; ++r) {
-    RowKeys row;
-#pragma unroll
-    for (int i = 0; i < kMaxExperts / 32; ++i) {
-      const int e = lane + i * 32;
-      const float v = e < p.num_experts ? logits[static_cast<int64_t>(r) * p.num_experts + e] : 0;
-      row.keys[i] = e < p.num_experts ? LogitKey(isnan(v) ? -INFINITY : v) : 0u;
-    }
-    const LanePick pick = WarpTopK(p, row);
+  for (int r = 0; r < p.batch; ++r) {
+    const LanePick pick = WarpTopK(p, LoadRowKeys(p, 0, r));
     if (lane < p.top_k) {
       ids[static_cast<int64_t>(r) * p.top_k + lane] = pick.expert;
       weights[static_cast<int64_t>(r) * p.top_k + lane] = pick.weight;
@@ -55,7 +48,9 @@ void ExpectExactRanking(const Shape& shape) {
   p.top_k = shape.top_k;
   p.sigmoid_router = shape.sigmoid ? 1 : 0;
   p.renormalize = shape.renormalize ? 1 : 0;
-  RankRows<<<1, 32>>>(p, logits_d.data(), rows, ids_d.data(), weights_d.data());
+  p.router_logits = logits_d.data();
+  p.batch = rows;
+  RankRows<<<1, 32>>>(p, ids_d.data(), weights_d.data());
   MKSERVE_CUDA_CHECK(cudaGetLastError());
   MKSERVE_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<int32_t> ids(static_cast<size_t>(rows) * shape.top_k);
