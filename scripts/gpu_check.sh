@@ -24,7 +24,8 @@ set -u
 TESTS=(cuda_step_plan_test cuda_kernels_test cuda_weights_test cuda_golden_test cuda_vs_cpu_test
        cuda_prefill_test cuda_gpu_sampler_test cuda_ragged_full_width_test cuda_engine_test
        cuda_prompt_chunk_test cuda_fatal_fault_test cuda_hf_full_width_test megakernel_ops_test
-       megakernel_topk_test megakernel_decoder_test megakernel_stuck_step_test)
+       megakernel_topk_test megakernel_decoder_test megakernel_stuck_step_test
+       cuda_started_step_test)
 if [[ -n "${ONLY:-}" ]]; then IFS=, read -r -a TESTS <<< "$ONLY"; fi
 test_subdir() {  # test name -> its folder under the build's tests/
   [[ $1 == megakernel_* ]] && echo megakernel/device || echo backends/cuda

@@ -5,7 +5,7 @@
 # A CONFIG is a decode path (`default`: serve without --decode) followed by comma-separated
 # choices: `cap=N` (serve --max-prefill-tokens-while-decoding N), `chunk=N` (serve
 # --prompt-chunk-tokens N; 0: long prompts inside steps only), `temp=T` (bench-serve
-# --temperature T); e.g. `layered,cap=768,temp=0`.
+# --temperature T), `ahead=MODE` (serve --decode-lookahead MODE); e.g. `layered,cap=768,temp=0`.
 # Per config (PHASES, default "c1 c8 c32 c64 arrival"): start-up time, concurrency 1 / 8 / 32 / 64 with
 # distinct ~550-token chat prompts (256 output tokens, ignore_eos), then ITL with 8 streams
 # decoding while three distinct 32K-token prompts arrive, against the same 8 streams alone, and a
@@ -83,6 +83,7 @@ for config in "${configs[@]}"; do
       cap=*) serve_args+=(--max-prefill-tokens-while-decoding "${choice#cap=}") ;;
       chunk=*) serve_args+=(--prompt-chunk-tokens "${choice#chunk=}") ;;
       temp=*) client_args+=(--temperature "${choice#temp=}") ;;
+      ahead=*) serve_args+=(--decode-lookahead "${choice#ahead=}") ;;
       *) echo "unknown choice $choice in $config" >&2; exit 2 ;;
     esac
   done

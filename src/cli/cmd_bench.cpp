@@ -199,15 +199,16 @@ void PrintTable(const std::vector<cuda::DecodePoint>& decode, const std::string&
                 const std::vector<cuda::PrefillPoint>& prefill, double read_bw) {
   std::printf("\nstreaming read: %.2f TB/s\n\n", read_bw / 1e12);
   std::printf(
-      "| path | batch | context | step ms | tok/s | MB/step | experts/layer | SoL tok/s "
-      "| %% SoL | vs layered |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+      "| path | batch | context | step ms | ahead step ms | tok/s | MB/step | experts/layer "
+      "| SoL tok/s | %% SoL | vs layered |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& p : decode) {
-    std::printf("| %s | %lld | %lld | %.3f | %.1f | %.1f | %lld | %.1f | %.1f | %.2fx |\n",
+    std::printf("| %s | %lld | %lld | %.3f | %.3f | %.1f | %.1f | %lld | %.1f | %.1f | %.2fx |\n",
                 p.path.c_str(), static_cast<long long>(p.batch),
-                static_cast<long long>(p.context_tokens), p.step_ms, p.tokens_per_second,
-                p.bytes_per_step / 1e6, static_cast<long long>(p.distinct_experts),
-                p.sol_tokens_per_second, p.percent_of_sol, VsLayered(decode, reference, p));
+                static_cast<long long>(p.context_tokens), p.step_ms, p.ahead_step_ms,
+                p.tokens_per_second, p.bytes_per_step / 1e6,
+                static_cast<long long>(p.distinct_experts), p.sol_tokens_per_second,
+                p.percent_of_sol, VsLayered(decode, reference, p));
   }
   std::printf("\n| prefill tokens | ms | tok/s |\n|---|---|---|\n");
   for (const auto& p : prefill) {
@@ -272,6 +273,7 @@ nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode, const std::s
                            {"batch", p.batch},
                            {"context", p.context_tokens},
                            {"step_ms", p.step_ms},
+                           {"ahead_step_ms", p.ahead_step_ms},
                            {"tok_s", p.tokens_per_second},
                            {"bytes_per_step", p.bytes_per_step},
                            {"distinct_experts", p.distinct_experts},

@@ -85,6 +85,26 @@ struct StepOutputs {
   std::string decode_path;
 };
 
+// The decode token of a row that the step given to Backend::StartStep as `after` samples for
+// the same sequence: the engine starts a step before it has read the previous step's tokens.
+inline constexpr int32_t kTokenSampledBefore = -1;
+
+// A step Backend::StartStep started. Wait returns its outputs once the step has finished (the
+// same outputs on every call), or throws what Step would have thrown (mkserve::Error, with
+// BackendFatalError when the backend cannot run another step). Destroying a step that has not
+// finished waits for it: its KV writes land before its blocks are reused.
+class PendingStep {
+ public:
+  explicit PendingStep(const StepInputs& inputs);
+  virtual ~PendingStep() = default;
+  virtual const StepOutputs& Wait() = 0;
+  // The step's row of `sequence_id`, or -1.
+  int64_t RowOf(int64_t sequence_id) const;
+
+ private:
+  std::vector<int64_t> sequence_ids_;  // StepInputs order
+};
+
 // A prompt chunk running beside the steps (Backend::StartPromptChunk). Until Wait says it is
 // done, the chunk may still write the KV blocks of its sequence.
 class PendingChunk {
@@ -106,6 +126,18 @@ class Backend {
   // Runs one step. Throws mkserve::Error on a failure the engine should report to the requests.
   virtual StepOutputs Step(const StepInputs& inputs) = 0;
 
+  // Starts one step; its failures, bad inputs included, come from PendingStep::Wait. A row whose
+  // token_ids is the single token kTokenSampledBefore decodes the token that `after` (a step this
+  // backend started and has not yet destroyed) samples for its sequence; its output_token_ids
+  // lack that token, so the row's sampling must not depend on them (no penalties, min_tokens
+  // met: CheckTokensSampledBefore). The spans of `inputs` need to live only during the call. The
+  // default waits for `after`, resolves those tokens and runs Step before it returns.
+  virtual std::unique_ptr<PendingStep> StartStep(const StepInputs& inputs,
+                                                 PendingStep* after = nullptr);
+  // Whether StartStep returns while the step still runs, so that the caller's work between two
+  // steps overlaps the device's (the engine's decode lookahead, docs/request-flow.md).
+  virtual bool runs_ahead() const { return false; }
+
   // Prompt chunks beside the steps: a backend that can compute a prompt chunk while the next
   // Steps run (the CUDA backend: on a second stream) takes chunks of up to this many tokens; 0
   // (the default) means it cannot, and prompts run inside steps only.
@@ -119,6 +151,16 @@ class Backend {
     throw Error(name() + " cannot run prompt chunks beside steps");
   }
 };
+
+// What every StartStep refuses in a row that decodes kTokenSampledBefore: more than that one
+// token, no `after` step or none of the row's sequence in it, sampling that reads the output
+// tokens (penalties, min_tokens not yet met). Throws mkserve::Error naming the sequence.
+void CheckTokensSampledBefore(const StepInputs& inputs, const PendingStep* after);
+
+// `inputs` with each kTokenSampledBefore replaced by the token `after` sampled (waiting for it);
+// `tokens` backs the replaced spans. Throws what after->Wait() throws.
+StepInputs ResolveTokensSampledBefore(const StepInputs& inputs, PendingStep* after,
+                                      std::vector<int32_t>& tokens);
 
 // What every StartPromptChunk refuses: a chunk that samples or asks for logits or logprobs (it
 // computes KV only), or one longer than `max_tokens`. Throws mkserve::Error naming which.

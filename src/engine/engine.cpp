@@ -317,21 +317,37 @@ bool Engine::Step() {
   const Clock::time_point started = Clock::now();
   bool progressed = PollChunk(std::chrono::microseconds(0));
   if (commands_->fatal_error()) return true;
-  Batch batch = scheduler_.Schedule();
-  stats_.preemptions_total += static_cast<int64_t>(batch.preempted.size());
-  DropOutOfMemory(batch);
-  progressed = progressed || !batch.preempted.empty() || !batch.out_of_memory.empty();
-  if (batch.chunk != nullptr) {  // before the step, so that the two run together
-    StartChunk(*batch.chunk);
-    if (commands_->fatal_error()) return true;
-    // A chunk that failed to start failed its request, siblings in this batch included.
-    std::erase_if(batch.sequences, [](const Sequence* seq) { return seq->is_finished(); });
-    batch.num_tokens = 0;
-    for (const Sequence* seq : batch.sequences) batch.num_tokens += seq->num_scheduled_tokens;
-    progressed = true;
+  Batch batch;
+  std::unique_ptr<PendingStep> pending;
+  if (lookahead_) {  // the step started ahead: this step when its rows all still decode
+    Lookahead ahead = std::move(*lookahead_);
+    lookahead_.reset();
+    const std::vector<Sequence*> rows = AdoptableRows(ahead);
+    if (!rows.empty()) {
+      batch = scheduler_.ScheduleAhead(rows);
+      pending = std::move(ahead.step);
+    } else {
+      DropLookahead(ahead);
+      if (commands_->fatal_error()) return true;
+    }
   }
-  if (batch.empty()) {  // nothing to step: wait for the chunk, if that is all there is
-    return PollChunk(progressed ? std::chrono::microseconds(0) : kChunkWait) || progressed;
+  if (pending == nullptr) {
+    batch = scheduler_.Schedule();
+    stats_.preemptions_total += static_cast<int64_t>(batch.preempted.size());
+    DropOutOfMemory(batch);
+    progressed = progressed || !batch.preempted.empty() || !batch.out_of_memory.empty();
+    if (batch.chunk != nullptr) {  // before the step, so that the two run together
+      StartChunk(*batch.chunk);
+      if (commands_->fatal_error()) return true;
+      // A chunk that failed to start failed its request, siblings in this batch included.
+      std::erase_if(batch.sequences, [](const Sequence* seq) { return seq->is_finished(); });
+      batch.num_tokens = 0;
+      for (const Sequence* seq : batch.sequences) batch.num_tokens += seq->num_scheduled_tokens;
+      progressed = true;
+    }
+    if (batch.empty()) {  // nothing to step: wait for the chunk, if that is all there is
+      return PollChunk(progressed ? std::chrono::microseconds(0) : kChunkWait) || progressed;
+    }
   }
   int64_t decode_rows = 0;  // counted now: sequences change in Postprocess
   for (const Sequence* seq : batch.sequences) decode_rows += seq->is_decoding() ? 1 : 0;
@@ -339,7 +355,7 @@ bool Engine::Step() {
   std::shared_future<void> masks = StartGrammarMasks(batch, inputs);
   StepOutputs outputs;
   const Clock::time_point backend_started = Clock::now();
-  std::optional<StepFailure> failure = RunBackend(inputs, outputs);
+  std::optional<StepFailure> failure = RunBackend(batch, inputs, std::move(pending), outputs);
   const Clock::time_point backend_finished = Clock::now();
   if (masks.valid()) {  // done before the matchers advance, even when the backend failed
     try {
@@ -361,6 +377,10 @@ bool Engine::Step() {
   }
   if (commands_->fatal_error()) return true;  // the watchdog gave up on this step meanwhile
   Postprocess(batch, inputs, outputs);
+  if (lookahead_ && AdoptableRows(*lookahead_).empty()) {  // a row ended: nothing runs on it
+    DropLookahead(*lookahead_);
+    lookahead_.reset();
+  }
   ++stats_.steps_total;
   stats_.last_batch_size = static_cast<int64_t>(batch.sequences.size());
   stats_.last_batch_tokens = batch.num_tokens;
@@ -436,12 +456,24 @@ bool Engine::PollChunk(std::chrono::microseconds timeout) {
 }
 
 // How the backend failed, or nullopt when `outputs` is good.
-std::optional<Engine::StepFailure> Engine::RunBackend(const StepInputs& inputs,
+std::optional<Engine::StepFailure> Engine::RunBackend(const Batch& batch, const StepInputs& inputs,
+                                                      std::unique_ptr<PendingStep> pending,
                                                       StepOutputs& outputs) {
   std::optional<StepFailure> failure;
   watchdog_->StepStarted();
   try {
-    outputs = backend_->Step(inputs);
+    if (pending == nullptr) pending = backend_->StartStep(inputs);
+    if (std::optional<StepInputs> ahead = LookaheadInputs(batch, inputs)) {
+      Lookahead lookahead;
+      lookahead.step = backend_->StartStep(*ahead, pending.get());
+      for (const SequenceStep& step : ahead->sequences) {
+        lookahead.sequence_ids.push_back(step.sequence_id);
+        lookahead.positions.push_back(step.start_position);
+      }
+      lookahead_ = std::move(lookahead);
+      ++stats_.steps_ahead_total;
+    }
+    outputs = pending->Wait();
   } catch (const BackendFatalError& e) {
     failure = StepFailure{std::string("the backend failed and cannot continue: ") + e.what(), true};
   } catch (const std::exception& e) {
@@ -454,7 +486,86 @@ std::optional<Engine::StepFailure> Engine::RunBackend(const StepInputs& inputs,
     failure = StepFailure{"backend returned " + std::to_string(outputs.results.size()) +
                           " results for " + std::to_string(inputs.sequences.size()) + " sequences"};
   }
+  // The lookahead decodes this step's tokens: without them it cannot be adopted.
+  if (failure && lookahead_) {
+    DropLookahead(*lookahead_);
+    lookahead_.reset();
+  }
   return failure;
+}
+
+// A lookahead row decodes the token this step samples, one position on, before the engine has
+// seen it: only where nothing the engine does with that token could change the row's next step.
+// So no grammar (its mask needs the token), no sampling that reads the output tokens, no row
+// this step ends by length, no prompt waiting to be admitted or chunk beside (the next step
+// would take them), and the next position's KV block already allocated.
+std::optional<StepInputs> Engine::LookaheadInputs(const Batch& batch,
+                                                  const StepInputs& inputs) const {
+  const bool on = options_.decode_lookahead == DecodeLookahead::kOn ||
+                  (options_.decode_lookahead == DecodeLookahead::kAuto && backend_->runs_ahead());
+  if (!on || chunk_ != nullptr || scheduler_.num_waiting() > 0 || batch.empty()) {
+    return std::nullopt;
+  }
+  static constexpr int32_t kSampledBefore[1] = {kTokenSampledBefore};
+  StepInputs ahead;
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const Sequence& seq = *batch.sequences[i];
+    const Generation& gen = *generations_.at(seq.id);
+    const SamplingParams& p = seq.sampling;
+    const int64_t outputs_after = seq.num_output_tokens() + 1;  // this step's token included
+    const int64_t next_position = seq.num_tokens();             // where that token goes
+    if (!seq.is_decoding() || !inputs.sequences[i].sample || gen.matcher ||
+        p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f ||
+        outputs_after < p.min_tokens || outputs_after >= p.max_tokens ||
+        next_position + 1 >= max_model_len_) {
+      return std::nullopt;
+    }
+    for (const std::vector<int32_t>& table : seq.block_tables) {
+      const int64_t block = next_position / kBlockTokens;
+      if (block >= static_cast<int64_t>(table.size()) || table[block] < 0) return std::nullopt;
+    }
+    SequenceStep& step = ahead.sequences.emplace_back(inputs.sequences[i]);
+    step.token_ids = kSampledBefore;
+    step.start_position = next_position;
+    step.sample_index = outputs_after;
+    step.allowed_tokens = {};
+    step.allowed_tokens_ready = {};
+  }
+  return ahead;
+}
+
+std::vector<Sequence*> Engine::AdoptableRows(const Lookahead& ahead) const {
+  if (chunk_ != nullptr ||
+      scheduler_.num_running() != static_cast<int64_t>(ahead.sequence_ids.size())) {
+    return {};
+  }
+  std::vector<Sequence*> rows;
+  for (size_t i = 0; i < ahead.sequence_ids.size(); ++i) {
+    const auto found = generations_.find(ahead.sequence_ids[i]);
+    if (found == generations_.end() || found->second->done) return {};
+    Sequence& seq = found->second->seq;
+    if (seq.status != SequenceStatus::kRunning || !seq.is_decoding() ||
+        seq.num_computed_tokens != ahead.positions[i]) {
+      return {};
+    }
+    rows.push_back(&seq);
+  }
+  return rows;
+}
+
+// Waits for a lookahead nobody adopts: its KV writes land before its rows' blocks are reused.
+// What it computed is lost; only a fatal failure matters.
+void Engine::DropLookahead(Lookahead& ahead) {
+  ++stats_.steps_ahead_dropped_total;
+  watchdog_->StepStarted();
+  try {
+    ahead.step->Wait();
+  } catch (const BackendFatalError& e) {
+    commands_->FailAll(std::string("the backend failed and cannot continue: ") + e.what());
+  } catch (...) {
+  }
+  watchdog_->StepFinished();
+  ahead.step.reset();
 }
 
 // The allowed-token masks of the constrained sequences that sample this step, computed on a worker

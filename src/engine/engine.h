@@ -58,6 +58,8 @@
 
 namespace mkserve {
 
+enum class DecodeLookahead { kAuto, kOn, kOff };
+
 struct EngineOptions {
   int64_t max_batch = 64;          // --max-batch: running sequences
   int64_t max_step_tokens = 2048;  // tokens per step (prefill chunk budget); >= max_batch
@@ -76,6 +78,11 @@ struct EngineOptions {
   std::chrono::milliseconds first_step_timeout{600'000};
   // Detokenizer for text deltas and stop strings; null = no text (stop strings are rejected).
   std::shared_ptr<const TextDecoder> text_decoder;
+  // Decode lookahead (docs/request-flow.md): a step of plain decode rows starts the next one before
+  // its own tokens are read. kAuto: where the backend runs ahead (Backend::runs_ahead); kOn also on
+  // a backend that runs steps whole (no gain: the engine's tests run the lookahead that way).
+  // Off by default until the CUDA path's GPU test passes (docs/STATUS.md).
+  DecodeLookahead decode_lookahead = DecodeLookahead::kOff;
 };
 
 class Engine {
@@ -108,6 +115,13 @@ class Engine {
     std::string message;
     bool fatal = false;
   };
+  // The next step, started before this one's tokens were read: the same decode rows, each one
+  // position on, decoding the token this step samples.
+  struct Lookahead {
+    std::unique_ptr<PendingStep> step;
+    std::vector<int64_t> sequence_ids;
+    std::vector<int64_t> positions;
+  };
   struct SubmitCommand {
     int64_t id;
     EngineRequest request;
@@ -127,7 +141,15 @@ class Engine {
   void StartChunk(Sequence& seq);
   // Finishes the chunk in flight if it has finished within `timeout`; returns whether it did.
   bool PollChunk(std::chrono::microseconds timeout);
-  std::optional<StepFailure> RunBackend(const StepInputs& inputs, StepOutputs& outputs);
+  // Starts the step (unless the lookahead started it), then the lookahead, and waits for the
+  // step.
+  std::optional<StepFailure> RunBackend(const Batch& batch, const StepInputs& inputs,
+                                        std::unique_ptr<PendingStep> pending, StepOutputs& outputs);
+  // The lookahead's rows, or nullopt when this step's cannot all go on undisturbed.
+  std::optional<StepInputs> LookaheadInputs(const Batch& batch, const StepInputs& inputs) const;
+  // The lookahead's sequences when each is still running, decoding at its position; else empty.
+  std::vector<Sequence*> AdoptableRows(const Lookahead& ahead) const;
+  void DropLookahead(Lookahead& ahead);
   void FailBatch(const Batch& batch, const std::string& message);
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
   void RecordStepTime(int64_t decode_rows, int64_t prefill_tokens, Clock::duration step,
@@ -161,6 +183,7 @@ class Engine {
   // The prompt chunk beside the steps; declared after backend_, so destroyed (waiting for the
   // GPU) before the backend it runs on.
   std::unique_ptr<PendingChunk> chunk_;
+  std::optional<Lookahead> lookahead_;  // destroyed (waited for) before the backend too
   std::chrono::milliseconds chunk_timeout_{0};
   Clock::time_point chunk_deadline_;
   int64_t next_sequence_id_ = 0;

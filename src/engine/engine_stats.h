@@ -68,6 +68,10 @@ struct EngineSnapshot {
   int64_t generation_tokens_total = 0;
   int64_t preemptions_total = 0;
   int64_t steps_total = 0;
+  // Decode lookahead: steps started before the previous step's tokens were read, and those
+  // dropped because a row of theirs had finished meanwhile (their work is lost).
+  int64_t steps_ahead_total = 0;
+  int64_t steps_ahead_dropped_total = 0;
   int64_t prompt_chunk_tokens_total = 0;                // prompt tokens computed beside the steps
   StepKindStats steps[kNumStepKinds];                   // indexed by StepKind
   std::map<std::string, int64_t> decode_steps_by_path;  // StepOutputs::decode_path, when set

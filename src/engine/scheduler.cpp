@@ -1,6 +1,9 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <string>
+
+#include "common/error.h"
 
 namespace mkserve {
 
@@ -63,6 +66,19 @@ Batch Scheduler::Schedule() {
     } else {
       Preempt(newest, batch);
     }
+  }
+  return batch;
+}
+
+Batch Scheduler::ScheduleAhead(const std::vector<Sequence*>& sequences) {
+  Batch batch;
+  int64_t budget = options_.max_step_tokens;
+  for (Sequence* seq : sequences) {
+    if (!seq->is_decoding() || !blocks_.CanAllocate(*seq, 1)) {
+      throw Error("Scheduler::ScheduleAhead: sequence " + std::to_string(seq->id) +
+                  " cannot decode now (bug)");
+    }
+    Take(seq, 1, batch, budget);
   }
   return batch;
 }

@@ -129,6 +129,12 @@ std::string RenderMetrics(const EngineSnapshot& engine, const std::map<int, int6
          engine.generation_tokens_total);
   Metric(out, "mkserve_preemptions_total", "counter", "Sequences preempted for KV memory.",
          engine.preemptions_total);
+  Metric(out, "mkserve_steps_ahead_total", "counter",
+         "Decode steps started before the previous step's tokens were read.",
+         engine.steps_ahead_total);
+  Metric(out, "mkserve_steps_ahead_dropped_total", "counter",
+         "Steps started ahead and dropped: a row of theirs had finished meanwhile.",
+         engine.steps_ahead_dropped_total);
   out << RenderHistogram("mkserve_time_to_first_token_seconds",
                          "Time from arrival to the first generated token.",
                          engine.time_to_first_token_s);

@@ -148,7 +148,10 @@ class CheckingBackend : public Backend {
     int64_t position;
   };
 
+  // The step's own tokens, then the sequence's (a decode lookahead row's output_token_ids lack
+  // its own token, the one sampled before).
   static int32_t ExpectedToken(const SequenceStep& step, int64_t position) {
+    if (position >= step.start_position) return step.token_ids[position - step.start_position];
     int64_t num_prompt = static_cast<int64_t>(step.prompt_token_ids.size());
     return position < num_prompt ? step.prompt_token_ids[position]
                                  : step.output_token_ids[position - num_prompt];

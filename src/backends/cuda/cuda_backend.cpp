@@ -48,6 +48,7 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
 }
 
 CudaBackend::~CudaBackend() {
+  ReadStartedSteps();
   decode_paths_.clear();
   chunk_stream_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -170,7 +171,71 @@ DecodePath* CudaBackend::PickDecodePath(const StepPlan& plan) const {
   return nullptr;
 }
 
+std::unique_ptr<PendingStep> CudaBackend::StartStep(const StepInputs& inputs, PendingStep* after) {
+  std::unique_ptr<PendingStep> started;
+  try {
+    started = TryStart(inputs, after);
+  } catch (const BackendFatalError&) {
+    throw;
+  } catch (const Error&) {
+    // Refused on the way (the plan, the path): Step reports it, with the same words.
+  }
+  return started ? std::move(started) : Backend::StartStep(inputs, after);
+}
+
+std::unique_ptr<PendingStep> CudaBackend::TryStart(const StepInputs& inputs, PendingStep* after) {
+  auto* before = dynamic_cast<StartedStep*>(after);
+  if (after != nullptr && (before == nullptr || in_flight_[before->slot()] != before)) {
+    return nullptr;  // its picks are on the host, or no longer in its slot
+  }
+  CheckTokensSampledBefore(inputs, after);
+  // Planned with a stand-in for the tokens taken from `before`; the kernel overwrites them.
+  static constexpr int32_t kStandIn[1] = {0};
+  StepInputs planned = inputs;
+  std::vector<int32_t> source(inputs.sequences.size(), -1);
+  for (size_t s = 0; s < inputs.sequences.size(); ++s) {
+    SequenceStep& step = planned.sequences[s];
+    if (step.token_ids.size() != 1 || step.token_ids[0] != kTokenSampledBefore) continue;
+    step.token_ids = kStandIn;
+    source[s] = before->SourceOf(before->RowOf(step.sequence_id));
+  }
+  const StepPlan plan = Plan(planned);
+  DecodePath* path = PickDecodePath(plan);
+  if (path == nullptr || !path->Starts() || options_.hooks) return nullptr;
+  for (const LogitRow& row : plan.logit_rows) {
+    const bool on_device = row.needs.sample && !row.needs.host_logits && !row.needs.host_sample &&
+                           inputs.sequences[row.sequence_index].allowed_tokens.empty();
+    if (!on_device) return nullptr;  // the host or the GPU sampler reads its logits
+  }
+  if (plan.logit_rows.size() != inputs.sequences.size()) return nullptr;
+  if (!path->SamplesInStep()) {
+    for (const LogitRow& row : plan.logit_rows) {
+      if (row.needs.gpu_sample) return nullptr;  // only the kernel's in-step sampling starts
+    }
+  }
+  const int slot = before != nullptr ? 1 - before->slot() : 0;
+  if (in_flight_[slot] != nullptr) in_flight_[slot]->Read();  // frees the slot's buffers
+  HostMappedBuffer<int32_t>& argmax = started_argmax_[slot];
+  if (argmax.count() < static_cast<int64_t>(plan.logit_rows.size())) {
+    argmax = HostMappedBuffer<int32_t>(kLogitRowsPerChunk);
+  }
+  std::optional<InStepSamples> in_step;
+  if (path->SamplesInStep()) in_step = sampler_.StageInStep(inputs, plan, stream_, slot);
+  DeviceTokens tokens = before != nullptr ? before->Picks() : DeviceTokens{};
+  if (before != nullptr) tokens.source = std::move(source);
+  path->Start(plan, in_step ? &*in_step : nullptr, tokens, argmax.device(), slot, stream_);
+  return std::make_unique<StartedStep>(inputs, plan, std::move(in_step), *path, slot, argmax,
+                                       &in_flight_[slot]);
+}
+
+void CudaBackend::ReadStartedSteps() {
+  for (StartedStep* step : in_flight_) {
+    if (step != nullptr) step->Read();
+  }
+}
+
 StepOutputs CudaBackend::Step(const StepInputs& inputs) {
+  ReadStartedSteps();  // a whole step uses slot 0 and the stream's buffers
   StepOutputs outputs;
   outputs.results.resize(inputs.sequences.size());
   std::vector<size_t> decode_rows, prompt_chunks;
@@ -194,6 +259,7 @@ StepOutputs CudaBackend::Step(const StepInputs& inputs) {
 
 std::unique_ptr<PendingChunk> CudaBackend::StartPromptChunk(const SequenceStep& chunk) {
   if (!chunk_stream_) return Backend::StartPromptChunk(chunk);  // throws: none configured
+  ReadStartedSteps();  // their KV writes land before the chunk's, on another stream
   return chunk_stream_->Start(chunk, *kv_pool_);
 }
 

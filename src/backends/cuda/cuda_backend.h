@@ -26,6 +26,7 @@
 #include "backends/cuda/decode/decode_path.h"
 #include "backends/cuda/prefill/chunk_stream.h"
 #include "backends/cuda/sampling/step_sampler.h"
+#include "backends/cuda/started_step.h"
 #include "engine/backend.h"
 
 namespace mkserve::cuda {
@@ -49,6 +50,12 @@ class CudaBackend : public Backend {
   const ModelConfig& config() const override { return config_; }
   const KvLayout& kv_layout() const override { return kv_pool_->layout(); }
   StepOutputs Step(const StepInputs& inputs) override;
+  // Decode steps whose path runs in halves (DecodePath::Starts) and whose rows are all picked on
+  // the device are enqueued and returned from at once (StartedStep), a row decoding
+  // kTokenSampledBefore taking its token on the device from `after`, the step started just
+  // before; any other step runs as Step does.
+  std::unique_ptr<PendingStep> StartStep(const StepInputs& inputs, PendingStep* after) override;
+  bool runs_ahead() const override { return true; }
   int64_t max_prompt_chunk_tokens() const override {
     return chunk_stream_ ? chunk_stream_->max_tokens() : 0;
   }
@@ -93,6 +100,11 @@ class CudaBackend : public Backend {
                StepOutputs* outputs);
   // A planned step: its decode path when one accepts the plan, else the layered kernels.
   void RunPlanned(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);
+  // The started step on `path`, or null when `inputs` cannot run that way (the caller runs them
+  // as Step does).
+  std::unique_ptr<PendingStep> TryStart(const StepInputs& inputs, PendingStep* after);
+  // Reads the started steps still in flight (their slots' buffers become free).
+  void ReadStartedSteps();
   // Every token through the layered kernels, then the logits rows in chunks of
   // kLogitRowsPerChunk, each sampled before the next is computed.
   void RunLayered(const StepInputs& inputs, const StepPlan& plan, StepOutputs* outputs);
@@ -110,6 +122,9 @@ class CudaBackend : public Backend {
   std::unique_ptr<DecodePathContext> context_;
   std::vector<std::unique_ptr<DecodePath>> decode_paths_;  // preference order
   StepSampler sampler_;
+  // Started steps: each slot's argmax rows, and the step in flight on it (null once read).
+  HostMappedBuffer<int32_t> started_argmax_[2];
+  StartedStep* in_flight_[2] = {nullptr, nullptr};
 };
 
 // Throws mkserve::Error for prompt-chunk options a CudaBackend refuses (a negative size, or chunks

@@ -512,18 +512,25 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
 }
 
-struct ZeroArgs {
+struct PrepareArgs {
   ZeroRegion regions[kMaxZeroRegions];
   int count;
+  TokenGather gather;  // rows 0: none
 };
 
-__global__ void ZeroRegionsKernel(ZeroArgs args) {
+__global__ void PrepareStepKernel(PrepareArgs args) {
   for (int r = 0; r < args.count; ++r) {
     uint32_t* words = static_cast<uint32_t*>(args.regions[r].data);
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
          i < args.regions[r].words; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       words[i] = 0;
     }
+  }
+  const TokenGather& g = args.gather;
+  if (blockIdx.x == 0 && threadIdx.x < g.rows && g.source[threadIdx.x] >= 0) {
+    const int32_t source = g.source[threadIdx.x];
+    g.tokens[threadIdx.x] =
+        (source & 1) != 0 ? g.samples[source / 2].token_id : g.argmax[source / 2];
   }
 }
 
@@ -570,15 +577,17 @@ void LaunchMegakernel(const StepParams& params, const TaskLists& lists, cudaStre
   MKSERVE_CUDA_CHECK(cudaLaunchKernelEx(&config, &MegakernelKernel, params, lists));
 }
 
-void ZeroRegions(std::span<const ZeroRegion> regions, cudaStream_t stream) {
+void PrepareStep(std::span<const ZeroRegion> regions, const TokenGather* gather,
+                 cudaStream_t stream) {
   if (regions.size() > static_cast<size_t>(kMaxZeroRegions)) {
     throw Error("megakernel: " + std::to_string(regions.size()) + " regions to zero, at most " +
                 std::to_string(kMaxZeroRegions));
   }
-  ZeroArgs args{};
+  PrepareArgs args{};
   args.count = static_cast<int>(regions.size());
   for (size_t i = 0; i < regions.size(); ++i) args.regions[i] = regions[i];
-  ZeroRegionsKernel<<<264, 256, 0, stream>>>(args);
+  if (gather != nullptr) args.gather = *gather;
+  PrepareStepKernel<<<264, 256, 0, stream>>>(args);
   MKSERVE_CUDA_CHECK_LAUNCH();
 }
 

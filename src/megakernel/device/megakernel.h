@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <span>
 
+#include "backends/cuda/sampling/sample_rows.h"
 #include "megakernel/device/step_params.h"
+#include "megakernel/schedule/tile_shapes.h"
 
 namespace mkserve::megakernel {
 
@@ -29,8 +31,21 @@ struct ZeroRegion {
   int64_t words = 0;
 };
 
-// Zeroes every region in one small kernel (at most kMaxZeroRegions).
+// The rows' tokens a step takes from the step before it, which picked them on the device and
+// has not handed them to the host yet: row r's token becomes argmax[source[r] / 2] where
+// source[r] is even, samples[source[r] / 2].token_id where it is odd, and stays where -1.
+struct TokenGather {
+  int32_t* tokens = nullptr;  // the step's token ids on the device
+  const int32_t* argmax = nullptr;
+  const cuda::SampleRowOutput* samples = nullptr;
+  int32_t rows = 0;
+  int32_t source[kMaxBatch];
+};
+
+// Before a step, in one small kernel: zeroes every region (at most kMaxZeroRegions) and, with
+// `gather`, takes its tokens from the step before.
 inline constexpr int kMaxZeroRegions = 12;
-void ZeroRegions(std::span<const ZeroRegion> regions, cudaStream_t stream);
+void PrepareStep(std::span<const ZeroRegion> regions, const TokenGather* gather,
+                 cudaStream_t stream);
 
 }  // namespace mkserve::megakernel

@@ -54,6 +54,16 @@ class MegakernelDecodePath : public cuda::DecodePath {
                   stuck ? StepFault::kStuckWait : StepFault::kNone);
   }
 
+  // A step with a stuck wait (hooks) is declined by Accepts, so Start never plants one.
+  bool Starts() const override { return decoder_.has_value(); }
+  void Start(const cuda::StepPlan& plan, const cuda::InStepSamples* in_step,
+             const cuda::DeviceTokens& tokens, int32_t* argmax, int slot,
+             cudaStream_t stream) override {
+    decoder_->Start(plan, c_.workspace.logits.data(), StepSampling{argmax, in_step}, stream, slot,
+                    &tokens);
+  }
+  void Finish(int slot) override { decoder_->Finish(slot); }
+
   // Every schedule of 1..max_batch rows in the buckets up to the one holding the warm-up context,
   // built, verified and uploaded before the first request (tens of ms each otherwise).
   int64_t WarmUp(const cuda::DecodeWarmUp& request, cudaStream_t stream) override {

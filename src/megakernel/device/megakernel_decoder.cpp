@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/decode/argmax.h"
@@ -144,13 +146,22 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
     p.sample_slots = sample_slots_.data();
   }
   p.abort_flag = watchdog_.device_flag();
-  MKSERVE_CUDA_CHECK(cudaEventCreate(&start_));
-  MKSERVE_CUDA_CHECK(cudaEventCreate(&done_));
+  for (Slot& slot : slots_) {
+    MKSERVE_CUDA_CHECK(cudaEventCreate(&slot.start));
+    MKSERVE_CUDA_CHECK(cudaEventCreate(&slot.done));
+  }
 }
 
 MegakernelDecoder::~MegakernelDecoder() {
-  if (done_ != nullptr) cudaEventDestroy(done_);
-  if (start_ != nullptr) cudaEventDestroy(start_);
+  for (Slot& slot : slots_) {
+    if (slot.done != nullptr) cudaEventDestroy(slot.done);
+    if (slot.start != nullptr) cudaEventDestroy(slot.start);
+  }
+}
+
+MegakernelDecoder::Slot& MegakernelDecoder::SlotAt(int slot) {
+  if (slot < 0 || slot > 1) throw Error("megakernel: step slot " + std::to_string(slot));
+  return slots_[slot];
 }
 
 MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& schedule) {
@@ -210,14 +221,20 @@ bool MegakernelDecoder::Prepare(int64_t batch, int64_t longest_context) {
 
 void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
                             cudaStream_t stream, StepFault fault) {
-  int64_t longest = 0;
-  for (int32_t position : plan.positions) longest = std::max<int64_t>(longest, position + 1);
-  const Schedule& schedule = cache_.Select(plan.num_sequences, longest);
-  Launch(UploadedFor(schedule), plan, logits, sampling, stream, fault);
+  Start(plan, logits, sampling, stream, 0, nullptr, fault);
+  Finish(0);
 }
 
-void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* logits,
-                               const StepSampling& sampling, cudaStream_t stream, StepFault fault) {
+void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
+                              const StepSampling& sampling, cudaStream_t stream, int slot_index,
+                              const cuda::DeviceTokens* tokens, StepFault fault) {
+  Slot& slot = SlotAt(slot_index);
+  if (slot.uploaded != nullptr) {
+    throw Error("megakernel: slot " + std::to_string(slot_index) + " still runs a step");
+  }
+  int64_t longest = 0;
+  for (int32_t position : plan.positions) longest = std::max<int64_t>(longest, position + 1);
+  Uploaded& up = UploadedFor(cache_.Select(plan.num_sequences, longest));
   const Schedule& schedule = *up.schedule;
   const int64_t B = plan.num_sequences;
   if (plan.num_tokens != B || B < 1 || B > options_.max_batch || schedule.batch != B) {
@@ -261,14 +278,14 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
     inputs += table.size();
   }
   const size_t queues = std::max<size_t>(1, schedule.queues.size());
-  upload_.Begin();
-  const size_t inputs_at = upload_.Reserve(inputs * sizeof(int32_t));
-  const size_t layers_at = upload_.Reserve(layers_.size() * sizeof(LayerParams));
-  const size_t counts_at = upload_.Reserve(queues * sizeof(uint32_t));
-  const size_t items_at = upload_.Reserve(attention_items.size() * sizeof(AttentionWorkItem));
-  upload_.Allocate(stream);
-  int32_t* host_inputs = upload_.Host<int32_t>(inputs_at);
-  const int32_t* base = upload_.Device<int32_t>(inputs_at);
+  slot.upload.Begin();
+  const size_t inputs_at = slot.upload.Reserve(inputs * sizeof(int32_t));
+  const size_t layers_at = slot.upload.Reserve(layers_.size() * sizeof(LayerParams));
+  const size_t counts_at = slot.upload.Reserve(queues * sizeof(uint32_t));
+  const size_t items_at = slot.upload.Reserve(attention_items.size() * sizeof(AttentionWorkItem));
+  slot.upload.Allocate(stream);
+  int32_t* host_inputs = slot.upload.Host<int32_t>(inputs_at);
+  const int32_t* base = slot.upload.Device<int32_t>(inputs_at);
   std::copy(plan.token_ids.begin(), plan.token_ids.end(), host_inputs);
   std::copy(plan.positions.begin(), plan.positions.end(), host_inputs + B);
   if (sampled_rows) {
@@ -280,14 +297,14 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
   for (size_t g = 0; g < plan.block_tables.size(); ++g) {
     std::copy(plan.block_tables[g].begin(), plan.block_tables[g].end(), host_inputs + table_at[g]);
   }
-  LayerParams* host_layers = upload_.Host<LayerParams>(layers_at);
+  LayerParams* host_layers = slot.upload.Host<LayerParams>(layers_at);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     const int32_t group = group_of_layer_[l];  // KvLayout order, as the plan's tables
     host_layers[l] = layers_[l];
     host_layers[l].block_tables = base + table_at[group];
     host_layers[l].max_pages = static_cast<int32_t>(plan.max_pages[group]);
   }
-  uint32_t* host_counts = upload_.Host<uint32_t>(counts_at);
+  uint32_t* host_counts = slot.upload.Host<uint32_t>(counts_at);
   std::fill_n(host_counts, queues, 0u);
   for (size_t q = 0; q < schedule.queues.size(); ++q) {
     if (schedule.queues[q].kind == QueueKind::kAttention) {
@@ -295,8 +312,8 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
     }
   }
   std::copy(attention_items.begin(), attention_items.end(),
-            upload_.Host<AttentionWorkItem>(items_at));
-  upload_.Send(stream);
+            slot.upload.Host<AttentionWorkItem>(items_at));
+  slot.upload.Send(stream);
 
   StepParams p = base_;
   p.batch = static_cast<int32_t>(B);
@@ -313,7 +330,7 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
                        .expert_down = static_cast<int32_t>(t.expert_down_tile),
                        .expert_rows = static_cast<int32_t>(t.expert_rows)};
   if (t.pick_items != 0) p.bucket_assignment = p.routed_position = pick_identity_.data();
-  p.layers = upload_.Device<LayerParams>(layers_at);
+  p.layers = slot.upload.Device<LayerParams>(layers_at);
   p.token_ids = base;
   p.positions = base + B;
   p.logits = logits;
@@ -323,9 +340,9 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
     if (sampled_rows) p.staged = sampling.in_step->staged;
   }
   p.expert_items = up.expert_items.data();
-  p.attention_items = upload_.Device<AttentionWorkItem>(items_at);
+  p.attention_items = slot.upload.Device<AttentionWorkItem>(items_at);
   p.queue_offsets = up.queue_offsets.data();
-  p.queue_counts = upload_.Device<uint32_t>(counts_at);
+  p.queue_counts = slot.upload.Device<uint32_t>(counts_at);
   p.queue_heads = up.queue_heads.data();
   p.counters = up.counters.data();
   p.routing = routing_.data();
@@ -376,29 +393,56 @@ void MegakernelDecoder::Launch(Uploaded& up, const cuda::StepPlan& plan, float* 
     MKSERVE_CUDA_CHECK(cudaMemcpyAsync(up.tasks.data(), &stalled, sizeof(stalled),
                                        cudaMemcpyHostToDevice, stream));
   }
+  // Rows whose token the step before picked on the device: the prepare kernel copies it over
+  // the uploaded one, after the upload's copy.
+  std::optional<TokenGather> gather;
+  if (tokens != nullptr && !tokens->source.empty()) {
+    if (static_cast<int64_t>(tokens->source.size()) != B) {
+      throw Error("megakernel: token sources for " + std::to_string(tokens->source.size()) +
+                  " rows, the step has " + std::to_string(B));
+    }
+    gather.emplace();
+    gather->tokens = slot.upload.Device<int32_t>(inputs_at);
+    gather->argmax = tokens->argmax;
+    gather->samples = tokens->samples;
+    gather->rows = static_cast<int32_t>(B);
+    std::copy(tokens->source.begin(), tokens->source.end(), gather->source);
+  }
   watchdog_.Arm();
-  MKSERVE_CUDA_CHECK(cudaEventRecord(start_, stream));
-  ZeroRegions(zero, stream);
+  MKSERVE_CUDA_CHECK(cudaEventRecord(slot.start, stream));
+  PrepareStep(zero, gather ? &*gather : nullptr, stream);
   LaunchMegakernel(p, lists, stream);
-  // The argmax kernel, when there is one, before the done event: Run returns with nothing of the
-  // step left on the stream.
+  // The argmax kernel, when there is one, before the done event: Finish returns with nothing of
+  // the step left on the stream.
   if (!samples) cuda::ArgmaxRows(logits, B, config_.vocab_size, sampling.argmax, stream);
-  MKSERVE_CUDA_CHECK(cudaEventRecord(done_, stream));
+  MKSERVE_CUDA_CHECK(cudaEventRecord(slot.done, stream));
   last_schedule_ = &schedule;
   last_batch_ = B;
+  slot.uploaded = &up;
+  slot.batch = B;
+  slot.stuck = stuck;
+}
+
+void MegakernelDecoder::Finish(int slot_index) {
+  Slot& slot = SlotAt(slot_index);
+  if (slot.uploaded == nullptr) {
+    throw Error("megakernel: no step to finish on slot " + std::to_string(slot_index));
+  }
+  Uploaded& up = *std::exchange(slot.uploaded, nullptr);
+  const Schedule& schedule = *up.schedule;
   try {
-    watchdog_.Wait(done_, options_.watchdog, up.counters.data(), schedule.counters,
-                   "megakernel: the decode step of " + std::to_string(B) + " rows");
+    watchdog_.Wait(slot.done, options_.watchdog, up.counters.data(), schedule.counters,
+                   "megakernel: the decode step of " + std::to_string(slot.batch) + " rows");
   } catch (...) {
-    if (stuck) {
+    if (slot.stuck) {
       MKSERVE_CUDA_CHECK(cudaMemcpy(up.tasks.data(), &schedule.sm_tasks.front().front(),
                                     sizeof(TaskDescriptor), cudaMemcpyHostToDevice));
     }
     throw;
   }
-  if (stuck)
+  if (slot.stuck)
     throw Error("megakernel: a step with a stuck wait finished");  // the watchdog must end it
-  MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, start_, done_));
+  MKSERVE_CUDA_CHECK(cudaEventElapsedTime(&last_step_ms_, slot.start, slot.done));
 }
 
 std::vector<ItemTimestamp> MegakernelDecoder::LastItemTimeline() const {

@@ -79,6 +79,14 @@ class MegakernelDecoder {
   // fell short, when the step does not finish within the watchdog.
   void Run(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
            cudaStream_t stream, StepFault fault = StepFault::kNone);
+  // Run in two halves, so that the next step can be enqueued while one runs: Start enqueues the
+  // step on `slot` (0 or 1, each with its own upload and events: one step in flight on each) and
+  // returns; Finish waits for it and throws as Run does. Rows whose source in `tokens` is not -1
+  // take their token from the step before (null: every row's token is the plan's).
+  void Start(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
+             cudaStream_t stream, int slot, const cuda::DeviceTokens* tokens = nullptr,
+             StepFault fault = StepFault::kNone);
+  void Finish(int slot);
   // Whether the schedules end with kSample (the policy's include_sampling): every step then
   // samples the rows StepSampling::in_step holds inside the kernel.
   bool samples_in_step() const { return options_.policy.include_sampling; }
@@ -107,9 +115,16 @@ class MegakernelDecoder {
 
  private:
   struct Uploaded;  // one schedule in device memory
+  // One step in flight: its host data and events; `uploaded` is set from Start to Finish.
+  struct Slot {
+    StepUpload upload;
+    cudaEvent_t start = nullptr, done = nullptr;
+    Uploaded* uploaded = nullptr;
+    int64_t batch = 0;
+    bool stuck = false;
+  };
   Uploaded& UploadedFor(const Schedule& schedule);
-  void Launch(Uploaded& uploaded, const cuda::StepPlan& plan, float* logits,
-              const StepSampling& sampling, cudaStream_t stream, StepFault fault);
+  Slot& SlotAt(int slot);
 
   ModelConfig config_;
   MegakernelDecoderOptions options_;
@@ -120,7 +135,7 @@ class MegakernelDecoder {
   std::vector<cuda::DeviceBuffer<float>> float_buffers_;
   std::vector<cuda::DeviceBuffer<bf16>> bf16_buffers_;
   std::vector<cuda::DeviceBuffer<int32_t>> int_buffers_;
-  StepUpload upload_;  // the step's inputs, layer parameters, queue counts, attention items
+  Slot slots_[2];
   cuda::DeviceBuffer<TaskTimestamp> timeline_;
   cuda::DeviceBuffer<ItemTimestamp> item_timeline_;
   cuda::DeviceBuffer<int32_t> pick_identity_;  // [max_batch * top_k]: 0, 1, 2, ...
@@ -131,7 +146,6 @@ class MegakernelDecoder {
   cuda::DeviceBuffer<SampleSlots> sample_slots_;
   int64_t last_batch_ = 0;
   StepWatchdog watchdog_;
-  cudaEvent_t start_ = nullptr, done_ = nullptr;
   ScheduleCache cache_;
   std::map<const Schedule*, std::unique_ptr<Uploaded>> uploaded_;
   const Schedule* last_schedule_ = nullptr;

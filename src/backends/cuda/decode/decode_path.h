@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 
 #include "backends/cuda/core/device_info.h"
@@ -20,6 +21,7 @@
 #include "backends/cuda/core/step_workspace.h"
 #include "backends/cuda/cuda_backend_options.h"
 #include "backends/cuda/sampling/step_sampler.h"
+#include "common/error.h"
 #include "model/model_config.h"
 
 namespace mkserve::cuda {
@@ -66,6 +68,19 @@ class DecodePath {
   // sample in the staged outputs. May return before the GPU is done; the sampler reads on
   // `stream`.
   virtual void Run(const StepPlan& plan, const InStepSamples* in_step, cudaStream_t stream) = 0;
+  // Run in two halves (CudaBackend::StartStep enqueues a step before the previous one's tokens
+  // are read): whether this path has them. Start enqueues a plan Accepts took on `slot` (0 or
+  // 1: one step in flight on each), leaving every row's argmax in `argmax` (device) and the
+  // samples of the rows `in_step` holds in its outputs, row r's token taken from the step before
+  // where `tokens` says so; it returns without waiting. Finish waits for the step on `slot` and
+  // throws what Run would.
+  virtual bool Starts() const { return false; }
+  virtual void Start(const StepPlan& plan, const InStepSamples* in_step, const DeviceTokens& tokens,
+                     int32_t* argmax, int slot, cudaStream_t stream) {
+    (void)plan, (void)in_step, (void)tokens, (void)argmax, (void)slot, (void)stream;
+    throw Error(std::string(name()) + " runs steps only whole");
+  }
+  virtual void Finish(int slot) { (void)slot; }
   // Prepares ahead what Run would otherwise prepare on first use (graph captures), so live
   // requests do not wait for it; stops at the deadline. Returns how many items it prepared.
   // Serving never depends on it having run. Default: nothing to prepare.

@@ -1,9 +1,11 @@
 #include "backends/cuda/sampling/step_sampler.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/core/cuda_check.h"
+#include "common/error.h"
 #include "engine/sampler.h"
 
 namespace mkserve::cuda {
@@ -35,7 +37,8 @@ void ServeOnHost(const float* device_row, int64_t vocab, const SequenceStep& ste
 }  // namespace
 
 InStepSamples StepSampler::StageInStep(const StepInputs& inputs, const StepPlan& plan,
-                                       cudaStream_t stream) {
+                                       cudaStream_t stream, int slot) {
+  if (slot < 0 || slot > 1) throw Error("in-step sampling: slot " + std::to_string(slot));
   InStepSamples in_step;
   in_step.request_of_row.assign(plan.logit_rows.size(), -1);
   std::vector<GpuSampleRequest> requests;
@@ -48,9 +51,10 @@ InStepSamples StepSampler::StageInStep(const StepInputs& inputs, const StepPlan&
     in_step.sequences.push_back(row.sequence_index);
   }
   if (requests.empty()) return in_step;
-  if (!in_step_sampler_) in_step_sampler_ = std::make_unique<GpuSampler>(vocab_);
-  in_step.staged =
-      in_step_sampler_->Stage(static_cast<int64_t>(plan.logit_rows.size()), requests, stream);
+  std::unique_ptr<GpuSampler>& sampler = in_step_samplers_[slot];
+  if (!sampler) sampler = std::make_unique<GpuSampler>(vocab_);
+  in_step.sampler = sampler.get();
+  in_step.staged = sampler->Stage(static_cast<int64_t>(plan.logit_rows.size()), requests, stream);
   return in_step;
 }
 
@@ -66,7 +70,7 @@ void StepSampler::SampleRows(const StepInputs& inputs, const StepPlan& plan, siz
   };
   // The kernel's samples first: their copy waits for the step, and is often all there is.
   if (in_step != nullptr && in_step->staged.count > 0) {
-    fill(in_step->sequences, in_step_sampler_->Collect(stream, step_done));
+    fill(in_step->sequences, in_step->sampler->Collect(stream, step_done));
   }
   std::vector<int64_t> rest;  // rows this call serves
   for (int64_t r = 0; r < count; ++r) {

@@ -26,6 +26,16 @@ struct InStepSamples {
   StagedSamples staged;
   std::vector<int32_t> request_of_row;
   std::vector<size_t> sequences;  // per request: its StepInputs sequence
+  GpuSampler* sampler = nullptr;  // staged them, and collects their results
+};
+
+// Where a step's rows take their tokens from when the step before picked them on the device and
+// the host has not read them yet (CudaBackend::StartStep): per row, -1 (its own token), 2i (that
+// step's argmax row i) or 2k + 1 (its in-step sample k).
+struct DeviceTokens {
+  const int32_t* argmax = nullptr;
+  const SampleRowOutput* samples = nullptr;
+  std::vector<int32_t> source;  // empty: every row's token is its own
 };
 
 class StepSampler {
@@ -34,8 +44,11 @@ class StepSampler {
 
   // Stages, before the decode kernel runs, every row of `plan` the GpuSampler would sample
   // that has no allowed-token mask (the engine computes masks during the forward pass, so those
-  // rows sample after it) and no host copy (it must see the row before any edit).
-  InStepSamples StageInStep(const StepInputs& inputs, const StepPlan& plan, cudaStream_t stream);
+  // rows sample after it) and no host copy (it must see the row before any edit). Each of the
+  // two slots has its own staging and outputs: a step staged on one may still run while the
+  // next is staged on the other.
+  InStepSamples StageInStep(const StepInputs& inputs, const StepPlan& plan, cudaStream_t stream,
+                            int slot = 0);
 
   // Logits rows [first, first + count) of plan.logit_rows are `logits` rows 0..count-1 (the
   // GpuSampler edits them) and their argmax is `argmax`'s first `count` words, which the stream's
@@ -49,8 +62,8 @@ class StepSampler {
 
  private:
   int64_t vocab_ = 0;
-  std::unique_ptr<GpuSampler> gpu_sampler_;      // made on first use
-  std::unique_ptr<GpuSampler> in_step_sampler_;  // the staged rows' arrays, made on first use
+  std::unique_ptr<GpuSampler> gpu_sampler_;          // made on first use
+  std::unique_ptr<GpuSampler> in_step_samplers_[2];  // the staged rows' arrays, made on first use
 };
 
 }  // namespace mkserve::cuda

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "backends/cuda/core/cuda_check.h"
+#include "backends/cuda/started_step.h"
 #include "common/error.h"
 
 namespace mkserve::cuda {
@@ -23,6 +25,32 @@ double TimeMs(F&& run) {
   run();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+// Steps as the engine's decode lookahead runs steady decode (docs/request-flow.md): every row
+// decodes the token the step before sampled, and each step is started before the previous one is
+// read, so the host's part of a step overlaps the device's. A step's time is the interval between
+// two reads. `ahead` says whether the backend started the steps (StartedStep) or ran them whole.
+std::vector<double> TimeStepsAhead(CudaBackend& backend, const StepInputs& inputs, int warmup,
+                                   int timed, bool& ahead) {
+  static constexpr int32_t kSampledBefore[1] = {kTokenSampledBefore};
+  StepInputs chained = inputs;
+  for (SequenceStep& step : chained.sequences) step.token_ids = kSampledBefore;
+  std::unique_ptr<PendingStep> previous = backend.StartStep(inputs, nullptr);
+  ahead = dynamic_cast<StartedStep*>(previous.get()) != nullptr;
+  std::vector<double> ms;
+  auto last = std::chrono::steady_clock::now();
+  for (int i = 0; i < warmup + timed; ++i) {
+    std::unique_ptr<PendingStep> next = backend.StartStep(chained, previous.get());
+    ahead = ahead && dynamic_cast<StartedStep*>(next.get()) != nullptr;
+    previous->Wait();
+    const auto now = std::chrono::steady_clock::now();
+    if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+    previous = std::move(next);
+  }
+  previous->Wait();
+  return ms;
 }
 
 // Block tables for `num_seqs` sequences of `tokens` positions. Pages before a sliding window are
@@ -123,6 +151,10 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   std::vector<double> ms;
   for (int i = 0; i < timed_steps; ++i) ms.push_back(TimeMs([&] { backend.Step(inputs); }));
   DecodePoint point;
+  bool started_ahead = false;
+  const std::vector<double> ahead =
+      TimeStepsAhead(backend, inputs, warmup_steps, timed_steps, started_ahead);
+  if (started_ahead) point.ahead_step_ms = MedianMs(ahead);
   // The path that ran, not the one asked for (a path may decline a step), under the labels of
   // docs/performance.md: the eager kernels are "layered", graphs "layered+graphs".
   const std::string path(backend.DecodePathFor(inputs));

@@ -19,6 +19,9 @@ struct DecodePoint {
   int64_t batch = 0;
   int64_t context_tokens = 0;
   double step_ms = 0.0;  // median wall time of Step(), host planning and sync included
+  // Median time of a step started before the previous one is read (the engine's decode
+  // lookahead, --decode-lookahead), where the backend starts steps that way; else 0.
+  double ahead_step_ms = 0.0;
   double tokens_per_second = 0.0;
   double bytes_per_step = 0.0;
   int64_t distinct_experts = 0;  // of the last MoE layer, used for every MoE layer
