@@ -319,12 +319,19 @@ bool Engine::Step() {
   if (commands_->fatal_error()) return true;
   Batch batch;
   std::unique_ptr<PendingStep> pending;
-  if (lookahead_) {  // the step started ahead: this step when its rows all still decode
+  std::vector<size_t> pending_rows;  // each batch sequence's row in `pending`
+  if (lookahead_) {                  // the step started ahead: this step when its rows still decode
     Lookahead ahead = std::move(*lookahead_);
     lookahead_.reset();
     const std::vector<Sequence*> rows = AdoptableRows(ahead);
     if (!rows.empty()) {
-      batch = scheduler_.ScheduleAhead(rows);
+      std::vector<Sequence*> live;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (rows[r] == nullptr) continue;  // ended meanwhile: its row's result is dropped
+        live.push_back(rows[r]);
+        pending_rows.push_back(r);
+      }
+      batch = scheduler_.ScheduleAhead(live);
       pending = std::move(ahead.step);
     } else {
       DropLookahead(ahead);
@@ -355,7 +362,8 @@ bool Engine::Step() {
   std::shared_future<void> masks = StartGrammarMasks(batch, inputs);
   StepOutputs outputs;
   const Clock::time_point backend_started = Clock::now();
-  std::optional<StepFailure> failure = RunBackend(batch, inputs, std::move(pending), outputs);
+  std::optional<StepFailure> failure =
+      RunBackend(batch, inputs, std::move(pending), pending_rows, outputs);
   const Clock::time_point backend_finished = Clock::now();
   if (masks.valid()) {  // done before the matchers advance, even when the backend failed
     try {
@@ -377,7 +385,7 @@ bool Engine::Step() {
   }
   if (commands_->fatal_error()) return true;  // the watchdog gave up on this step meanwhile
   Postprocess(batch, inputs, outputs);
-  if (lookahead_ && AdoptableRows(*lookahead_).empty()) {  // a row ended: nothing runs on it
+  if (lookahead_ && AdoptableRows(*lookahead_).empty()) {  // every row ended, or one changed
     DropLookahead(*lookahead_);
     lookahead_.reset();
   }
@@ -458,6 +466,7 @@ bool Engine::PollChunk(std::chrono::microseconds timeout) {
 // How the backend failed, or nullopt when `outputs` is good.
 std::optional<Engine::StepFailure> Engine::RunBackend(const Batch& batch, const StepInputs& inputs,
                                                       std::unique_ptr<PendingStep> pending,
+                                                      const std::vector<size_t>& rows,
                                                       StepOutputs& outputs) {
   std::optional<StepFailure> failure;
   watchdog_->StepStarted();
@@ -474,6 +483,11 @@ std::optional<Engine::StepFailure> Engine::RunBackend(const Batch& batch, const 
       ++stats_.steps_ahead_total;
     }
     outputs = pending->Wait();
+    if (!rows.empty()) {
+      std::vector<SequenceResult> results;
+      for (size_t row : rows) results.push_back(std::move(outputs.results.at(row)));
+      outputs.results = std::move(results);
+    }
   } catch (const BackendFatalError& e) {
     failure = StepFailure{std::string("the backend failed and cannot continue: ") + e.what(), true};
   } catch (const std::exception& e) {
@@ -535,21 +549,25 @@ std::optional<StepInputs> Engine::LookaheadInputs(const Batch& batch,
 }
 
 std::vector<Sequence*> Engine::AdoptableRows(const Lookahead& ahead) const {
-  if (chunk_ != nullptr ||
-      scheduler_.num_running() != static_cast<int64_t>(ahead.sequence_ids.size())) {
-    return {};
-  }
+  if (chunk_ != nullptr) return {};
   std::vector<Sequence*> rows;
+  int64_t live = 0;
   for (size_t i = 0; i < ahead.sequence_ids.size(); ++i) {
     const auto found = generations_.find(ahead.sequence_ids[i]);
-    if (found == generations_.end() || found->second->done) return {};
+    if (found == generations_.end() || found->second->done) {
+      rows.push_back(nullptr);
+      continue;
+    }
     Sequence& seq = found->second->seq;
     if (seq.status != SequenceStatus::kRunning || !seq.is_decoding() ||
         seq.num_computed_tokens != ahead.positions[i]) {
       return {};
     }
     rows.push_back(&seq);
+    ++live;
   }
+  // One row at least, and every running sequence among them (none was admitted since).
+  if (live == 0 || scheduler_.num_running() != live) return {};
   return rows;
 }
 

@@ -81,8 +81,7 @@ struct EngineOptions {
   // Decode lookahead (docs/request-flow.md): a step of plain decode rows starts the next one before
   // its own tokens are read. kAuto: where the backend runs ahead (Backend::runs_ahead); kOn also on
   // a backend that runs steps whole (no gain: the engine's tests run the lookahead that way).
-  // Off by default until the CUDA path's GPU test passes (docs/STATUS.md).
-  DecodeLookahead decode_lookahead = DecodeLookahead::kOff;
+  DecodeLookahead decode_lookahead = DecodeLookahead::kAuto;
 };
 
 class Engine {
@@ -142,12 +141,16 @@ class Engine {
   // Finishes the chunk in flight if it has finished within `timeout`; returns whether it did.
   bool PollChunk(std::chrono::microseconds timeout);
   // Starts the step (unless the lookahead started it), then the lookahead, and waits for the
-  // step.
+  // step. `rows` (empty: the identity) is each batch sequence's row in the pending step, which
+  // may hold rows of sequences that have ended since it started.
   std::optional<StepFailure> RunBackend(const Batch& batch, const StepInputs& inputs,
-                                        std::unique_ptr<PendingStep> pending, StepOutputs& outputs);
+                                        std::unique_ptr<PendingStep> pending,
+                                        const std::vector<size_t>& rows, StepOutputs& outputs);
   // The lookahead's rows, or nullopt when this step's cannot all go on undisturbed.
   std::optional<StepInputs> LookaheadInputs(const Batch& batch, const StepInputs& inputs) const;
-  // The lookahead's sequences when each is still running, decoding at its position; else empty.
+  // Per row of the lookahead: its sequence, still running and decoding at the row's position,
+  // or null where the sequence has ended (its result is dropped). Empty when the lookahead
+  // cannot be this step: no row left, or a row in any other state.
   std::vector<Sequence*> AdoptableRows(const Lookahead& ahead) const;
   void DropLookahead(Lookahead& ahead);
   void FailBatch(const Batch& batch, const std::string& message);

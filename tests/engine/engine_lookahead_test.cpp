@@ -93,6 +93,9 @@ TEST(EngineLookaheadTest, ConcurrentRequestsWithStopsAndSamplingMatchWholeSteps)
   }
   EXPECT_EQ(on.outputs[1].text.at(0), "abcdef");
   EXPECT_GT(on.snapshot.steps_ahead_total, 0);
+  // A row that ends leaves the step started ahead to the others: none is dropped (the last
+  // rows end by length, with no step started past them).
+  EXPECT_EQ(on.snapshot.steps_ahead_dropped_total, 0);
 }
 
 TEST(EngineLookaheadTest, RowsWhoseNextStepDependsOnTheTokenAreNeverStartedAhead) {

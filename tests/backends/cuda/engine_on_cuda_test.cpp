@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -65,8 +66,9 @@ EngineRequest Request(int64_t index, int64_t prompt_tokens) {
   return request;
 }
 
-// Once per registered decode path (the path serves every decode step it accepts).
-class EngineOnCudaTest : public ::testing::TestWithParam<std::string> {};
+// Once per registered decode path (the path serves every decode step it accepts), with the
+// engine's decode lookahead off and on (where the path starts steps ahead: the megakernel).
+class EngineOnCudaTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBlocks) {
   RequireGpu();
@@ -75,7 +77,8 @@ TEST_P(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBl
   CudaBackendOptions options;
   options.max_batch = kRequests;
   options.max_num_tokens = 8192;
-  options.decode_path = GetParam();
+  const std::string path = std::get<0>(GetParam());
+  options.decode_path = path;
   KvLayout layout = PlanKvLayout(config, kKvBudgetBytes, 2 * config.kv_width() * 2, kRequests);
   for (KvGroup& group : layout.groups) {  // sliding pools as planned; the full one made small
     if (group.attention == AttentionKind::kFull) group.num_blocks = kFullGroupBlocks;
@@ -85,6 +88,8 @@ TEST_P(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBl
   EngineOptions engine_options;
   engine_options.max_batch = kRequests;
   engine_options.max_step_tokens = 8192;
+  engine_options.decode_lookahead =
+      std::get<1>(GetParam()) ? DecodeLookahead::kAuto : DecodeLookahead::kOff;
   Engine engine(std::move(backend), engine_options);
   const int64_t capacity = engine.kv_capacity_tokens();
   // Each request needs 300..1500 + kMaxTokens positions: together several times the pool.
@@ -111,18 +116,26 @@ TEST_P(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBl
   const EngineSnapshot snapshot = engine.Snapshot();
   EXPECT_GT(snapshot.preemptions_total, 0);
   // The path under test served the decode steps (its name in /metrics' mkserve_decode_steps_total).
-  const auto served = snapshot.decode_steps_by_path.find(GetParam());
-  ASSERT_NE(served, snapshot.decode_steps_by_path.end()) << GetParam() << " ran no decode step";
-  EXPECT_GT(served->second, kMaxTokens / 2) << GetParam();
+  const auto served = snapshot.decode_steps_by_path.find(path);
+  ASSERT_NE(served, snapshot.decode_steps_by_path.end()) << path << " ran no decode step";
+  EXPECT_GT(served->second, kMaxTokens / 2) << path;
+  if (std::get<1>(GetParam()) && path == "megakernel") EXPECT_GT(snapshot.steps_ahead_total, 0);
   for (const KvGroupUsage& group : snapshot.kv_groups) EXPECT_EQ(group.used_blocks, 0);
-  std::printf("KV capacity %lld tokens, demand %lld, preemptions %lld\n",
-              static_cast<long long>(capacity), static_cast<long long>(demand),
-              static_cast<long long>(snapshot.preemptions_total));
+  std::printf(
+      "KV capacity %lld tokens, demand %lld, preemptions %lld, steps ahead %lld (%lld "
+      "dropped)\n",
+      static_cast<long long>(capacity), static_cast<long long>(demand),
+      static_cast<long long>(snapshot.preemptions_total),
+      static_cast<long long>(snapshot.steps_ahead_total),
+      static_cast<long long>(snapshot.steps_ahead_dropped_total));
 }
 
-INSTANTIATE_TEST_SUITE_P(DecodePaths, EngineOnCudaTest, ::testing::ValuesIn(DecodePathNames()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
+INSTANTIATE_TEST_SUITE_P(DecodePaths, EngineOnCudaTest,
+                         ::testing::Combine(::testing::ValuesIn(DecodePathNames()),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, bool>>& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) ? "_lookahead" : "");
                          });
 
 }  // namespace
