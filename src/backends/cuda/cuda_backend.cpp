@@ -201,7 +201,10 @@ std::unique_ptr<PendingStep> CudaBackend::TryStart(const StepInputs& inputs, Pen
   }
   const StepPlan plan = Plan(planned);
   DecodePath* path = PickDecodePath(plan);
-  if (path == nullptr || !path->Starts() || options_.hooks) return nullptr;
+  // Hooks that must see every kernel (profiles) run whole steps; Accepts declines them too.
+  if (path == nullptr || !path->Starts() || (options_.hooks && options_.hooks->active())) {
+    return nullptr;
+  }
   for (const LogitRow& row : plan.logit_rows) {
     const bool on_device = row.needs.sample && !row.needs.host_logits && !row.needs.host_sample &&
                            inputs.sequences[row.sequence_index].allowed_tokens.empty();

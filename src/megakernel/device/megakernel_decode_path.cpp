@@ -54,13 +54,13 @@ class MegakernelDecodePath : public cuda::DecodePath {
                   stuck ? StepFault::kStuckWait : StepFault::kNone);
   }
 
-  // A step with a stuck wait (hooks) is declined by Accepts, so Start never plants one.
   bool Starts() const override { return decoder_.has_value(); }
   void Start(const cuda::StepPlan& plan, const cuda::InStepSamples* in_step,
              const cuda::DeviceTokens& tokens, int32_t* argmax, int slot,
              cudaStream_t stream) override {
+    const bool stuck = c_.options.hooks && c_.options.hooks->TakeStuckStep();
     decoder_->Start(plan, c_.workspace.logits.data(), StepSampling{argmax, in_step}, stream, slot,
-                    &tokens);
+                    &tokens, stuck ? StepFault::kStuckWait : StepFault::kNone);
   }
   void Finish(int slot) override { decoder_->Finish(slot); }
 

@@ -149,13 +149,17 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   for (Slot& slot : slots_) {
     MKSERVE_CUDA_CHECK(cudaEventCreate(&slot.start));
     MKSERVE_CUDA_CHECK(cudaEventCreate(&slot.done));
+    MKSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&slot.uploaded_event, cudaEventDisableTiming));
   }
+  MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
 }
 
 MegakernelDecoder::~MegakernelDecoder() {
+  if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
   for (Slot& slot : slots_) {
     if (slot.done != nullptr) cudaEventDestroy(slot.done);
     if (slot.start != nullptr) cudaEventDestroy(slot.start);
+    if (slot.uploaded_event != nullptr) cudaEventDestroy(slot.uploaded_event);
   }
 }
 
@@ -313,7 +317,15 @@ void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
   }
   std::copy(attention_items.begin(), attention_items.end(),
             slot.upload.Host<AttentionWorkItem>(items_at));
-  slot.upload.Send(stream);
+  // With the other slot's step still running, the copy goes on the copy stream and overlaps it
+  // (this slot's device buffer is free: its last step finished); the step waits for it.
+  if (slots_[1 - slot_index].uploaded != nullptr) {
+    slot.upload.Send(copy_stream_);
+    MKSERVE_CUDA_CHECK(cudaEventRecord(slot.uploaded_event, copy_stream_));
+    MKSERVE_CUDA_CHECK(cudaStreamWaitEvent(stream, slot.uploaded_event));
+  } else {
+    slot.upload.Send(stream);
+  }
 
   StepParams p = base_;
   p.batch = static_cast<int32_t>(B);

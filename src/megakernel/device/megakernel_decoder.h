@@ -119,6 +119,7 @@ class MegakernelDecoder {
   struct Slot {
     StepUpload upload;
     cudaEvent_t start = nullptr, done = nullptr;
+    cudaEvent_t uploaded_event = nullptr;  // its copy, when it went on copy_stream_
     Uploaded* uploaded = nullptr;
     int64_t batch = 0;
     bool stuck = false;
@@ -136,6 +137,7 @@ class MegakernelDecoder {
   std::vector<cuda::DeviceBuffer<bf16>> bf16_buffers_;
   std::vector<cuda::DeviceBuffer<int32_t>> int_buffers_;
   Slot slots_[2];
+  cudaStream_t copy_stream_ = nullptr;  // a slot's upload while the other slot's step runs
   cuda::DeviceBuffer<TaskTimestamp> timeline_;
   cuda::DeviceBuffer<ItemTimestamp> item_timeline_;
   cuda::DeviceBuffer<int32_t> pick_identity_;  // [max_batch * top_k]: 0, 1, 2, ...

@@ -5,8 +5,8 @@
 //
 // One step at a time: Begin, Reserve every section, Allocate, fill through Host (device addresses
 // from Device may go into the data: they are fixed from Allocate on), Send. The pinned memory is
-// reused, so a step's copy must have finished before the next Begin; the decoder waits for each
-// step.
+// reused, so a step's copy must have finished before the next Begin: the decoder keeps one
+// upload per slot and begins a slot's next step only after its last one has finished.
 #pragma once
 
 #include <cuda_runtime.h>
