@@ -30,6 +30,8 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
                 " is not supported (16, 32, 64 or 128); use the CPU backend for this model");
   }
   stream_ = CreateStream(StreamPriority::kHighest);
+  MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&staging_stream_, cudaStreamNonBlocking));
+  MKSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
   cublas_ = CreateCublas(cublas_workspace_);
   workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens);
   if (options.max_prompt_chunk_tokens > 0) {  // before the KV pool takes the rest of the memory
@@ -53,6 +55,8 @@ CudaBackend::~CudaBackend() {
   chunk_stream_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (staging_stream_ != nullptr) cudaStreamDestroy(staging_stream_);
+  if (staged_ != nullptr) cudaEventDestroy(staged_);
 }
 
 WarmUpReport CudaBackend::WarmUp(const std::function<void(int64_t, int64_t)>& progress) {
@@ -223,7 +227,15 @@ std::unique_ptr<PendingStep> CudaBackend::TryStart(const StepInputs& inputs, Pen
     argmax = HostMappedBuffer<int32_t>(kLogitRowsPerChunk);
   }
   std::optional<InStepSamples> in_step;
-  if (path->SamplesInStep()) in_step = sampler_.StageInStep(inputs, plan, stream_, slot);
+  if (path->SamplesInStep()) {
+    // While the other slot's step runs, this slot's sampling arrays go up beside it.
+    const bool beside = in_flight_[1 - slot] != nullptr;
+    in_step = sampler_.StageInStep(inputs, plan, beside ? staging_stream_ : stream_, slot);
+    if (beside && in_step->staged.count > 0) {
+      MKSERVE_CUDA_CHECK(cudaEventRecord(staged_, staging_stream_));
+      MKSERVE_CUDA_CHECK(cudaStreamWaitEvent(stream_, staged_));
+    }
+  }
   DeviceTokens tokens = before != nullptr ? before->Picks() : DeviceTokens{};
   if (before != nullptr) tokens.source = std::move(source);
   path->Start(plan, in_step ? &*in_step : nullptr, tokens, argmax.device(), slot, stream_);
