@@ -64,7 +64,7 @@ struct ServeFlags {
   int64_t max_waiting = 0;
   double step_timeout_s = 60;             // a longer step is a wedged backend: fail and exit
   double first_step_timeout_s = 600;      // the first step also captures graphs, initialises
-  std::string decode_lookahead = "auto";  // EngineOptions::decode_lookahead: auto, on or off
+  std::string decode_lookahead = "off";  // EngineOptions::decode_lookahead: auto, on or off
   std::string served_model_name;
   bool reasoning = true;
   double drain_timeout_s = 30;      // SIGTERM: how long running requests may still take

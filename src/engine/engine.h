@@ -81,7 +81,8 @@ struct EngineOptions {
   // Decode lookahead (docs/request-flow.md): a step of plain decode rows starts the next one before
   // its own tokens are read. kAuto: where the backend runs ahead (Backend::runs_ahead); kOn also on
   // a backend that runs steps whole (no gain: the engine's tests run the lookahead that way).
-  DecodeLookahead decode_lookahead = DecodeLookahead::kAuto;
+  // Off by default until its GPU test passes on the H200 (docs/STATUS.md).
+  DecodeLookahead decode_lookahead = DecodeLookahead::kOff;
 };
 
 class Engine {
