@@ -62,9 +62,9 @@ struct ServeFlags {
   uint64_t seed = 0;
   int64_t max_model_len = 0;
   int64_t max_waiting = 0;
-  double step_timeout_s = 60;             // a longer step is a wedged backend: fail and exit
-  double first_step_timeout_s = 600;      // the first step also captures graphs, initialises
-  std::string decode_lookahead = "off";  // EngineOptions::decode_lookahead: auto, on or off
+  double step_timeout_s = 60;         // a longer step is a wedged backend: fail and exit
+  double first_step_timeout_s = 600;  // the first step also captures graphs, initialises
+  DecodeLookahead decode_lookahead = DecodeLookahead::kOff;  // --decode-lookahead auto|on|off
   std::string served_model_name;
   bool reasoning = true;
   double drain_timeout_s = 30;      // SIGTERM: how long running requests may still take
@@ -114,7 +114,14 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.max_waiting = args.Int("max-waiting", 0);
   flags.step_timeout_s = args.Double("step-timeout", flags.step_timeout_s);
   flags.first_step_timeout_s = args.Double("first-step-timeout", flags.first_step_timeout_s);
-  flags.decode_lookahead = args.String("decode-lookahead", flags.decode_lookahead);
+  const std::string lookahead = args.String("decode-lookahead", "off");
+  if (lookahead == "auto" || lookahead == "on" || lookahead == "off") {
+    flags.decode_lookahead = lookahead == "auto" ? DecodeLookahead::kAuto
+                             : lookahead == "on" ? DecodeLookahead::kOn
+                                                 : DecodeLookahead::kOff;
+  } else {
+    throw Error("--decode-lookahead must be auto, on or off, got '" + lookahead + "'");
+  }
   flags.max_step_tokens = args.Int("max-step-tokens", 0);
   flags.max_prefill_while_decoding =
       args.Int("max-prefill-tokens-while-decoding", flags.max_prefill_while_decoding);
@@ -167,10 +174,6 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
     throw Error(
         "--prompt-chunk-tokens must be 0 (prompts inside steps only) or, with --backend cuda (or "
         "scripted:FILE), a positive number of tokens");
-  }
-  if (flags.decode_lookahead != "auto" && flags.decode_lookahead != "on" &&
-      flags.decode_lookahead != "off") {
-    throw Error("--decode-lookahead must be auto, on or off, got '" + flags.decode_lookahead + "'");
   }
   if (!(flags.step_timeout_s >= 0.001) || !(flags.first_step_timeout_s >= 0.001)) {
     throw Error("--step-timeout and --first-step-timeout must be positive numbers of seconds");
@@ -400,9 +403,7 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   options.max_waiting_requests = flags.max_waiting;
   options.step_timeout = Milliseconds(flags.step_timeout_s);
   options.first_step_timeout = Milliseconds(flags.first_step_timeout_s);
-  options.decode_lookahead = flags.decode_lookahead == "on"    ? DecodeLookahead::kOn
-                             : flags.decode_lookahead == "off" ? DecodeLookahead::kOff
-                                                               : DecodeLookahead::kAuto;
+  options.decode_lookahead = flags.decode_lookahead;
   options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);
   model->engine = std::make_unique<Engine>(std::move(backend), options);
   warm_grammar.get();

@@ -321,10 +321,11 @@ bool Engine::Step() {
   std::unique_ptr<PendingStep> pending;
   std::vector<size_t> pending_rows;  // each batch sequence's row in `pending`
   if (lookahead_) {                  // the step started ahead: this step when its rows still decode
-    Lookahead ahead = std::move(*lookahead_);
-    lookahead_.reset();
-    const std::vector<Sequence*> rows = AdoptableRows(ahead);
-    if (!rows.empty()) {
+    const std::vector<Sequence*> rows = AdoptableRows(*lookahead_);
+    if (rows.empty()) {
+      DropLookahead();
+      if (commands_->fatal_error()) return true;
+    } else {
       std::vector<Sequence*> live;
       for (size_t r = 0; r < rows.size(); ++r) {
         if (rows[r] == nullptr) continue;  // ended meanwhile: its row's result is dropped
@@ -332,10 +333,8 @@ bool Engine::Step() {
         pending_rows.push_back(r);
       }
       batch = scheduler_.ScheduleAhead(live);
-      pending = std::move(ahead.step);
-    } else {
-      DropLookahead(ahead);
-      if (commands_->fatal_error()) return true;
+      pending = std::move(lookahead_->step);
+      lookahead_.reset();
     }
   }
   if (pending == nullptr) {
@@ -385,10 +384,7 @@ bool Engine::Step() {
   }
   if (commands_->fatal_error()) return true;  // the watchdog gave up on this step meanwhile
   Postprocess(batch, inputs, outputs);
-  if (lookahead_ && AdoptableRows(*lookahead_).empty()) {  // every row ended, or one changed
-    DropLookahead(*lookahead_);
-    lookahead_.reset();
-  }
+  if (lookahead_ && AdoptableRows(*lookahead_).empty()) DropLookahead();  // all rows ended
   ++stats_.steps_total;
   stats_.last_batch_size = static_cast<int64_t>(batch.sequences.size());
   stats_.last_batch_tokens = batch.num_tokens;
@@ -501,10 +497,7 @@ std::optional<Engine::StepFailure> Engine::RunBackend(const Batch& batch, const 
                           " results for " + std::to_string(inputs.sequences.size()) + " sequences"};
   }
   // The lookahead decodes this step's tokens: without them it cannot be adopted.
-  if (failure && lookahead_) {
-    DropLookahead(*lookahead_);
-    lookahead_.reset();
-  }
+  if (failure && lookahead_) DropLookahead();
   return failure;
 }
 
@@ -560,7 +553,7 @@ std::vector<Sequence*> Engine::AdoptableRows(const Lookahead& ahead) const {
     }
     Sequence& seq = found->second->seq;
     if (seq.status != SequenceStatus::kRunning || !seq.is_decoding() ||
-        seq.num_computed_tokens != ahead.positions[i]) {
+        seq.num_computed_tokens != ahead.positions[i] || !blocks_.CanAllocate(seq, 1)) {
       return {};
     }
     rows.push_back(&seq);
@@ -573,17 +566,17 @@ std::vector<Sequence*> Engine::AdoptableRows(const Lookahead& ahead) const {
 
 // Waits for a lookahead nobody adopts: its KV writes land before its rows' blocks are reused.
 // What it computed is lost; only a fatal failure matters.
-void Engine::DropLookahead(Lookahead& ahead) {
+void Engine::DropLookahead() {
   ++stats_.steps_ahead_dropped_total;
   watchdog_->StepStarted();
   try {
-    ahead.step->Wait();
+    lookahead_->step->Wait();
   } catch (const BackendFatalError& e) {
     commands_->FailAll(std::string("the backend failed and cannot continue: ") + e.what());
   } catch (...) {
   }
   watchdog_->StepFinished();
-  ahead.step.reset();
+  lookahead_.reset();
 }
 
 // The allowed-token masks of the constrained sequences that sample this step, computed on a worker

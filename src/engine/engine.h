@@ -149,11 +149,12 @@ class Engine {
                                         const std::vector<size_t>& rows, StepOutputs& outputs);
   // The lookahead's rows, or nullopt when this step's cannot all go on undisturbed.
   std::optional<StepInputs> LookaheadInputs(const Batch& batch, const StepInputs& inputs) const;
-  // Per row of the lookahead: its sequence, still running and decoding at the row's position,
-  // or null where the sequence has ended (its result is dropped). Empty when the lookahead
-  // cannot be this step: no row left, or a row in any other state.
+  // Per row of the lookahead: its sequence, still running and decoding at the row's position
+  // with room for it, or null where the sequence has ended (its result is dropped). Empty when the
+  // lookahead cannot be this step: no row left, or a row in any other state.
   std::vector<Sequence*> AdoptableRows(const Lookahead& ahead) const;
-  void DropLookahead(Lookahead& ahead);
+  // Waits for lookahead_ (its KV writes land before its rows' blocks are reused) and drops it.
+  void DropLookahead();
   void FailBatch(const Batch& batch, const std::string& message);
   void Postprocess(const Batch& batch, const StepInputs& inputs, const StepOutputs& outputs);
   void RecordStepTime(int64_t decode_rows, int64_t prefill_tokens, Clock::duration step,

@@ -1,9 +1,6 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
-#include <string>
-
-#include "common/error.h"
 
 namespace mkserve {
 
@@ -73,13 +70,7 @@ Batch Scheduler::Schedule() {
 Batch Scheduler::ScheduleAhead(const std::vector<Sequence*>& sequences) {
   Batch batch;
   int64_t budget = options_.max_step_tokens;
-  for (Sequence* seq : sequences) {
-    if (!seq->is_decoding() || !blocks_.CanAllocate(*seq, 1)) {
-      throw Error("Scheduler::ScheduleAhead: sequence " + std::to_string(seq->id) +
-                  " cannot decode now (bug)");
-    }
-    Take(seq, 1, batch, budget);
-  }
+  for (Sequence* seq : sequences) Take(seq, 1, batch, budget);
   return batch;
 }
 

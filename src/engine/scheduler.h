@@ -61,8 +61,9 @@ class Scheduler {
   void Add(Sequence* seq);     // to the back of the waiting queue
   void Remove(Sequence* seq);  // finished or cancelled: frees its KV and forgets it
   Batch Schedule();
-  // The engine's decode lookahead took the step: `sequences` (running, decoding, every running
-  // sequence among them) each decode one token, and nothing is admitted this step.
+  // The engine's decode lookahead took the step: `sequences` (running, decoding, with room for
+  // one more token; every running sequence among them) each decode one token, and nothing is
+  // admitted this step.
   Batch ScheduleAhead(const std::vector<Sequence*>& sequences);
   // The chunk of Batch::chunk has finished (or failed): returns its sequence, which the caller
   // advances (or fails), or null when the sequence was removed meanwhile (its blocks go now).

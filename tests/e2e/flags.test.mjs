@@ -28,6 +28,7 @@ const CASES = [
   [['--prompt-chunk-tokens', '4096'], /--prompt-chunk-tokens must be 0 \(prompts inside steps only\) or, with --backend cuda/],
   [['--prompt-chunk-tokens', '-2'], /--prompt-chunk-tokens must be 0/],
   [['--step-timeout', '0'], /--step-timeout and --first-step-timeout must be positive/],
+  [['--decode-lookahead', 'sometimes'], /--decode-lookahead must be auto, on or off/],
   [['--header-timeout', '0'], /--header-timeout and --body-timeout must be positive/],
   [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],
   [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],

@@ -30,8 +30,6 @@ CudaBackend::CudaBackend(ModelConfig config, DeviceWeights weights,
                 " is not supported (16, 32, 64 or 128); use the CPU backend for this model");
   }
   stream_ = CreateStream(StreamPriority::kHighest);
-  MKSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&staging_stream_, cudaStreamNonBlocking));
-  MKSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
   cublas_ = CreateCublas(cublas_workspace_);
   workspace_ = std::make_unique<StepWorkspace>(config_, options.max_num_tokens);
   if (options.max_prompt_chunk_tokens > 0) {  // before the KV pool takes the rest of the memory
@@ -55,8 +53,6 @@ CudaBackend::~CudaBackend() {
   chunk_stream_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  if (staging_stream_ != nullptr) cudaStreamDestroy(staging_stream_);
-  if (staged_ != nullptr) cudaEventDestroy(staged_);
 }
 
 WarmUpReport CudaBackend::WarmUp(const std::function<void(int64_t, int64_t)>& progress) {
@@ -209,16 +205,13 @@ std::unique_ptr<PendingStep> CudaBackend::TryStart(const StepInputs& inputs, Pen
   if (path == nullptr || !path->Starts() || (options_.hooks && options_.hooks->active())) {
     return nullptr;
   }
-  for (const LogitRow& row : plan.logit_rows) {
-    const bool on_device = row.needs.sample && !row.needs.host_logits && !row.needs.host_sample &&
-                           inputs.sequences[row.sequence_index].allowed_tokens.empty();
-    if (!on_device) return nullptr;  // the host or the GPU sampler reads its logits
-  }
+  // Every row sampled and picked inside the kernel: the argmax, or the kernel's own sampling.
   if (plan.logit_rows.size() != inputs.sequences.size()) return nullptr;
-  if (!path->SamplesInStep()) {
-    for (const LogitRow& row : plan.logit_rows) {
-      if (row.needs.gpu_sample) return nullptr;  // only the kernel's in-step sampling starts
-    }
+  for (const LogitRow& row : plan.logit_rows) {
+    const bool in_kernel = row.needs.sample && !row.needs.host_logits && !row.needs.host_sample &&
+                           (!row.needs.gpu_sample || path->SamplesInStep()) &&
+                           inputs.sequences[row.sequence_index].allowed_tokens.empty();
+    if (!in_kernel) return nullptr;  // the host or the GPU sampler would read its logits
   }
   const int slot = before != nullptr ? 1 - before->slot() : 0;
   if (in_flight_[slot] != nullptr) in_flight_[slot]->Read();  // frees the slot's buffers
@@ -227,15 +220,7 @@ std::unique_ptr<PendingStep> CudaBackend::TryStart(const StepInputs& inputs, Pen
     argmax = HostMappedBuffer<int32_t>(kLogitRowsPerChunk);
   }
   std::optional<InStepSamples> in_step;
-  if (path->SamplesInStep()) {
-    // While the other slot's step runs, this slot's sampling arrays go up beside it.
-    const bool beside = in_flight_[1 - slot] != nullptr;
-    in_step = sampler_.StageInStep(inputs, plan, beside ? staging_stream_ : stream_, slot);
-    if (beside && in_step->staged.count > 0) {
-      MKSERVE_CUDA_CHECK(cudaEventRecord(staged_, staging_stream_));
-      MKSERVE_CUDA_CHECK(cudaStreamWaitEvent(stream_, staged_));
-    }
-  }
+  if (path->SamplesInStep()) in_step = sampler_.StageInStep(inputs, plan, stream_, slot);
   DeviceTokens tokens = before != nullptr ? before->Picks() : DeviceTokens{};
   if (before != nullptr) tokens.source = std::move(source);
   path->Start(plan, in_step ? &*in_step : nullptr, tokens, argmax.device(), slot, stream_);

@@ -125,8 +125,6 @@ class CudaBackend : public Backend {
   // Started steps: each slot's argmax rows, and the step in flight on it (null once read).
   HostMappedBuffer<int32_t> started_argmax_[2];
   StartedStep* in_flight_[2] = {nullptr, nullptr};
-  cudaStream_t staging_stream_ = nullptr;  // a slot's sampling arrays while the other slot runs
-  cudaEvent_t staged_ = nullptr;
 };
 
 // Throws mkserve::Error for prompt-chunk options a CudaBackend refuses (a negative size, or chunks
