@@ -192,12 +192,12 @@ std::unique_ptr<PendingStep> CudaBackend::TryStart(const StepInputs& inputs, Pen
   // Planned with a stand-in for the tokens taken from `before`; the kernel overwrites them.
   static constexpr int32_t kStandIn[1] = {0};
   StepInputs planned = inputs;
-  std::vector<int32_t> source(inputs.sequences.size(), -1);
+  std::vector<int32_t> pick_rows(inputs.sequences.size(), -1);
   for (size_t s = 0; s < inputs.sequences.size(); ++s) {
     SequenceStep& step = planned.sequences[s];
     if (step.token_ids.size() != 1 || step.token_ids[0] != kTokenSampledBefore) continue;
     step.token_ids = kStandIn;
-    source[s] = before->SourceOf(before->RowOf(step.sequence_id));
+    pick_rows[s] = before->PickRowOf(step.sequence_id);
   }
   const StepPlan plan = Plan(planned);
   DecodePath* path = PickDecodePath(plan);
@@ -221,9 +221,8 @@ std::unique_ptr<PendingStep> CudaBackend::TryStart(const StepInputs& inputs, Pen
   }
   std::optional<InStepSamples> in_step;
   if (path->SamplesInStep()) in_step = sampler_.StageInStep(inputs, plan, stream_, slot);
-  DeviceTokens tokens = before != nullptr ? before->Picks() : DeviceTokens{};
-  if (before != nullptr) tokens.source = std::move(source);
-  path->Start(plan, in_step ? &*in_step : nullptr, tokens, argmax.device(), slot, stream_);
+  if (before == nullptr) pick_rows.clear();
+  path->Start(plan, in_step ? &*in_step : nullptr, pick_rows, argmax.device(), slot, stream_);
   return std::make_unique<StartedStep>(inputs, plan, std::move(in_step), *path, slot, argmax,
                                        &in_flight_[slot]);
 }

@@ -1,5 +1,6 @@
 #include "backends/cuda/started_step.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace mkserve::cuda {
@@ -51,18 +52,12 @@ const StepOutputs& StartedStep::Wait() {
   return outputs_;
 }
 
-int32_t StartedStep::SourceOf(int64_t row) const {
-  if (in_step_ && in_step_->staged.count > 0 && in_step_->request_of_row.at(row) >= 0) {
-    return 2 * in_step_->request_of_row[row] + 1;
-  }
-  return static_cast<int32_t>(2 * row);
-}
-
-DeviceTokens StartedStep::Picks() const {
-  DeviceTokens picks;
-  picks.argmax = argmax_.device();
-  if (in_step_ && in_step_->staged.count > 0) picks.samples = in_step_->staged.outputs;
-  return picks;
+int32_t StartedStep::PickRowOf(int64_t sequence_id) const {
+  const int64_t sequence = RowOf(sequence_id);
+  const auto row = std::find(sequence_of_row_.begin(), sequence_of_row_.end(), sequence);
+  return sequence < 0 || row == sequence_of_row_.end()
+             ? -1
+             : static_cast<int32_t>(row - sequence_of_row_.begin());
 }
 
 }  // namespace mkserve::cuda

@@ -1,8 +1,8 @@
 // StartedStep: a decode step the CUDA backend enqueued on one of its two slots and returned from
 // before the GPU finished it (CudaBackend::StartStep). Every row is picked on the device (the
 // argmax, or the kernel's in-step sample), so the next step can take its tokens from there
-// (DeviceTokens) while the host has not read them yet. Wait finishes the path's step (its
-// watchdog) and reads the picks; destroying an unread step reads it first.
+// (DecodePath::Start's pick rows) while the host has not read them yet. Wait finishes the path's
+// step (its watchdog) and reads the picks; destroying an unread step reads it first.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +31,8 @@ class StartedStep : public PendingStep {
   void Read();
 
   int slot() const { return slot_; }
-  // Where row `row`'s pick is on the device, as DeviceTokens::source says it.
-  int32_t SourceOf(int64_t row) const;
-  DeviceTokens Picks() const;  // argmax and samples, no sources
+  // The logits row whose pick is the next token of `sequence_id`, or -1.
+  int32_t PickRowOf(int64_t sequence_id) const;
 
  private:
   std::vector<int32_t> sequence_of_row_;  // per logits row: its StepInputs sequence

@@ -527,10 +527,8 @@ __global__ void PrepareStepKernel(PrepareArgs args) {
     }
   }
   const TokenGather& g = args.gather;
-  if (blockIdx.x == 0 && threadIdx.x < g.rows && g.source[threadIdx.x] >= 0) {
-    const int32_t source = g.source[threadIdx.x];
-    g.tokens[threadIdx.x] =
-        (source & 1) != 0 ? g.samples[source / 2].token_id : g.argmax[source / 2];
+  if (blockIdx.x == 0 && threadIdx.x < g.rows && g.pick_row[threadIdx.x] >= 0) {
+    g.tokens[threadIdx.x] = g.picks[g.pick_row[threadIdx.x]];
   }
 }
 

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <span>
 
-#include "backends/cuda/sampling/sample_rows.h"
 #include "megakernel/device/step_params.h"
 #include "megakernel/schedule/tile_shapes.h"
 
@@ -32,14 +31,13 @@ struct ZeroRegion {
 };
 
 // The rows' tokens a step takes from the step before it, which picked them on the device and
-// has not handed them to the host yet: row r's token becomes argmax[source[r] / 2] where
-// source[r] is even, samples[source[r] / 2].token_id where it is odd, and stays where -1.
+// has not handed them to the host yet: row r's token becomes picks[pick_row[r]] (that step's
+// StepParams::picks_out), or stays where pick_row[r] is -1.
 struct TokenGather {
   int32_t* tokens = nullptr;  // the step's token ids on the device
-  const int32_t* argmax = nullptr;
-  const cuda::SampleRowOutput* samples = nullptr;
+  const int32_t* picks = nullptr;
   int32_t rows = 0;
-  int32_t source[kMaxBatch];
+  int32_t pick_row[kMaxBatch];
 };
 
 // Before a step, in one small kernel: zeroes every region (at most kMaxZeroRegions) and, with

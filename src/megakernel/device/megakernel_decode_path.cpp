@@ -56,11 +56,11 @@ class MegakernelDecodePath : public cuda::DecodePath {
 
   bool Starts() const override { return decoder_.has_value(); }
   void Start(const cuda::StepPlan& plan, const cuda::InStepSamples* in_step,
-             const cuda::DeviceTokens& tokens, int32_t* argmax, int slot,
+             std::span<const int32_t> pick_rows, int32_t* argmax, int slot,
              cudaStream_t stream) override {
     const bool stuck = c_.options.hooks && c_.options.hooks->TakeStuckStep();
     decoder_->Start(plan, c_.workspace.logits.data(), StepSampling{argmax, in_step}, stream, slot,
-                    &tokens, stuck ? StepFault::kStuckWait : StepFault::kNone);
+                    pick_rows, stuck ? StepFault::kStuckWait : StepFault::kNone);
   }
   void Finish(int slot) override { decoder_->Finish(slot); }
 

@@ -147,6 +147,7 @@ MegakernelDecoder::MegakernelDecoder(const ModelConfig& config, const cuda::Devi
   }
   p.abort_flag = watchdog_.device_flag();
   for (Slot& slot : slots_) {
+    slot.picks = cuda::DeviceBuffer<int32_t>(B);
     MKSERVE_CUDA_CHECK(cudaEventCreate(&slot.start));
     MKSERVE_CUDA_CHECK(cudaEventCreate(&slot.done));
     MKSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&slot.uploaded_event, cudaEventDisableTiming));
@@ -225,13 +226,13 @@ bool MegakernelDecoder::Prepare(int64_t batch, int64_t longest_context) {
 
 void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
                             cudaStream_t stream, StepFault fault) {
-  Start(plan, logits, sampling, stream, 0, nullptr, fault);
+  Start(plan, logits, sampling, stream, 0, {}, fault);
   Finish(0);
 }
 
 void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
                               const StepSampling& sampling, cudaStream_t stream, int slot_index,
-                              const cuda::DeviceTokens* tokens, StepFault fault) {
+                              std::span<const int32_t> pick_rows, StepFault fault) {
   Slot& slot = SlotAt(slot_index);
   if (slot.uploaded != nullptr) {
     throw Error("megakernel: slot " + std::to_string(slot_index) + " still runs a step");
@@ -349,6 +350,7 @@ void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
   if (samples) {
     p.sample_request = base + 2 * B;
     p.argmax_out = sampling.argmax;
+    p.picks_out = slot.picks.data();
     if (sampled_rows) p.staged = sampling.in_step->staged;
   }
   p.expert_items = up.expert_items.data();
@@ -394,6 +396,27 @@ void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
   }
   TaskLists lists{up.tasks.data(), up.counts.data(), num_sms_,
                   static_cast<int32_t>(up.max_tasks_per_sm)};
+  // Rows whose token the step before (the other slot's) picked on the device: the prepare
+  // kernel copies it from that slot's picks over the uploaded one, after the upload's copy.
+  std::optional<TokenGather> gather;
+  if (!pick_rows.empty()) {
+    const Slot& before = slots_[1 - slot_index];
+    if (static_cast<int64_t>(pick_rows.size()) != B) {
+      throw Error("megakernel: token sources for " + std::to_string(pick_rows.size()) +
+                  " rows, the step has " + std::to_string(B));
+    }
+    for (int32_t row : pick_rows) {
+      if (row >= before.batch || row < -1) {
+        throw Error("megakernel: a row takes its token from row " + std::to_string(row) +
+                    " of the step before, which has " + std::to_string(before.batch));
+      }
+    }
+    gather.emplace();
+    gather->tokens = slot.upload.Device<int32_t>(inputs_at);
+    gather->picks = before.picks.data();
+    gather->rows = static_cast<int32_t>(B);
+    std::copy(pick_rows.begin(), pick_rows.end(), gather->pick_row);
+  }
   // The planted fault: SM 0's first descriptor (packed first) waits for counter 0 to reach a
   // count it never gets, for this step only; the schedule's own descriptor goes back afterwards.
   const bool stuck = fault == StepFault::kStuckWait;
@@ -405,28 +428,17 @@ void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
     MKSERVE_CUDA_CHECK(cudaMemcpyAsync(up.tasks.data(), &stalled, sizeof(stalled),
                                        cudaMemcpyHostToDevice, stream));
   }
-  // Rows whose token the step before picked on the device: the prepare kernel copies it over
-  // the uploaded one, after the upload's copy.
-  std::optional<TokenGather> gather;
-  if (tokens != nullptr && !tokens->source.empty()) {
-    if (static_cast<int64_t>(tokens->source.size()) != B) {
-      throw Error("megakernel: token sources for " + std::to_string(tokens->source.size()) +
-                  " rows, the step has " + std::to_string(B));
-    }
-    gather.emplace();
-    gather->tokens = slot.upload.Device<int32_t>(inputs_at);
-    gather->argmax = tokens->argmax;
-    gather->samples = tokens->samples;
-    gather->rows = static_cast<int32_t>(B);
-    std::copy(tokens->source.begin(), tokens->source.end(), gather->source);
-  }
   watchdog_.Arm();
   MKSERVE_CUDA_CHECK(cudaEventRecord(slot.start, stream));
   PrepareStep(zero, gather ? &*gather : nullptr, stream);
   LaunchMegakernel(p, lists, stream);
   // The argmax kernel, when there is one, before the done event: Finish returns with nothing of
-  // the step left on the stream.
-  if (!samples) cuda::ArgmaxRows(logits, B, config_.vocab_size, sampling.argmax, stream);
+  // the step left on the stream. Its rows are the step's picks too.
+  if (!samples) {
+    cuda::ArgmaxRows(logits, B, config_.vocab_size, sampling.argmax, stream);
+    MKSERVE_CUDA_CHECK(cudaMemcpyAsync(slot.picks.data(), sampling.argmax, B * sizeof(int32_t),
+                                       cudaMemcpyDefault, stream));
+  }
   MKSERVE_CUDA_CHECK(cudaEventRecord(slot.done, stream));
   last_schedule_ = &schedule;
   last_batch_ = B;

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,10 +82,11 @@ class MegakernelDecoder {
            cudaStream_t stream, StepFault fault = StepFault::kNone);
   // Run in two halves, so that the next step can be enqueued while one runs: Start enqueues the
   // step on `slot` (0 or 1, each with its own upload and events: one step in flight on each) and
-  // returns; Finish waits for it and throws as Run does. Rows whose source in `tokens` is not -1
-  // take their token from the step before (null: every row's token is the plan's).
+  // returns; Finish waits for it and throws as Run does. Row r whose `pick_rows[r]` is not -1
+  // takes its token from row pick_rows[r] of the step started last on the other slot: the token
+  // that step picked, kept in device memory (empty: every row's token is the plan's).
   void Start(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,
-             cudaStream_t stream, int slot, const cuda::DeviceTokens* tokens = nullptr,
+             cudaStream_t stream, int slot, std::span<const int32_t> pick_rows = {},
              StepFault fault = StepFault::kNone);
   void Finish(int slot);
   // Whether the schedules end with kSample (the policy's include_sampling): every step then
@@ -115,7 +117,9 @@ class MegakernelDecoder {
 
  private:
   struct Uploaded;  // one schedule in device memory
-  // One step in flight: its host data and events; `uploaded` is set from Start to Finish.
+  // One step in flight: its host data and events; `uploaded` is set from Start to Finish. Its
+  // rows' tokens stay in `picks` until the slot's next step (the next step on the other slot
+  // may take them from there).
   struct Slot {
     StepUpload upload;
     cudaEvent_t start = nullptr, done = nullptr;
@@ -123,6 +127,7 @@ class MegakernelDecoder {
     Uploaded* uploaded = nullptr;
     int64_t batch = 0;
     bool stuck = false;
+    cuda::DeviceBuffer<int32_t> picks;  // [max_batch]: the last step's tokens, by row
   };
   Uploaded& UploadedFor(const Schedule& schedule);
   Slot& SlotAt(int slot);

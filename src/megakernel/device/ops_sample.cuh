@@ -5,7 +5,9 @@
 // GridTeam meets through the row's exchange in global memory (step_params.h): a member writes its
 // slot (or adds its histogram bins), arrives on the meeting's counter and waits for the others.
 // Integer sums and fixed orders keep the token the GpuSampler's for the same row and parameters,
-// whatever the team size. A row the step does not sample gets only its argmax.
+// whatever the team size. A row the step does not sample gets only its argmax. Rank 0 also
+// writes the row's token to picks_out (device memory), for a step that follows before the host
+// has read this one.
 #pragma once
 
 #include "backends/cuda/sampling/sample_row.cuh"
@@ -200,11 +202,13 @@ __device__ __noinline__ void OpSample(const StepParams& p, const TaskDescriptor&
     float max;
     int32_t id;
     sampling::RowArgmax(team, slice, sampling::Identity{}, s.sample.argmax, &max, &id);
-    if (threadIdx.x == 0 && team.rank == 0) p.argmax_out[row] = id;
+    if (threadIdx.x == 0 && team.rank == 0) p.argmax_out[row] = p.picks_out[row] = id;
     return;
   }
   const cuda::SampleRowParams params = p.staged.rows[request];
-  sampling::SampleRow(team, logits, p.vocab, params, request, p.staged, s.sample);
+  const int32_t token =
+      sampling::SampleRow(team, logits, p.vocab, params, request, p.staged, s.sample);
+  if (threadIdx.x == 0 && team.rank == 0) p.picks_out[row] = token;
 }
 
 }  // namespace mkserve::megakernel

@@ -134,10 +134,12 @@ struct StepParams {
 
   // Sampling inside the step (kSample). Row r with sample_request[r] >= 0 is sampled as
   // GpuSampler samples request sample_request[r] of `staged` (the arrays its Stage uploaded);
-  // every other row gets its argmax in argmax_out[r].
+  // every other row gets its argmax in argmax_out[r]. Either way the row's token also goes to
+  // picks_out[r] in device memory, where the next step's prepare kernel may take it from.
   const int32_t* sample_request = nullptr;  // [batch]
   cuda::StagedSamples staged;
-  int32_t* argmax_out = nullptr;                  // [batch]
+  int32_t* argmax_out = nullptr;                  // [batch], host-mapped
+  int32_t* picks_out = nullptr;                   // [batch], device
   SampleBarriers* sample_barriers = nullptr;      // [batch]
   SampleHistograms* sample_histograms = nullptr;  // [batch]
   SampleSlots* sample_slots = nullptr;            // [batch]

@@ -2,7 +2,8 @@
 // the GpuSampler's own kernel (tested against the CPU sampler in cuda_gpu_sampler_test) on a copy
 // of the same rows, over every combination of the sampling parameters, row shapes, grammar masks
 // and team sizes from one SM to all of them. Tokens must be identical and logprobs within the
-// sampler tests' tolerance; a row without a request gets its argmax.
+// sampler tests' tolerance; a row without a request gets its argmax; every row's token is also
+// its pick in device memory (what a step started next takes it from).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ std::vector<SequenceResult> SampleInKernel(DeviceBuffer<float>& logits, int64_t 
   MKSERVE_CUDA_CHECK(cudaMemset(slots.data(), 0xFF, slots.bytes()));  // read before written: NaN
   DeviceBuffer<int32_t> request_device = cuda::testing::ToDevice(request_of_row);
   DeviceBuffer<int32_t> argmax = cuda::testing::ToDevice(std::vector<int32_t>(rows, -9));
+  DeviceBuffer<int32_t> picks = cuda::testing::ToDevice(std::vector<int32_t>(rows, -9));
   DeviceBuffer<uint32_t> counters = cuda::testing::ToDevice(std::vector<uint32_t>(1, 0));
   DeviceBuffer<uint32_t> aborted = cuda::testing::ToDevice(std::vector<uint32_t>(1, 0));
   StepParams p;
@@ -52,6 +54,7 @@ std::vector<SequenceResult> SampleInKernel(DeviceBuffer<float>& logits, int64_t 
   p.sample_request = request_device.data();
   p.staged = staged;
   p.argmax_out = argmax.data();
+  p.picks_out = picks.data();
   p.sample_barriers = barriers.data();
   p.sample_histograms = histograms.data();
   p.sample_slots = slots.data();
@@ -80,6 +83,10 @@ std::vector<SequenceResult> SampleInKernel(DeviceBuffer<float>& logits, int64_t 
     } else {
       results[r].token_id = argmax_host[r];
     }
+  }
+  const std::vector<int32_t> picks_host = cuda::testing::ToHost(picks);
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_EQ(picks_host[r], results[r].token_id) << "row " << r << "'s pick in device memory";
   }
   return results;
 }

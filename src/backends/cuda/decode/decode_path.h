@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -71,13 +72,15 @@ class DecodePath {
   // Run in two halves (CudaBackend::StartStep enqueues a step before the previous one's tokens
   // are read): whether this path has them. Start enqueues a plan Accepts took on `slot` (0 or
   // 1: one step in flight on each), leaving every row's argmax in `argmax` (device) and the
-  // samples of the rows `in_step` holds in its outputs, row r's token taken from the step before
-  // where `tokens` says so; it returns without waiting. Finish waits for the step on `slot` and
-  // throws what Run would.
+  // samples of the rows `in_step` holds in its outputs; it returns without waiting. Row r whose
+  // `pick_rows[r]` is not -1 decodes the token that row pick_rows[r] of the step started last on
+  // the other slot picked, taken on the device (empty: every row's token is the plan's). Finish
+  // waits for the step on `slot` and throws what Run would.
   virtual bool Starts() const { return false; }
-  virtual void Start(const StepPlan& plan, const InStepSamples* in_step, const DeviceTokens& tokens,
-                     int32_t* argmax, int slot, cudaStream_t stream) {
-    (void)plan, (void)in_step, (void)tokens, (void)argmax, (void)slot, (void)stream;
+  virtual void Start(const StepPlan& plan, const InStepSamples* in_step,
+                     std::span<const int32_t> pick_rows, int32_t* argmax, int slot,
+                     cudaStream_t stream) {
+    (void)plan, (void)in_step, (void)pick_rows, (void)argmax, (void)slot, (void)stream;
     throw Error(std::string(name()) + " runs steps only whole");
   }
   virtual void Finish(int slot) { (void)slot; }

@@ -192,10 +192,10 @@ __device__ inline float ChosenLogprob(const float* row, const SampleRowParams& p
 
 // Samples `row` (vocab logits, changed in place) as staged request `request` (parameters `p`)
 // into its output, as this CTA's part of the team. Rank 0 writes the token and the top logprobs;
-// the CTA whose slice holds the token writes its logprob.
+// the CTA whose slice holds the token writes its logprob. Returns the token (in thread 0).
 template <class Team>
-__device__ void SampleRow(Team& team, float* row, int32_t vocab, const SampleRowParams& p,
-                          int64_t request, const StagedSamples& in, SampleScratch& s) {
+__device__ int32_t SampleRow(Team& team, float* row, int32_t vocab, const SampleRowParams& p,
+                             int64_t request, const StagedSamples& in, SampleScratch& s) {
   SampleRowOutput& out = in.outputs[request];
   const Slice slice = SliceOf(row, vocab, team.rank, team.size);
   double log_z = 0.0;
@@ -220,6 +220,7 @@ __device__ void SampleRow(Team& team, float* row, int32_t vocab, const SampleRow
     }
   }
   team.Finish();
+  return token;
 }
 
 }  // namespace mkserve::cuda::sampling

@@ -29,15 +29,6 @@ struct InStepSamples {
   GpuSampler* sampler = nullptr;  // staged them, and collects their results
 };
 
-// Where a step's rows take their tokens from when the step before picked them on the device and
-// the host has not read them yet (CudaBackend::StartStep): per row, -1 (its own token), 2i (that
-// step's argmax row i) or 2k + 1 (its in-step sample k).
-struct DeviceTokens {
-  const int32_t* argmax = nullptr;
-  const SampleRowOutput* samples = nullptr;
-  std::vector<int32_t> source;  // empty: every row's token is its own
-};
-
 class StepSampler {
  public:
   explicit StepSampler(int64_t vocab) : vocab_(vocab) {}
