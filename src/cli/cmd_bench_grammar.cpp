@@ -68,7 +68,7 @@ std::shared_ptr<const grammar::TokenVocabulary> SyntheticVocabulary(int64_t size
       const int length = 1 + static_cast<int>(random() % 4);
       for (int i = 0; i < length; ++i) text += static_cast<char>('0' + random() % 10);
     } else if (kind < 88) {  // indentation
-      text = random() % 2 ? "\n" : "";
+      if (random() % 2) text += '\n';
       text += std::string(1 + random() % 16, random() % 4 ? ' ' : '\t');
     } else {  // multi-byte characters, sometimes cut in the middle
       const int length = 1 + static_cast<int>(random() % 3);

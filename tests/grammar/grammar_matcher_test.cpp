@@ -200,7 +200,7 @@ TEST(PositionCacheTableTest, ConcurrentRequestsShareOneBuild) {
   auto slow_build = [&builds] {
     ++builds;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return PositionCache{{1u}, {}};
+    return PositionCache{{1u}, {}, {}, {}};
   };
   std::vector<std::shared_ptr<const PositionCache>> got(4);
   std::vector<std::thread> threads;

@@ -119,7 +119,9 @@ TEST_P(EngineOnCudaTest, SixtyFourRequestsUnderKvPressureAllFinishAndFreeTheirBl
   const auto served = snapshot.decode_steps_by_path.find(path);
   ASSERT_NE(served, snapshot.decode_steps_by_path.end()) << path << " ran no decode step";
   EXPECT_GT(served->second, kMaxTokens / 2) << path;
-  if (std::get<1>(GetParam()) && path == "megakernel") EXPECT_GT(snapshot.steps_ahead_total, 0);
+  if (std::get<1>(GetParam()) && path == "megakernel") {
+    EXPECT_GT(snapshot.steps_ahead_total, 0);
+  }
   for (const KvGroupUsage& group : snapshot.kv_groups) EXPECT_EQ(group.used_blocks, 0);
   std::printf(
       "KV capacity %lld tokens, demand %lld, preemptions %lld, steps ahead %lld (%lld "
