@@ -9,7 +9,18 @@ Scheduler::Scheduler(BlockManager& blocks, SchedulerOptions options)
 
 void Scheduler::Add(Sequence* seq) {
   seq->status = SequenceStatus::kWaiting;
-  waiting_.push_back(seq);
+  PushWaiting(seq, /*front=*/false);
+}
+
+void Scheduler::PushWaiting(Sequence* seq, bool front) {
+  waiting_at_[seq] = waiting_.insert(front ? waiting_.begin() : waiting_.end(), seq);
+}
+
+void Scheduler::EraseWaiting(Sequence* seq) {
+  const auto at = waiting_at_.find(seq);
+  if (at == waiting_at_.end()) return;
+  waiting_.erase(at->second);
+  waiting_at_.erase(at);
 }
 
 void Scheduler::Remove(Sequence* seq) {
@@ -23,7 +34,7 @@ void Scheduler::Remove(Sequence* seq) {
   }
   blocks_.Free(*seq);
   EraseRunning(seq);
-  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  EraseWaiting(seq);
   seq->status = SequenceStatus::kFinished;
   seq->num_scheduled_tokens = 0;
 }
@@ -128,10 +139,10 @@ void Scheduler::SchedulePrefills(Batch& batch, int64_t& budget, bool chunks_besi
 }
 
 void Scheduler::AdmitWaiting(Batch& batch, int64_t& budget, bool chunks_beside) {
-  size_t next = 0;  // waiting_[next]: the first not yet passed over
-  while (next < waiting_.size() && budget > 0 &&
+  auto next = waiting_.begin();  // the first not yet passed over
+  while (next != waiting_.end() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < options_.max_batch) {
-    Sequence* seq = waiting_[next];
+    Sequence* seq = *next;
     int64_t num_cached = 0;
     const bool attached = Attach(seq, num_cached);
     // Beside a chunk, a long prompt waits for the chunk stream and a sibling for its first
@@ -145,6 +156,7 @@ void Scheduler::AdmitWaiting(Batch& batch, int64_t& budget, bool chunks_beside) 
     int64_t wanted = std::min(seq->num_uncomputed_tokens(), budget);
     int64_t num_tokens = blocks_.MaxAllocatableTokens(*seq, wanted);
     if (num_tokens == 0) return Detach(seq);
+    ++next;  // Admit takes seq out of the queue
     Admit(seq, num_cached);
     Take(seq, num_tokens, batch, budget);
   }
@@ -163,7 +175,10 @@ void Scheduler::StartChunk(Batch& batch) {
   int64_t num_cached = 0;
   const bool admitting = seq == nullptr;
   if (admitting && static_cast<int64_t>(running_.size()) < options_.max_batch) {
-    for (Sequence* waiting : waiting_) {           // the first long one, in order
+    for (Sequence* waiting : waiting_) {  // the first long one, in order
+      // Not attached, its uncomputed tokens are all of them: a short one is passed over without
+      // the prefix lookup (a long queue of short requests costs each step a walk, no more).
+      if (!RunsBeside(*waiting)) continue;
       if (!Attach(waiting, num_cached)) continue;  // a sibling waiting for its first one
       if (RunsBeside(*waiting)) {
         seq = waiting;
@@ -207,7 +222,7 @@ void Scheduler::Admit(Sequence* seq, int64_t num_cached) {
   if (!seq->was_admitted) seq->num_cached_tokens = std::min(num_cached, seq->num_prompt_tokens);
   seq->was_admitted = true;
   seq->status = SequenceStatus::kRunning;
-  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+  EraseWaiting(seq);
   running_.push_back(seq);
 }
 
@@ -225,7 +240,7 @@ void Scheduler::Preempt(Sequence* seq, Batch& batch) {
   seq->num_scheduled_tokens = 0;
   seq->status = SequenceStatus::kWaiting;
   EraseRunning(seq);
-  waiting_.push_front(seq);
+  PushWaiting(seq, /*front=*/true);
   batch.preempted.push_back(seq);
 }
 

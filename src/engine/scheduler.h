@@ -29,7 +29,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <list>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -92,10 +93,15 @@ class Scheduler {
   void Preempt(Sequence* seq, Batch& batch);
   void DropOutOfMemory(Sequence* seq, Batch& batch);
   void EraseRunning(Sequence* seq);
+  void PushWaiting(Sequence* seq, bool front);
+  void EraseWaiting(Sequence* seq);  // a no-op when it is not waiting
 
   BlockManager& blocks_;
   SchedulerOptions options_;
-  std::deque<Sequence*> waiting_;
+  // A list with each entry's place: cancelling a request of many sequences among many waiting
+  // ones removes each in constant time.
+  std::list<Sequence*> waiting_;
+  std::unordered_map<const Sequence*, std::list<Sequence*>::iterator> waiting_at_;
   std::vector<Sequence*> running_;  // in admission order, oldest first
   bool chunk_running_ = false;
   Sequence* chunk_sequence_ = nullptr;  // null once removed while its chunk runs

@@ -91,6 +91,13 @@ CompletionRequest ParseCompletionRequest(const Json& body) {
                                 ") is supported");
   }
   if (!request.generation.has_max_tokens) sampling.max_tokens = 16;  // the OpenAI default
+  const int64_t choices = static_cast<int64_t>(request.prompts.size()) * request.generation.n;
+  if (choices > kMaxRequestChoices) {
+    ThrowInvalid("prompt", "a request may ask for at most " + std::to_string(kMaxRequestChoices) +
+                               " choices (prompts x n); this one asks for " +
+                               std::to_string(request.prompts.size()) + " x " +
+                               std::to_string(request.generation.n));
+  }
   return request;
 }
 

@@ -7,9 +7,10 @@
 namespace mkserve::server {
 
 // Upper bounds that keep a single request from monopolising the server.
-inline constexpr int64_t kMaxChoices = 16;      // n
-inline constexpr int64_t kMaxTopLogprobs = 20;  // top_logprobs / logprobs
-inline constexpr double kMaxLogitBias = 100.0;  // |logit_bias[token]|
+inline constexpr int64_t kMaxChoices = 16;           // n
+inline constexpr int64_t kMaxRequestChoices = 4096;  // prompts x n (completions' prompt lists)
+inline constexpr int64_t kMaxTopLogprobs = 20;       // top_logprobs / logprobs
+inline constexpr double kMaxLogitBias = 100.0;       // |logit_bias[token]|
 
 // Reads every shared field of `fields` into a GenerationRequest; throws ApiError naming the field.
 // `min_max_tokens`: the least max_tokens the endpoint takes (chat 1; completions 0, which with

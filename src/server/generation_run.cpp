@@ -31,23 +31,28 @@ GenerationRun::GenerationRun(std::vector<RequestHandle> handles, int32_t n,
       connection_(std::move(connection)),
       prompt_usage_(handles_.size()),
       choice_tokens_(handles_.size() * n),
-      choice_finished_(handles_.size() * n) {}
+      choice_finished_(handles_.size() * n),
+      handle_done_(handles_.size()),
+      handles_left_(handles_.size()) {
+  for (size_t i = 0; i < handles_.size(); ++i) handles_[i].NotifyReady(ready_, i);
+}
 
 std::optional<ChoiceEvent> GenerationRun::Next() {
-  // With several prompts a short per-handle wait keeps the round robin fair.
-  auto wait = handles_.size() == 1 ? kPollInterval : std::chrono::milliseconds(2);
+  // One wait for all the prompts' handles, in the order their events came: a wait per handle
+  // would take as many waits to see a hang-up as there are prompts.
   while (!aborted_ && !stopped_by_server_ && !ConnectionEnded()) {
-    bool all_done = true;
-    for (size_t tried = 0; tried < handles_.size(); ++tried) {
-      size_t index = (next_handle_ + tried) % handles_.size();
-      if (handles_[index].is_done()) continue;
-      all_done = false;
-      if (std::optional<EngineEvent> event = handles_[index].Next(wait)) {
-        next_handle_ = (index + 1) % handles_.size();
-        if (std::optional<ChoiceEvent> choice = Translate(index, std::move(*event))) return choice;
-      }
+    if (handles_left_ == 0) return std::nullopt;
+    const std::optional<size_t> index = ready_->Pop(kPollInterval);
+    if (!index) continue;
+    RequestHandle& handle = handles_[*index];
+    std::optional<EngineEvent> event = handle.Next(std::chrono::milliseconds(0));
+    if (!handle_done_[*index] && handle.is_done()) {
+      handle_done_[*index] = true;
+      --handles_left_;
     }
-    if (all_done) return std::nullopt;
+    if (event) {
+      if (std::optional<ChoiceEvent> choice = Translate(*index, std::move(*event))) return choice;
+    }
   }
   if (abort_events_.empty()) return std::nullopt;
   ChoiceEvent event = std::move(abort_events_.front());

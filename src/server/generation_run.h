@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <variant>
 #include <vector>
@@ -55,7 +56,9 @@ class GenerationRun {
   std::vector<bool> choice_finished_;   // per choice
   std::deque<ChoiceEvent> abort_events_;
   int64_t completion_tokens_ = 0;
-  size_t next_handle_ = 0;
+  std::shared_ptr<ReadyHandles> ready_ = std::make_shared<ReadyHandles>();
+  std::vector<bool> handle_done_;  // per handle: its end was seen
+  size_t handles_left_ = 0;
   bool aborted_ = false;
   bool stopped_by_server_ = false;
   std::chrono::steady_clock::time_point last_connection_check_;

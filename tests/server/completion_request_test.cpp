@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "server/api_error_matcher.h"
+#include "server/generation_request.h"
 
 namespace mkserve::server {
 namespace {
@@ -146,6 +147,21 @@ TEST(CompletionRequestTest, BestOfMustEqualN) {
   body["best_of"] = 3;
   ApiError error = ExpectApiError([&] { ParseCompletionRequest(body); });
   EXPECT_EQ(error.param(), "best_of");
+}
+
+// One request may queue at most kMaxRequestChoices sequences (prompts x n): a prompt list of
+// 50000 with n 16 would otherwise hold the engine for everyone.
+TEST(CompletionRequestTest, PromptsTimesNIsBounded) {
+  Json body = {{"prompt", Json::array()}, {"n", 1}};
+  for (int64_t i = 0; i < kMaxRequestChoices; ++i) body["prompt"].push_back("p");
+  EXPECT_EQ(static_cast<int64_t>(ParseCompletionRequest(body).prompts.size()), kMaxRequestChoices);
+  body["n"] = 2;
+  ApiError error = ExpectApiError([&] { ParseCompletionRequest(body); });
+  EXPECT_EQ(error.param(), "prompt");
+  EXPECT_NE(std::string(error.what()).find("x 2"), std::string::npos) << error.what();
+  body["n"] = 1;
+  body["prompt"].push_back("p");
+  EXPECT_EQ(ExpectApiError([&] { ParseCompletionRequest(body); }).param(), "prompt");
 }
 
 }  // namespace

@@ -68,6 +68,39 @@ TEST(GenerationRunTest, HangUpIsSeenWhileTokensKeepFlowing) {
   EXPECT_LT(tokens, kScriptTokens / 2) << "the hang-up was noticed only near the end";
 }
 
+// A completions request of many prompts: most wait in the queue and send nothing while a few
+// stream. The hang-up must still be seen within a poll interval or so (not after a wait on every
+// quiet prompt in turn), and cancelling them all must empty the queue at once.
+TEST(GenerationRunTest, HangUpIsSeenPromptlyAmongManyQuietPrompts) {
+  constexpr int kPrompts = 2000;
+  std::unique_ptr<Engine> engine = MakePacedEngine();
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < kPrompts; ++i) {
+    EngineRequest request;
+    request.prompt_token_ids = {5, 6, 7};
+    request.sampling.max_tokens = kScriptTokens;
+    handles.push_back(engine->Submit(std::move(request)));
+  }
+  std::atomic<bool> closed{false};
+  GenerationRun run(std::move(handles), 1, [&closed] { return closed.load(); });
+  int64_t events = 0;
+  std::chrono::steady_clock::time_point hung_up;
+  while (std::optional<ChoiceEvent> event = run.Next()) {
+    if (++events == 20) {
+      closed = true;
+      hung_up = std::chrono::steady_clock::now();
+    }
+  }
+  ASSERT_TRUE(run.aborted());
+  const auto noticed = std::chrono::steady_clock::now() - hung_up;
+  EXPECT_LT(noticed, std::chrono::milliseconds(500)) << "the hang-up was seen late";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (engine->Snapshot().num_waiting > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine->Snapshot().num_waiting, 0) << "cancelled prompts still wait";
+}
+
 // A server stop ends every unfinished choice with an "abort" finish carrying the tokens it got,
 // so a stream can still send its final chunks and [DONE].
 TEST(GenerationRunTest, ServerStopEndsEachChoiceWithAbort) {
