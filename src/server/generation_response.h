@@ -55,13 +55,21 @@ HttpResponse StreamResponse(std::unique_ptr<GenerationRun> run, std::unique_ptr<
   return response;
 }
 
-// Non-streaming: collects every event, then one JSON body. Returns a 499-style empty response
-// when the client went away (nobody reads it; the run has already been cancelled), and a 503
+// Non-streaming: collects every event, then one JSON body. Returns a 499 (nginx's "client closed
+// request") when the client hung up, in the error shape for a client that only half-closed and
+// still reads (the run has already been cancelled), and a 503
 // when the server stopped the run (shutdown): a partial answer is not passed off as a whole one.
 template <typename Choices>
 HttpResponse CompleteResponse(GenerationRun& run, Choices& choices) {
   while (std::optional<ChoiceEvent> event = run.Next()) choices.Accumulate(*event);
-  if (run.aborted()) return JsonResponse("{}", 499);
+  if (run.aborted()) {
+    HttpResponse closed = ErrorResponse(
+        ApiError(ErrorKind::kInvalidRequest,
+                 "the client closed its side of the connection before the answer, so the "
+                 "request was cancelled; keep the connection open until the response arrives"));
+    closed.status = 499;
+    return closed;
+  }
   if (run.stopped_by_server()) {
     throw ApiError(ErrorKind::kUnavailable,
                    "the server is shutting down and ended this request unfinished when its "

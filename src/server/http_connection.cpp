@@ -9,6 +9,7 @@
 #include <boost/beast/http/write.hpp>
 #include <cctype>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "server/error.h"
@@ -34,10 +35,52 @@ std::string Lower(std::string_view text) {
   return lower;
 }
 
+// The path and query of a request target: the origin form as sent ("/v1/models?x"), or the
+// absolute form a proxy may send ("http://host:8000/v1/models"), which a server must take too.
+std::string_view OriginForm(std::string_view target) {
+  const size_t scheme_end = target.find("://");
+  if (target.empty() || target.front() == '/' || scheme_end == std::string_view::npos) {
+    return target;
+  }
+  const size_t path = target.find_first_of("/?", scheme_end + 3);
+  return path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+}
+
+// A body this server can read: by Content-Length, or by the chunked coding alone. Any other
+// transfer coding (gzip, identity, chunked not last) is refused before the body is read, and the
+// connection closed: an unread body would otherwise be taken for the next request.
+std::optional<HttpResponse> FramingError(const http::request<http::string_body>& head) {
+  std::string codings;
+  for (const auto& field : head) {
+    if (field.name() != http::field::transfer_encoding) continue;
+    codings += (codings.empty() ? "" : ",") + Lower(field.value());
+  }
+  if (codings.empty()) return std::nullopt;
+  std::string compact;
+  for (char c : codings) {
+    if (c != ' ' && c != '\t') compact += c;
+  }
+  std::optional<HttpResponse> error;
+  if (compact != "chunked") {
+    error = ErrorResponse(ApiError(ErrorKind::kInvalidRequest,
+                                   "Transfer-Encoding '" + codings +
+                                       "' is not supported: send the body with Content-Length "
+                                       "or 'Transfer-Encoding: chunked' alone"));
+    error->status = 501;  // a coding the server does not implement
+  } else if (head.count(http::field::content_length) > 0 || head.version() < 11) {
+    error = ErrorResponse(ApiError(
+        ErrorKind::kInvalidRequest,
+        head.version() < 11 ? "HTTP/1.0 has no chunked transfer coding"
+                            : "a request with both Transfer-Encoding and Content-Length is "
+                              "ambiguous; send one of them"));
+  }
+  return error;
+}
+
 HttpRequest ToHttpRequest(http::request<http::string_body>& message) {
   HttpRequest request;
   request.method = std::string(message.method_string());
-  std::string_view target = message.target();
+  std::string_view target = OriginForm(message.target());
   const size_t question = target.find('?');
   request.path = std::string(target.substr(0, question));
   if (question != std::string_view::npos) request.query = std::string(target.substr(question + 1));
@@ -151,6 +194,10 @@ void HttpConnection::EndReadDeadline() {
 
 void HttpConnection::OnHead(beast::error_code error) {
   if (error) return OnRead(error);
+  if (std::optional<HttpResponse> refused = FramingError(parser_->get())) {
+    EndReadDeadline();
+    return AnswerAndClose(std::move(*refused));
+  }
   auto expect = parser_->get()[http::field::expect];
   if (!beast::iequals(expect, "100-continue")) return ReadBody();
   EndReadDeadline();

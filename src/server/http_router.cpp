@@ -1,5 +1,8 @@
 #include "server/http_router.h"
 
+#include <cctype>
+#include <string_view>
+
 #include "common/error.h"
 #include "server/error.h"
 
@@ -16,7 +19,7 @@ void AddCorsHeaders(const HttpRequest& request, HttpResponse& response) {
 
 HttpResponse Preflight(const HttpRequest& request) {
   HttpResponse response = TextResponse("", "text/plain", 204);
-  response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS";
+  response.headers["Access-Control-Allow-Methods"] = "GET, HEAD, POST, DELETE, OPTIONS";
   std::string asked = request.Header("access-control-request-headers");
   response.headers["Access-Control-Allow-Headers"] =
       asked.empty() ? "Authorization, Content-Type" : asked;
@@ -25,6 +28,29 @@ HttpResponse Preflight(const HttpRequest& request) {
 }
 
 bool IsOpenAiPath(const std::string& path) { return path.rfind("/v1/", 0) == 0; }
+
+// Compares a sent key with the server's in time that does not depend on where they differ (the
+// length is no secret).
+bool SameKey(std::string_view sent, std::string_view key) {
+  if (key.empty() || sent.size() != key.size()) return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < key.size(); ++i) differ |= static_cast<unsigned char>(sent[i] ^ key[i]);
+  return differ == 0;
+}
+
+// The token of an `Authorization: Bearer <token>` header (the scheme's case and the spaces
+// around the token do not matter, RFC 9110); empty for another scheme.
+std::string_view BearerToken(std::string_view header) {
+  const size_t space = header.find(' ');
+  if (space != 6) return {};
+  for (size_t i = 0; i < 6; ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != "bearer"[i]) return {};
+  }
+  std::string_view token = header.substr(space);
+  while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+  return token;
+}
 
 // A route's path matches itself, or, ending in "/*", any longer path under it.
 bool Matches(const std::string& route_path, const std::string& path) {
@@ -49,8 +75,9 @@ void HttpRouter::Add(const std::string& method, const std::string& path, Access 
 
 bool HttpRouter::IsAuthorized(const HttpRequest& request) const {
   if (api_key_.empty()) return true;
-  return request.Header("authorization") == "Bearer " + api_key_ ||
-         request.Header("x-api-key") == api_key_;
+  const std::string authorization = request.Header("authorization");
+  return SameKey(BearerToken(authorization), api_key_) ||
+         SameKey(request.Header("x-api-key"), api_key_);
 }
 
 const HttpRouter::Route* HttpRouter::Find(const std::string& method,

@@ -172,6 +172,52 @@ TEST_F(HttpServerTest, AuthenticatedRouteChecksBearerKey) {
   ASSERT_TRUE(right);
   EXPECT_EQ(right->status, 200);
   EXPECT_EQ(right->body, "hello");
+  // The scheme's case and the spaces around the token do not matter (RFC 9110); the key does.
+  for (const char* header : {"bearer sekret", "BEARER   sekret ", "Bearer\tsekret"}) {
+    auto result = client.Post("/echo", {{"Authorization", header}}, "hello", "text/plain");
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, header[6] == '\t' ? 401 : 200) << header;
+  }
+  for (const char* header : {"Basic sekret", "Bearer sekret2", "Bearer sekre", "Bearersekret"}) {
+    EXPECT_EQ(client.Post("/echo", {{"Authorization", header}}, "x", "text/plain")->status, 401)
+        << header;
+  }
+}
+
+// Bodies come by Content-Length or by the chunked coding alone. Anything else is refused before
+// the body is read, and the connection closed: bytes left unread would be read as a request.
+TEST_F(HttpServerTest, OtherTransferCodingsAreRefusedAndTheConnectionClosed) {
+  const std::string smuggled = "GET /public HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const std::string coding : {"identity", "gzip, chunked", "chunked, gzip"}) {
+    const std::string answer = Exchange(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
+        "Transfer-Encoding: " +
+            coding + "\r\n\r\n" + smuggled,
+        "\r\n\r\n{\"ok\":true}");
+    EXPECT_EQ(answer.rfind("HTTP/1.1 501", 0), 0u) << coding << ": " << answer;
+    EXPECT_NE(answer.find("is not supported"), std::string::npos) << answer;
+    EXPECT_EQ(answer.find("{\"ok\":true}"), std::string::npos)
+        << coding << ": smuggled request ran";
+  }
+  const std::string both = Exchange(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
+      "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      "\r\n\r\n");
+  EXPECT_EQ(both.rfind("HTTP/1.1 400", 0), 0u) << both;
+  const std::string chunked = Exchange(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
+      "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      "hello");
+  EXPECT_EQ(chunked.rfind("HTTP/1.1 200", 0), 0u) << chunked;
+}
+
+// A proxy may send the absolute form of a target; a server must take it (RFC 9112).
+TEST_F(HttpServerTest, AnAbsoluteFormTargetIsServedAsItsPath) {
+  const std::string answer =
+      Exchange("GET http://127.0.0.1:8000/public HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+               "{\"ok\":true}");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  EXPECT_NE(answer.find("{\"ok\":true}"), std::string::npos) << answer;
 }
 
 TEST_F(HttpServerTest, EveryV1RouteNeedsTheKey) {
@@ -329,6 +375,9 @@ TEST_F(HttpServerTest, PreflightIsAnsweredWithoutKey) {
   EXPECT_EQ(result->status, 204);
   EXPECT_EQ(result->get_header_value("Access-Control-Allow-Origin"), "http://example.com");
   EXPECT_EQ(result->get_header_value("Access-Control-Allow-Headers"), "authorization");
+  // Stored responses and conversations are deleted with DELETE.
+  EXPECT_NE(result->get_header_value("Access-Control-Allow-Methods").find("DELETE"),
+            std::string::npos);
 }
 
 TEST_F(HttpServerTest, StreamedChunksArriveInOrder) {
