@@ -621,7 +621,7 @@ void Engine::Postprocess(const Batch& batch, const StepInputs& inputs, const Ste
     blocks_.CacheFullBlocks(seq);
     if (seq.num_computed_tokens >= seq.num_prompt_tokens) MarkPromptReady(gen);
     if (inputs.sequences[i].sample) {
-      EmitToken(gen, outputs.results[i], now);
+      EmitToken(gen, outputs.results[i], inputs.sequences[i].allowed_tokens, now);
     } else if (seq.sampling.max_tokens == 0 && seq.num_computed_tokens >= seq.num_prompt_tokens) {
       FinishGeneration(gen, FinishReason::kLength);  // prompt-only (echo) request
     }
@@ -641,9 +641,19 @@ void Engine::EmitPromptLogprobs(Generation& gen, const SequenceResult& result) {
   gen.request->channel->Push(std::move(event));
 }
 
-void Engine::EmitToken(Generation& gen, const SequenceResult& result, Clock::time_point now) {
+void Engine::EmitToken(Generation& gen, const SequenceResult& result,
+                       std::span<const uint32_t> allowed, Clock::time_point now) {
   Sequence& seq = gen.seq;
   Request& request = *gen.request;
+  // A mask of no token: the grammar has no way on here (a schema whose values nest past the
+  // matcher's depth limit on the path taken), which is the request's fault, not the backend's.
+  if (!allowed.empty() &&
+      std::all_of(allowed.begin(), allowed.end(), [](uint32_t word) { return word == 0; })) {
+    FailRequest(request, EngineErrorKind::kInvalidRequest,
+                "the output grammar allows no token here and the output cannot end: its values "
+                "nest deeper than the matcher follows (about 100 levels)");
+    return;
+  }
   if (result.token_id < 0 || result.token_id >= config().vocab_size) {
     FailRequest(
         request, EngineErrorKind::kBackend,

@@ -42,6 +42,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -162,7 +163,9 @@ class Engine {
   void MarkPromptReady(Generation& gen);
   void EmitPromptLogprobs(Generation& gen, const SequenceResult& result);
   std::shared_future<void> StartGrammarMasks(const Batch& batch, StepInputs& inputs);
-  void EmitToken(Generation& gen, const SequenceResult& result, Clock::time_point now);
+  // `allowed`: the row's grammar mask this step (empty without one).
+  void EmitToken(Generation& gen, const SequenceResult& result, std::span<const uint32_t> allowed,
+                 Clock::time_point now);
   void DropOutOfMemory(const Batch& batch);
   void FinishGeneration(Generation& gen, FinishReason reason, std::string stop_string = {});
   void FailRequest(Request& request, EngineErrorKind kind, const std::string& message);

@@ -12,6 +12,12 @@ namespace {
 
 enum class Verdict { kRejected, kAccepted, kUndecided };
 
+size_t LargestStack(const StackSet& set) {
+  size_t largest = 0;
+  for (const Stack& stack : set.stacks()) largest = std::max(largest, stack.size());
+  return largest;
+}
+
 size_t SharedPrefix(const std::string& a, const std::string& b) {
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
@@ -21,7 +27,7 @@ size_t SharedPrefix(const std::string& a, const std::string& b) {
 // Runs the tokens `ids` (in the vocabulary's sorted order) from `start`, reusing the states of the
 // prefix each shares with the previous token and skipping every token under a dead prefix.
 // `on_verdict` hears of accepted and undecided tokens only, with the state the token's bytes
-// reached (the accepted tokens' complete state).
+// reached (the accepted tokens' complete state) and the largest stack any state on the way held.
 // `within_frame`: `start` is one element with nothing below it, so a parse that completes with
 // bytes left over makes the verdict kUndecided (the real stack may continue it); otherwise
 // `start` is the whole state and such a parse simply fails.
@@ -31,7 +37,8 @@ void WalkSorted(const Grammar& grammar, const TokenVocabulary& vocabulary,
                 OnVerdict on_verdict) {
   std::vector<StackSet> level{start};
   std::vector<bool> ended_before{false};  // [k]: some parse completed after fewer than k bytes
-  size_t valid = 0;                       // level[0..valid] hold the previous token's prefix
+  std::vector<size_t> peak{LargestStack(start)};  // [k]: the largest stack of level[0..k]
+  size_t valid = 0;  // level[0..valid] hold the previous token's prefix
   const std::string* previous = nullptr;
   size_t i = 0;
   while (i < ids.size()) {
@@ -40,16 +47,18 @@ void WalkSorted(const Grammar& grammar, const TokenVocabulary& vocabulary,
     if (level.size() < text.size() + 1) {
       level.resize(text.size() + 1);
       ended_before.resize(text.size() + 1);
+      peak.resize(text.size() + 1);
     }
     while (k < text.size() && !level[k].empty()) {
       level[k + 1] = level[k].AdvanceByte(grammar, static_cast<unsigned char>(text[k]));
       ended_before[k + 1] = ended_before[k] || (within_frame && level[k].can_end());
+      peak[k + 1] = std::max(peak[k], LargestStack(level[k + 1]));
       ++k;
     }
     valid = k;
     previous = &text;
     if (k == text.size() && !level[k].empty()) {
-      on_verdict(ids[i], Verdict::kAccepted, level[k]);
+      on_verdict(ids[i], Verdict::kAccepted, level[k], peak[k]);
       ++i;
       continue;
     }
@@ -64,7 +73,9 @@ void WalkSorted(const Grammar& grammar, const TokenVocabulary& vocabulary,
       i = std::partition_point(ids.begin() + i, ids.end(), starts_with_prefix) - ids.begin();
       continue;
     }
-    for (; i < ids.size() && starts_with_prefix(ids[i]); ++i) on_verdict(ids[i], verdict, level[k]);
+    for (; i < ids.size() && starts_with_prefix(ids[i]); ++i) {
+      on_verdict(ids[i], verdict, level[k], peak[k]);
+    }
   }
 }
 
@@ -83,15 +94,24 @@ int32_t RoundsBegun(const StackSet& state) {
   return std::max(fewest, 0);
 }
 
+void NoteGrowth(PositionCache& cache, const StackSet& start, size_t peak) {
+  const size_t base = LargestStack(start);
+  if (peak > base) cache.max_growth = std::max(cache.max_growth, static_cast<int32_t>(peak - base));
+}
+
 }  // namespace
 
 PositionCache BuildPositionCache(const Grammar& grammar, const TokenVocabulary& vocabulary,
                                  int32_t position) {
   PositionCache cache;
   cache.accepted.assign(MaskWords(vocabulary.size()), 0);
-  WalkSorted(grammar, vocabulary, vocabulary.sorted_ids(), StackSet::At(grammar, position),
-             /*within_frame=*/true, [&](int32_t id, Verdict verdict, const StackSet&) {
-               if (verdict == Verdict::kAccepted) SetBit(cache.accepted, id);
+  const StackSet start = StackSet::At(grammar, position);
+  WalkSorted(grammar, vocabulary, vocabulary.sorted_ids(), start,
+             /*within_frame=*/true, [&](int32_t id, Verdict verdict, const StackSet&, size_t peak) {
+               if (verdict == Verdict::kAccepted) {
+                 SetBit(cache.accepted, id);
+                 NoteGrowth(cache, start, peak);
+               }
                if (verdict == Verdict::kUndecided) cache.undecided.push_back(id);
              });
   return cache;
@@ -103,12 +123,13 @@ PositionCache BuildCountedPositionCache(const Grammar& grammar, const TokenVocab
   const int32_t words = MaskWords(vocabulary.size());
   cache.accepted.assign(words, 0);
   cache.within_rounds.assign(kRoundBuckets, std::vector<uint32_t>(words, 0));
-  WalkSorted(grammar, vocabulary, vocabulary.sorted_ids(),
-             StackSet::Of(Stack{CounterEntry(probe, 0), position}), /*within_frame=*/true,
-             [&](int32_t id, Verdict verdict, const StackSet& state) {
+  const StackSet start = StackSet::Of(Stack{CounterEntry(probe, 0), position});
+  WalkSorted(grammar, vocabulary, vocabulary.sorted_ids(), start, /*within_frame=*/true,
+             [&](int32_t id, Verdict verdict, const StackSet& state, size_t peak) {
                if (verdict == Verdict::kUndecided) cache.undecided.push_back(id);
                if (verdict != Verdict::kAccepted) return;
                SetBit(cache.accepted, id);
+               NoteGrowth(cache, start, peak);
                const int32_t rounds = RoundsBegun(state);
                for (int32_t r = rounds; r < kRoundBuckets; ++r) SetBit(cache.within_rounds[r], id);
                if (rounds >= kRoundBuckets) cache.long_tokens.emplace_back(rounds, id);
@@ -182,12 +203,22 @@ void GrammarMatcher::FillMask(std::span<const int32_t> end_token_ids,
       continue;
     }
     std::shared_ptr<const PositionCache> cache;
-    if (const int32_t at = CounterBelowTop(stack); at < 0) {
-      cache = CacheAt(stack.back());
+    const int32_t at = CounterBelowTop(stack);
+    cache = at < 0
+                ? CacheAt(stack.back())
+                : CountedCacheAt(stack.back(), grammar.counted_loop(CounterLoop(stack[at])).probe);
+    if (stack.size() + static_cast<size_t>(cache->max_growth) > kMaxStackDepth) {
+      // Near the depth limit some accepted tokens' parses are cut off: try every token here.
+      WalkSorted(grammar, vocabulary, vocabulary.sorted_ids(), StackSet::Of(stack),
+                 /*within_frame=*/false, [&](int32_t id, Verdict verdict, const StackSet&, size_t) {
+                   if (verdict == Verdict::kAccepted) SetBit(mask, id);
+                 });
+      continue;
+    }
+    if (at < 0) {
       for (size_t w = 0; w < cache->accepted.size(); ++w) mask[w] |= cache->accepted[w];
     } else {  // inside a counted loop's round: the tokens that begin no more rounds than it has
       const CountedLoop& loop = grammar.counted_loop(CounterLoop(stack[at]));
-      cache = CountedCacheAt(stack.back(), loop.probe);
       const int32_t room = loop.max - CounterRounds(stack[at]);
       if (room < kRoundBuckets) {
         const std::vector<uint32_t>& within = cache->within_rounds[room];
@@ -202,7 +233,7 @@ void GrammarMatcher::FillMask(std::span<const int32_t> end_token_ids,
       }
     }
     WalkSorted(grammar, vocabulary, cache->undecided, StackSet::Of(stack), /*within_frame=*/false,
-               [&](int32_t id, Verdict verdict, const StackSet&) {
+               [&](int32_t id, Verdict verdict, const StackSet&, size_t) {
                  if (verdict == Verdict::kAccepted) SetBit(mask, id);
                });
   }

@@ -211,6 +211,7 @@ int32_t JsonGrammarBuilder::AddSchema(const Json& schema, const std::string& whe
 
 Grammar JsonGrammarBuilder::Finish(int32_t root) && {
   CheckLeftRecursion();
+  CheckFinite(root);
   grammar_.set_root(root);
   return std::move(grammar_);
 }
@@ -601,6 +602,58 @@ void JsonGrammarBuilder::CheckLeftRecursion() const {
   };
   for (int32_t rule = 0; rule < num_rules; ++rule) {
     if (state[rule] == 0) visit(rule);
+  }
+}
+
+// Whether `root` matches some finite text: the rules that do, found by a fixpoint (a rule does
+// when one of its alternatives holds only terminals and such rules; a counted loop with a minimum
+// needs a round of them). A schema whose every value holds another value of it (a $ref cycle
+// through a required property or a non-empty array) has none: generation could only nest until
+// the matcher's depth limit cut it off.
+void JsonGrammarBuilder::CheckFinite(int32_t root) const {
+  const int32_t num_rules = grammar_.num_rules();
+  std::vector<bool> finite(num_rules, false);
+  auto alternative_finite = [&](int32_t first) {
+    for (int32_t p = first; grammar_.elements()[p].kind != Element::Kind::kEnd; ++p) {
+      const Element& element = grammar_.elements()[p];
+      if (element.kind == Element::Kind::kRule && !finite[element.value]) return false;
+      if (element.kind == Element::Kind::kCounted) {
+        const CountedLoop& loop = grammar_.counted_loop(element.value);
+        if (loop.min == 0) continue;
+        bool round =
+            false;  // a round whose bytes and rules are finite, the loop's own reference aside
+        for (int32_t start : grammar_.alternatives(loop.rule)) {
+          if (grammar_.elements()[start].kind == Element::Kind::kEnd) continue;
+          bool all = true;
+          for (int32_t q = start; all && grammar_.elements()[q].kind != Element::Kind::kEnd; ++q) {
+            const Element& inner = grammar_.elements()[q];
+            all = inner.kind != Element::Kind::kRule || inner.value == loop.rule ||
+                  finite[inner.value];
+          }
+          round = round || all;
+        }
+        if (!round) return false;
+      }
+    }
+    return true;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t rule = 0; rule < num_rules; ++rule) {
+      if (finite[rule]) continue;
+      for (int32_t first : grammar_.alternatives(rule)) {
+        if (alternative_finite(first)) {
+          finite[rule] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!finite[root]) {
+    auto it = rule_where_.find(root);
+    throw SchemaError(it != rule_where_.end() ? it->second : document_where_,
+                      "the schema has no finite value: every value of it must hold another "
+                      "(a $ref cycle through a required property or a non-empty array)");
   }
 }
 

@@ -52,7 +52,8 @@ class JsonGrammarBuilder {
   // The rule matching `schema`; `where` names it in errors. Throws SchemaError.
   int32_t AddSchema(const Json& schema, const std::string& where);
   // The grammar with `root` as its root. Throws SchemaError(where of the culprit) when a rule
-  // can reach itself without matching anything (a $ref or anyOf cycle).
+  // can reach itself without matching anything (a $ref or anyOf cycle), or when the root matches
+  // no finite text (every value holds another).
   Grammar Finish(int32_t root) &&;
 
  private:
@@ -65,6 +66,7 @@ class JsonGrammarBuilder {
   int32_t CompileString(const Json& schema, const std::string& where);
   int32_t LiteralRule(const Json& value);
   void CheckLeftRecursion() const;
+  void CheckFinite(int32_t root) const;
 
   Grammar grammar_;
   JsonRules rules_;

@@ -29,6 +29,10 @@ struct PositionCache {
   // r < kRoundBuckets; long_tokens: (rounds, id) of those that begin more, most rounds first.
   std::vector<std::vector<uint32_t>> within_rounds;
   std::vector<std::pair<int32_t, int32_t>> long_tokens;
+  // The most stack entries any accepted token's parses open above the element's own: on a real
+  // stack within that many of the matcher's depth limit the accepted set may not hold (a parse
+  // there is cut off), and the mask tries every token on that stack instead.
+  int32_t max_growth = 0;
 };
 
 // Caches by element position, filled on first use; safe to share between threads. One thread

@@ -104,6 +104,31 @@ TEST(EngineGrammarTest, ADisallowedSampledTokenFailsTheRequest) {
   EXPECT_NE(out.error->message.find("does not allow"), std::string::npos) << out.error->message;
 }
 
+// A schema with a finite value (an integer) beside a branch with none (arrays that must hold
+// arrays of themselves): always taking "[" nests until the matcher's depth limit, where the mask
+// allows nothing. That ends the request as the schema's fault, by name, not as the backend's.
+TEST(EngineGrammarTest, AMaskOfNoTokenFailsTheRequestAsItsSchemas) {
+  std::vector<std::string> bytes(kVocab);
+  bytes[kFirstSpelled] = "[";
+  bytes[kFirstSpelled + 1] = "]";
+  bytes[kFirstSpelled + 2] = "1";
+  auto vocabulary =
+      std::make_shared<grammar::TokenVocabulary>(bytes, std::vector<bool>(kVocab, false));
+  grammar::JsonGrammarBuilder builder;
+  const int32_t root = builder.AddSchema(grammar::Json::parse(R"({"anyOf": [{"type": "integer"},
+      {"type": "array", "items": {"$ref": "#/anyOf/1"}, "minItems": 1}]})"),
+                                         "schema");
+  auto engine = MakeGrammarEngine(-1);
+  EngineRequest request = MakeRequest(Prompt(5), 1000);
+  request.grammar =
+      std::make_shared<grammar::CompiledGrammar>(std::move(builder).Finish(root), vocabulary);
+  RequestHandle handle = engine->Submit(std::move(request));
+  Collected out = Drain(handle);
+  ASSERT_TRUE(out.error);
+  EXPECT_EQ(out.error->kind, EngineErrorKind::kInvalidRequest) << "message: " << out.error->message;
+  EXPECT_NE(out.error->message.find("allows no token"), std::string::npos) << out.error->message;
+}
+
 TEST(EngineGrammarTest, IgnoreEosAndMinTokensAreRefusedWithAGrammar) {
   auto engine = MakeGrammarEngine(-1);
   for (bool ignore_eos : {true, false}) {

@@ -104,6 +104,38 @@ TEST(GrammarMatcherTest, MaskEqualsBruteForceForSchema) {
   for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 60);
 }
 
+// Nesting up to the matcher's depth limit and past it: a cache's token opens levels above its
+// element, so near the limit a token the cache accepts may be cut off on the real stack. The mask
+// must still equal trying each token (a mismatch failed the request with "sampled token ... which
+// the output grammar does not allow").
+TEST(GrammarMatcherTest, MaskEqualsBruteForceAtTheNestingLimit) {
+  for (const char* schema : {"{}", R"({"type": "array"})"}) {
+    JsonGrammarBuilder builder;
+    const int32_t root = builder.AddSchema(Json::parse(schema), "schema");
+    auto vocabulary = StressVocabulary(7, 0);
+    auto compiled = std::make_shared<CompiledGrammar>(std::move(builder).Finish(root), vocabulary);
+    GrammarMatcher matcher(compiled);
+    const int32_t open = 3 + '[';  // the single-byte tokens follow the three special ones
+    ASSERT_EQ(vocabulary->bytes(open), "[");
+    std::vector<uint32_t> mask(MaskWords(vocabulary->size()));
+    int depth = 0;
+    for (; depth < 400; ++depth) {
+      matcher.FillMask({}, mask);
+      if (depth >= 60) {  // the cheap steps first; each check tries every token
+        for (int32_t id = 0; id < vocabulary->size(); ++id) {
+          GrammarMatcher trial = matcher;
+          ASSERT_EQ(MaskAllows(mask, id), trial.Accept(id))
+              << schema << " depth " << depth << " token '" << vocabulary->bytes(id) << "'";
+        }
+      }
+      if (!MaskAllows(mask, open)) break;
+      ASSERT_TRUE(matcher.Accept(open));
+    }
+    EXPECT_LT(depth, 400) << schema << ": nesting never stopped";
+    EXPECT_GE(depth, 100) << schema << ": nesting stopped early";
+  }
+}
+
 // Counted strings (minLength, maxLength): the counted caches' rounds and the mask's filter by the
 // room left, near the limits and with tokens of more rounds than the buckets hold; and a
 // multipleOf spelled out as a trie of its multiples.

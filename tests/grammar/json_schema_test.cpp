@@ -517,6 +517,15 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"$ref": "https://example.com/s.json"})", "schema.$ref", "only references");
   ExpectError(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})", "schema.$ref",
               "refers to itself");
+  // Every value holds another: no finite value (a required self, a non-empty array of itself).
+  ExpectError(R"({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})",
+              "schema", "no finite value");
+  ExpectError(R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1})", "schema",
+              "no finite value");
+  ExpectError(R"({"anyOf": [{"type": "array", "items": {"$ref": "#"}, "minItems": 2}]})",
+              "schema.anyOf", "no finite value");
+  ExpectError(R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1, "maxItems": 3})",
+              "schema", "no finite value");
   ExpectError(R"({"type": "array", "items": [{"type": "integer"}]})", "schema.items",
               "tuple 'items'");
   ExpectError(R"({"type": "array", "maxItems": 100000})", "schema.maxItems", "above 256");
