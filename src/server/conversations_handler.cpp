@@ -82,14 +82,15 @@ Json AddItems(Conversation& conversation, const Json& items) {
   return added;
 }
 
-const Json& BodyItems(const Json& body, bool required) {
+// `before`: the items the conversation holds already, which a tool result may answer.
+const Json& BodyItems(const Json& body, bool required, const Json& before = Json::array()) {
   static const Json kNone = Json::array();
   const auto it = body.find("items");
   if (it == body.end() || (!required && it->is_null())) {
     if (required) ThrowInvalid("items", "is required");
     return kNone;
   }
-  CheckInputItems(*it, "items");
+  CheckInputItems(*it, "items", before);
   return *it;
 }
 
@@ -166,7 +167,7 @@ HttpResponse HandleConversation(const ServerState& state, const HttpRequest& htt
     if (method == "GET") return JsonResponse(DumpJson(ItemListPage(found->items, http.query)));
     if (method == "POST") {
       const Json body = ParseJsonBody(http.body);
-      const Json& items = BodyItems(body, /*required=*/true);
+      const Json& items = BodyItems(body, /*required=*/true, found->items);
       Json added;
       if (!store.Update(path.id, [&](Conversation& c) { added = AddItems(c, items); })) {
         ThrowInvalid("items",

@@ -294,14 +294,16 @@ std::optional<std::string> ConversationId(const Json& body) {
   return id;
 }
 
-void CheckInputItems(const Json& items, const std::string& param) {
+void CheckInputItems(const Json& items, const std::string& param, const Json& before) {
   if (!items.is_array())
     ThrowInvalid(param, "expected an array of items, got " + JsonTypeName(items));
   std::vector<ChatMessage> messages;
   std::vector<std::string> call_id_params;
   InputItemReader reader(messages, call_id_params);
+  for (const Json& item : before) reader.Read(item, "conversation");
   for (size_t i = 0; i < items.size(); ++i)
     reader.Read(items[i], param + "[" + std::to_string(i) + "]");
+  CheckToolResults(messages, call_id_params);
 }
 
 Json ListedItem(Json item, const std::string& id) {
@@ -330,7 +332,9 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   if (input == nullptr) ThrowInvalid("input", "is required");
   request.input_items = InputItems(*input);
   InputItemReader reader(chat.messages, call_id_params);
-  for (const Json& item : context) reader.Read(item, "previous_response_id");
+  // The context's items came from the conversation, or the previous response's chain.
+  const std::string context_param = ConversationId(body) ? "conversation" : "previous_response_id";
+  for (const Json& item : context) reader.Read(item, context_param);
   for (size_t i = 0; i < request.input_items.size(); ++i) {
     reader.Read(request.input_items[i],
                 input->is_string() ? "input" : "input[" + std::to_string(i) + "]");

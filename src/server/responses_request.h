@@ -36,7 +36,8 @@ std::optional<std::string> ConversationId(const Json& body);
 
 // Throws ApiError naming `param`[i] unless every item is one /v1/responses reads as input
 // (conversation items are checked the same way when they are added).
-void CheckInputItems(const Json& items, const std::string& param);
+void CheckInputItems(const Json& items, const std::string& param,
+                     const Json& before = Json::array());
 // An item as stored and listed: with `id` unless it has one, a message typed and its string
 // content as one input_text (output_text for the assistant) part, as OpenAI lists them.
 Json ListedItem(Json item, const std::string& id);

@@ -95,6 +95,14 @@ TEST(ResponsesRequestTest, ContextOfAPreviousResponseComesBeforeTheInput) {
   // Without the context the same tool result answers no call.
   EXPECT_EQ(ExpectApiError([&] { ParseResponsesRequest(body); }).param(), "input[0].call_id");
 
+  // A conversation's context is named as the conversation's.
+  const Json orphan =
+      Json::array({{{"type", "function_call_output"}, {"call_id", "nope"}, {"output", "x"}}});
+  EXPECT_EQ(ExpectApiError([&] {
+              ParseResponsesRequest({{"conversation", "conv_1"}, {"input", "hi"}}, orphan);
+            }).param(),
+            "conversation.call_id");
+
   ResponsesRequest plain = ParseResponsesRequest({{"input", "hi"}, {"store", false}});
   EXPECT_EQ(plain.input_items,
             Json::array({{{"type", "message"}, {"role", "user"}, {"content", "hi"}}}));
@@ -232,6 +240,21 @@ TEST(ResponsesRequestTest, BadInputIsRefusedNamingTheField) {
                                          {"include", {"reasoning.encrypted_content"}},
                                          {"metadata", {{"k", "v"}}},
                                          {"n", 1}}));
+}
+
+// Items added to a conversation are checked as input: a tool result must answer a call made
+// before it, in the conversation or among the items added with it.
+TEST(ResponsesRequestTest, AddedConversationItemsAnswerOnlyCallsMadeBefore) {
+  const Json call = {{"type", "function_call"}, {"call_id", "c1"}, {"name", "f"}};
+  const Json result = {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "x"}};
+  EXPECT_EQ(ExpectApiError([&] { CheckInputItems(Json::array({result}), "items"); }).param(),
+            "items[0].call_id");
+  CheckInputItems(Json::array({call, result}), "items");
+  CheckInputItems(Json::array({result}), "items", Json::array({call}));
+  EXPECT_EQ(ExpectApiError([&] {
+              CheckInputItems(Json::array({result, call}), "items");
+            }).param(),
+            "items[0].call_id");
 }
 
 }  // namespace
