@@ -98,8 +98,9 @@ ChatPrompt BuildChatPrompt(const ServedModel& model, const ChatRequest& request,
     // Templates close every assistant turn; a prefill is cut open after its text, as
     // transformers' continue_final_message does.
     if (prompt.prefill) text = chat::ContinueFinalMessage(text, *request.messages.back().content);
-    // The template writes BOS itself, as transformers' apply_chat_template expects.
-    prompt.token_ids = model.tokenizer->Encode(text, /*add_special_tokens=*/false);
+    // The template writes BOS itself, as transformers' apply_chat_template expects; vLLM's
+    // add_special_tokens asks for the tokenizer's on top.
+    prompt.token_ids = model.tokenizer->Encode(text, request.add_special_tokens);
   } catch (const Error& error) {
     throw ApiError(ErrorKind::kInvalidRequest,
                    std::string("could not build the chat prompt: ") + error.what(), "messages");

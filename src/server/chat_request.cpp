@@ -348,6 +348,7 @@ ChatRequest ParseChatRequest(const Json& body) {
   if (request.logprobs)
     request.generation.sampling.num_logprobs = static_cast<int32_t>(top.value_or(0));
   ParseReasoning(fields, request);
+  request.add_special_tokens = fields.Bool("add_special_tokens").value_or(false);
   request.documents = ParseDocuments(fields);
   RejectUnhonouredFields(fields);
   return request;

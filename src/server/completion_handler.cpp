@@ -29,7 +29,7 @@ std::pair<int64_t, int64_t> AddedAround(const std::vector<int32_t>& ids,
 
 // `echo_scored`: the prompt's tokens come back with logprobs and text offsets into its text.
 CompletionPrompt Tokenize(const ServedModel& model, const PromptInput& input, size_t index,
-                          bool batched, bool echo_scored) {
+                          bool batched, bool add_special_tokens, bool echo_scored) {
   std::string param = batched ? "prompt[" + std::to_string(index) + "]" : "prompt";
   if (input.is_tokens) {
     CheckTokenIds(model, input.token_ids, param);
@@ -38,7 +38,7 @@ CompletionPrompt Tokenize(const ServedModel& model, const PromptInput& input, si
   }
   std::vector<int32_t> ids;
   try {
-    ids = model.tokenizer->Encode(input.text, /*add_special_tokens=*/true);
+    ids = model.tokenizer->Encode(input.text, add_special_tokens);
   } catch (const Error& error) {
     ThrowInvalid(param, error.what());
   }
@@ -60,6 +60,7 @@ HttpResponse HandleCompletions(const ServerState& state, const HttpRequest& http
   std::vector<CompletionPrompt> prompts;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
     prompts.push_back(Tokenize(model, request.prompts[i], i, request.prompts.size() > 1,
+                               request.add_special_tokens,
                                request.echo && request.generation.sampling.num_logprobs >= 0));
     ApplyModelLimits(model, static_cast<int64_t>(prompts.back().token_ids.size()),
                      kCompletionFields, request.generation);

@@ -76,6 +76,7 @@ CompletionRequest ParseCompletionRequest(const Json& body) {
   request.prompts = ParsePrompt(fields);
   request.generation = ParseGenerationFields(fields, /*min_max_tokens=*/0);
   request.echo = fields.Bool("echo").value_or(false);
+  request.add_special_tokens = fields.Bool("add_special_tokens").value_or(true);
   std::optional<int64_t> logprobs = fields.Integer("logprobs", 0, kMaxTopLogprobs);
   SamplingParams& sampling = request.generation.sampling;
   if (logprobs) {

@@ -77,6 +77,8 @@ struct ChatRequest {
   bool logprobs = false;
   std::optional<bool> enable_thinking;  // chat_template_kwargs / reasoning_effort; nullopt: default
   Json chat_template_kwargs = Json::object();
+  // vLLM's: the tokenizer's special tokens (North's BOS) on top of those the template writes.
+  bool add_special_tokens = false;
   // vLLM's `documents`: objects (or strings) the template grounds the answer in; empty: none.
   Json documents = Json::array();
 };
@@ -92,6 +94,7 @@ struct CompletionRequest {
   GenerationRequest generation;
   std::vector<PromptInput> prompts;  // a batch: one choice group per prompt
   bool echo = false;
+  bool add_special_tokens = true;  // vLLM's: the tokenizer's BOS before each text prompt
 };
 
 struct TokenizeRequest {

@@ -103,6 +103,16 @@ TEST(ChatRequestTest, MaxTokensRangeStartsAtOne) {
   }
 }
 
+// vLLM's add_special_tokens: off for chat (the template writes BOS), a boolean or a 400.
+TEST(ChatRequestTest, AddSpecialTokensIsABooleanOffByDefault) {
+  EXPECT_FALSE(ParseChatRequest(MinimalChat()).add_special_tokens);
+  Json body = MinimalChat();
+  body["add_special_tokens"] = true;
+  EXPECT_TRUE(ParseChatRequest(body).add_special_tokens);
+  body["add_special_tokens"] = "yes";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "add_special_tokens");
+}
+
 // vLLM's extensions that would change the output, which mkserve does not implement, are refused
 // by name; the values that ask for what mkserve does anyway are accepted.
 TEST(ChatRequestTest, UnhonouredVllmFieldsAreRefusedByName) {

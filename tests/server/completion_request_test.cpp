@@ -135,10 +135,19 @@ TEST(CompletionRequestTest, SpecialTokenAndTokenIdSwitches) {
           .generation;
   EXPECT_TRUE(both.skip_special_tokens);
   EXPECT_TRUE(both.tokens_as_ids);
-  for (const char* name : {"skip_special_tokens", "return_tokens_as_token_ids"}) {
-    ApiError error = ExpectApiError([&] { ParseCompletionRequest({{"prompt", "x"}, {name, 1}}); });
-    EXPECT_EQ(error.param(), name);
+  for (const char* name :
+       {"skip_special_tokens", "return_tokens_as_token_ids", "add_special_tokens"}) {
+    for (const Json& bad : {Json(1), Json("10"), Json::object()}) {
+      ApiError error = ExpectApiError([&] {
+        ParseCompletionRequest({{"prompt", "x"}, {name, bad}});
+      });
+      EXPECT_EQ(error.param(), name);
+    }
   }
+  // add_special_tokens (the tokenizer's BOS before a text prompt) is on unless sent false.
+  EXPECT_TRUE(ParseCompletionRequest({{"prompt", "x"}}).add_special_tokens);
+  EXPECT_FALSE(
+      ParseCompletionRequest({{"prompt", "x"}, {"add_special_tokens", false}}).add_special_tokens);
 }
 
 TEST(CompletionRequestTest, BestOfMustEqualN) {
