@@ -1,5 +1,6 @@
 #include "server/generation_request.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace mkserve::server {
@@ -48,15 +49,14 @@ std::vector<std::pair<int32_t, float>> ParseLogitBias(const JsonFields& fields) 
   if (bias == nullptr) return entries;
   for (const auto& [key, value] : bias->items()) {
     std::string param = "logit_bias." + key;
-    size_t used = 0;
-    long long token_id = -1;
-    try {
-      token_id = std::stoll(key, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != key.size() || token_id < 0 || token_id > kInt32Max) {
-      ThrowInvalid(param, "keys must be token ids (non-negative integers as strings)");
+    // Plain decimal only: with " 5", "+5" or "05" two keys could name one token.
+    const bool decimal =
+        !key.empty() && key.size() <= 10 && (key.size() == 1 || key[0] != '0') &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long long token_id = decimal ? std::stoll(key) : -1;
+    if (token_id < 0 || token_id > kInt32Max) {
+      ThrowInvalid(param,
+                   "keys must be token ids: non-negative integers written in decimal as strings");
     }
     if (!value.is_number() || value.get<double>() < -kMaxLogitBias ||
         value.get<double>() > kMaxLogitBias) {

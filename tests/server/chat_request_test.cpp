@@ -162,6 +162,10 @@ TEST(ChatRequestTest, WrongTypesNameTheParam) {
                                                                       {"stop", 5},
                                                                       {"messages", "hi"},
                                                                       {"logit_bias", {{"abc", 1}}},
+                                                                      {"logit_bias", {{" 5", 1}}},
+                                                                      {"logit_bias", {{"+5", 1}}},
+                                                                      {"logit_bias", {{"05", 1}}},
+                                                                      {"logit_bias", {{"", 1}}},
                                                                       {"tool_choice", "sometimes"},
                                                                       {"seed", 1.5}}) {
     Json body = MinimalChat();
