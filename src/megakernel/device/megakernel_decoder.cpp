@@ -253,6 +253,19 @@ void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
   const bool sampled_rows =
       samples && sampling.in_step != nullptr && sampling.in_step->staged.count > 0;
   if (sampling.argmax == nullptr) throw Error("megakernel: a step needs an argmax output");
+  if (!pick_rows.empty()) {  // rows of the step the other slot ran last
+    const int64_t before = slots_[1 - slot_index].batch;
+    if (static_cast<int64_t>(pick_rows.size()) != B) {
+      throw Error("megakernel: token sources for " + std::to_string(pick_rows.size()) +
+                  " rows, the step has " + std::to_string(B));
+    }
+    for (int32_t row : pick_rows) {
+      if (row >= before || row < -1) {
+        throw Error("megakernel: a row takes its token from row " + std::to_string(row) +
+                    " of the step before, which has " + std::to_string(before));
+      }
+    }
+  }
   if (sampled_rows && static_cast<int64_t>(sampling.in_step->request_of_row.size()) != B) {
     throw Error("megakernel: in-step sampling staged for " +
                 std::to_string(sampling.in_step->request_of_row.size()) + " rows, the step has " +
@@ -400,20 +413,9 @@ void MegakernelDecoder::Start(const cuda::StepPlan& plan, float* logits,
   // kernel copies it from that slot's picks over the uploaded one, after the upload's copy.
   std::optional<TokenGather> gather;
   if (!pick_rows.empty()) {
-    const Slot& before = slots_[1 - slot_index];
-    if (static_cast<int64_t>(pick_rows.size()) != B) {
-      throw Error("megakernel: token sources for " + std::to_string(pick_rows.size()) +
-                  " rows, the step has " + std::to_string(B));
-    }
-    for (int32_t row : pick_rows) {
-      if (row >= before.batch || row < -1) {
-        throw Error("megakernel: a row takes its token from row " + std::to_string(row) +
-                    " of the step before, which has " + std::to_string(before.batch));
-      }
-    }
     gather.emplace();
     gather->tokens = slot.upload.Device<int32_t>(inputs_at);
-    gather->picks = before.picks.data();
+    gather->picks = slots_[1 - slot_index].picks.data();
     gather->rows = static_cast<int32_t>(B);
     std::copy(pick_rows.begin(), pick_rows.end(), gather->pick_row);
   }

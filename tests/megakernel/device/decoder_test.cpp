@@ -518,6 +518,27 @@ TEST_F(MegakernelVsLayered, RefusesBatchesAboveItsMaximum) {
                Error);
 }
 
+// A step started with its tokens taken from the other slot's picks names rows that step had: a
+// row it did not have, or a list of the wrong length, is refused before anything is enqueued,
+// and the slot stays free.
+TEST_F(MegakernelVsLayered, RefusesPickRowsTheOtherSlotDidNotRun) {
+  Load(1);
+  const auto rows = cuda::MakeDecodeBatch(*backend_, 2, 100);
+  const cuda::StepPlan plan = cuda::BuildStepPlan(backend_->config(), backend_->kv_layout(),
+                                                  rows->inputs, backend_->max_num_tokens());
+  cuda::DeviceBuffer<float> logits(2 * backend_->config().vocab_size);
+  const StepSampling sampling{argmax_.device()};
+  decoder_->Start(plan, logits.data(), sampling, backend_->stream(), 0);
+  decoder_->Finish(0);
+  for (const std::vector<int32_t>& pick_rows :
+       {std::vector<int32_t>{0, 2}, std::vector<int32_t>{0}, std::vector<int32_t>{-2, 0}}) {
+    EXPECT_THROW(decoder_->Start(plan, logits.data(), sampling, backend_->stream(), 1, pick_rows),
+                 Error);
+  }
+  decoder_->Start(plan, logits.data(), sampling, backend_->stream(), 1, std::vector<int32_t>{1, 0});
+  decoder_->Finish(1);
+}
+
 // The attention MMA holds a KV head's query heads as its 8 columns: a model with more query heads
 // per KV head is refused, never run.
 TEST_F(MegakernelVsLayered, RefusesMoreThan8QueryHeadsPerKvHead) {
