@@ -1,5 +1,7 @@
 #include "server/chat_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <functional>
 #include <set>
 
@@ -19,10 +21,34 @@ ToolDefinition ParseFunctionTool(const JsonFields& function,
                    "a second tool named '" + *name + "': tool names must be unique");
     }
   }
+  // OpenAI's rule for names; a name is also written into the prompt and matched in the output.
+  const bool plain = name->size() <= 64 && std::all_of(name->begin(), name->end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                     });
+  if (!plain) {
+    ThrowInvalid(function.Param("name"),
+                 "a tool name is 1 to 64 letters, digits, underscores or dashes");
+  }
   definition.name = *name;
   definition.description = function.String("description").value_or("");
-  if (const Json* parameters = function.Object("parameters")) definition.parameters = *parameters;
   definition.parameters_param = function.Param("parameters");
+  if (const Json* parameters = function.Object("parameters")) {
+    // A call's parameters are an object: a schema of another type could only be generated as
+    // something the call parser then refuses (the call would come back as text).
+    definition.parameters = *parameters;
+    const auto type = parameters->find("type");
+    if (type != parameters->end() && *type != "object") {
+      ThrowInvalid(definition.parameters_param + ".type",
+                   "a function's parameters are an object: 'type' must be 'object'");
+    }
+    if (type == parameters->end() && !parameters->empty()) {
+      if (parameters->contains("$ref") || parameters->contains("anyOf")) {
+        ThrowInvalid(definition.parameters_param,
+                     "a function's parameters are an object: give the schema 'type': 'object'");
+      }
+      definition.parameters["type"] = "object";
+    }
+  }
   function.Bool("strict");  // typed; the schema binds whenever the output is constrained
   return definition;
 }

@@ -216,6 +216,36 @@ TEST(ChatRequestTest, ToolNamesAreUnique) {
   EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "tools[1].function.name");
 }
 
+// A call's parameters are an object, so a tool's schema must describe one (a schema of another
+// type could only be generated as a call the parser refuses); one without a type is taken as an
+// object. Names follow OpenAI's rule.
+TEST(ChatRequestTest, ToolParametersAreAnObjectAndNamesArePlain) {
+  Json body = MinimalChat();
+  for (const char* type : {"integer", "string", "array", "null"}) {
+    body["tools"] = {WeatherTool()};
+    body["tools"][0]["function"]["parameters"]["type"] = type;
+    EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(),
+              "tools[0].function.parameters.type")
+        << type;
+  }
+  body["tools"] = {WeatherTool()};
+  body["tools"][0]["function"]["parameters"].erase("type");
+  EXPECT_EQ(ParseChatRequest(body).tools[0].parameters["type"], "object");
+  body["tools"][0]["function"]["parameters"] = {{"$ref", "#/$defs/a"}};
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(),
+            "tools[0].function.parameters");
+  for (const char* name : {"get weather", "f.g", "", "\xc3\xa9t\xc3\xa9"}) {
+    body["tools"] = {WeatherTool()};
+    body["tools"][0]["function"]["name"] = name;
+    EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "tools[0].function.name")
+        << name;
+  }
+  body["tools"][0]["function"]["name"] = std::string(65, 'a');
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(), "tools[0].function.name");
+  body["tools"][0]["function"]["name"] = std::string(64, 'a');
+  EXPECT_EQ(ParseChatRequest(body).tools[0].name, std::string(64, 'a'));
+}
+
 TEST(ChatRequestTest, AssistantToolCallsAndToolResults) {
   Json body = MinimalChat();
   body["messages"].push_back(
