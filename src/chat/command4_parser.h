@@ -83,6 +83,8 @@ class Command4Parser {
   static Command4Output ParseAll(std::string_view text, Command4ParserOptions options = {});
 
   int num_tool_calls() const { return num_tool_calls_; }
+  // Reasoning off and no marker seen yet: the text so far waits for one to say what it is.
+  bool holding() const { return holding_; }
 
  private:
   enum class Mode { kReasoning, kAnswer, kText, kAction, kDone };

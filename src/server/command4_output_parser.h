@@ -14,6 +14,7 @@ class Command4OutputParser : public OutputParser {
 
   ParsedDelta Feed(std::string_view text) override { return Convert(parser_.Feed(text)); }
   ParsedDelta Finish() override { return Convert(parser_.Finish()); }
+  bool holding() const override { return parser_.holding(); }
 
  private:
   static ParsedDelta Convert(const std::vector<chat::Command4Event>& events);

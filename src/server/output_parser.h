@@ -34,6 +34,9 @@ class OutputParser {
   virtual ParsedDelta Feed(std::string_view text) = 0;
   // End of generation: releases anything held back (e.g. an unterminated block).
   virtual ParsedDelta Finish() = 0;
+  // Whether the text fed so far is held until a later marker says whether it is reasoning or
+  // answer (so the tokens' logprobs wait with it).
+  virtual bool holding() const { return false; }
 };
 
 class PlainOutputParser : public OutputParser {

@@ -184,13 +184,15 @@ std::string ResponsesOutput::Apply(const ParsedDelta& delta, Json logprobs) {
   std::string events;
   if (!delta.reasoning.empty()) events += Append(Kind::kReasoning, delta.reasoning);
   // A message's logprobs are those of the tokens that wrote its text: with text, this event's
-  // and the held ones'; with none while a message is open, held for its next text; else (the
-  // reasoning's tokens, a call's, the markers between) none.
+  // and the held ones'; with none while a message is open, or while the parser holds text that
+  // may become the answer, held for its next text; else (the reasoning's tokens, a call's, the
+  // markers between) none. Held text that turned out to be reasoning takes its logprobs along.
+  if (!delta.reasoning.empty()) pending_logprobs_ = Json::array();
   for (const Json& entry : logprobs) pending_logprobs_.push_back(entry);
   if (!delta.content.empty()) {
     events += Append(Kind::kMessage, delta.content, nullptr,
                      std::exchange(pending_logprobs_, Json::array()));
-  } else if (!item_open_ || items_.back().kind != Kind::kMessage) {
+  } else if (!parser_->holding() && (!item_open_ || items_.back().kind != Kind::kMessage)) {
     pending_logprobs_ = Json::array();
   }
   for (const ToolCallDelta& call : delta.tool_calls) {

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "server/command4_output_parser.h"
+#include "tokenizer/tiny_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mkserve::server {
 namespace {
@@ -51,6 +55,43 @@ std::vector<std::string> Names(const std::vector<Event>& events) {
   std::vector<std::string> names;
   for (const Event& event : events) names.push_back(event.name);
   return names;
+}
+
+std::shared_ptr<const tokenizer::Tokenizer> TinyTokenizer() {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (std::string("mkserve_responses_output_") +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::create_directories(dir);
+  tokenizer::WriteTinyTokenizer(dir);
+  auto tok = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(dir));
+  std::filesystem::remove_all(dir);
+  return tok;
+}
+
+// With reasoning off, text before any marker waits until one (or the end) says whether it is the
+// answer: its tokens' logprobs wait with it and come with the answer's text (they were dropped).
+// Held text that turns out to be reasoning takes its logprobs along.
+TEST(ResponsesOutputTest, HeldTextKeepsItsLogprobs) {
+  const auto tokenizer = TinyTokenizer();
+  for (const bool reasoning : {false, true}) {
+    ResponsesOutput output({"resp_ab", 100, "m"}, {{"instructions", nullptr}},
+                           std::make_unique<Command4OutputParser>(
+                               chat::Command4ParserOptions{chat::Command4Start::kAnswer}),
+                           LogprobNames{tokenizer.get(), true});
+    for (const char* text : {"just ", "text ", "here"}) {
+      ChoiceEvent event = Tokens(text);
+      std::get<TokensEvent>(event.event).logprobs.push_back({{7, -0.5f}, {}});
+      output.Accumulate(event);
+    }
+    if (reasoning) output.Accumulate(Tokens("<|END_THINKING|><|START_TEXT|>ok<|END_TEXT|>"));
+    output.Accumulate(Finished());
+    const Json response = output.FinalResponse({});
+    const Json& message = response["output"].back();
+    ASSERT_EQ(message["type"], "message") << response.dump();
+    const Json& part = message["content"][0];
+    EXPECT_EQ(part["text"], reasoning ? "ok" : "just text here") << response.dump();
+    EXPECT_EQ(part["logprobs"].size(), reasoning ? 0u : 3u) << response.dump();
+  }
 }
 
 TEST(ResponsesOutputTest, ReasoningThenMessageStreamsInOrder) {
