@@ -272,6 +272,25 @@ Json InputItems(const Json& input) {
   return input;
 }
 
+// The input items a conversation will hold after this turn: an id it holds already, or one sent
+// twice, would make two items of one id (listed, paged and deleted by it).
+void CheckNewItemIds(const Json& items, const Json& conversation) {
+  std::set<std::string> ids;
+  for (const Json& item : conversation) {
+    if (item.contains("id") && item["id"].is_string()) ids.insert(item["id"].get<std::string>());
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto id = items[i].find("id");
+    if (id == items[i].end() || !id->is_string()) continue;
+    if (!ids.insert(id->get<std::string>()).second) {
+      ThrowInvalid("input[" + std::to_string(i) + "].id",
+                   "the conversation already holds an item '" + id->get<std::string>() +
+                       "' (or the input names it twice); leave it out of 'input': the "
+                       "conversation gives it");
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> PreviousResponseId(const Json& body) {
@@ -340,6 +359,7 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
                 input->is_string() ? "input" : "input[" + std::to_string(i) + "]");
   }
   CheckToolResults(chat.messages, call_id_params);
+  if (context_param == "conversation") CheckNewItemIds(request.input_items, context);
   RejectUnhonouredFields(fields);
   chat.generation = ParseGenerationFields(fields, /*min_max_tokens=*/1);
   if (std::optional<int64_t> max =

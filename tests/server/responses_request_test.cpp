@@ -103,6 +103,15 @@ TEST(ResponsesRequestTest, ContextOfAPreviousResponseComesBeforeTheInput) {
             }).param(),
             "conversation.call_id");
 
+  // An input item of an id the conversation holds (or named twice) would be stored twice.
+  const Json held =
+      Json::array({{{"type", "message"}, {"role", "user"}, {"content", "a"}, {"id", "msg_1"}}});
+  const Json again = {{"conversation", "conv_1"}, {"input", held}};
+  EXPECT_EQ(ExpectApiError([&] { ParseResponsesRequest(again, held); }).param(), "input[0].id");
+  const Json twice = {{"conversation", "conv_1"}, {"input", {held[0], held[0]}}};
+  EXPECT_EQ(ExpectApiError([&] { ParseResponsesRequest(twice); }).param(), "input[1].id");
+  ParseResponsesRequest({{"conversation", "conv_1"}, {"input", held}});
+
   ResponsesRequest plain = ParseResponsesRequest({{"input", "hi"}, {"store", false}});
   EXPECT_EQ(plain.input_items,
             Json::array({{{"type", "message"}, {"role", "user"}, {"content", "hi"}}}));
