@@ -30,7 +30,9 @@ void ApplyModelLimits(const ServedModel& model, int64_t prompt_tokens, const Pro
   }
   CheckTokenIds(model, sampling.stop_token_ids, "stop_token_ids");
   int64_t context = model.engine->max_model_len();
-  if (prompt_tokens >= context) {
+  // A prompt only scored (max_tokens 0, echo) may fill the whole context, as the engine allows.
+  const bool prompt_only = request.has_max_tokens && sampling.max_tokens == 0;
+  if (prompt_tokens > context || (prompt_tokens == context && !prompt_only)) {
     ThrowInvalid(fields.prompt, "the prompt is " + std::to_string(prompt_tokens) +
                                     " tokens, which leaves no room in the context of " +
                                     std::to_string(context) + " tokens");

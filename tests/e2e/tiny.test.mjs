@@ -113,6 +113,12 @@ test('completions: n, streaming with usage, logprobs and echo', async () => {
   logprobs.tokens.slice(1).forEach((token, i) => {
     assert.ok(echo.choices[0].text.startsWith(token, logprobs.text_offset[i + 1]), `token ${i + 1}`);
   });
+  // A prompt only scored may fill the whole context; one token more, or one to generate, may not.
+  const full = Array.from({ length: maxModelLen }, (_, i) => 5 + (i % 50));
+  const whole = await openai.completions.create({ prompt: full, max_tokens: 0, echo: true, logprobs: 0 });
+  assert.equal(whole.usage.prompt_tokens, maxModelLen);
+  await assert.rejects(openai.completions.create({ prompt: [...full, 5], max_tokens: 0, echo: true }), /400/);
+  await assert.rejects(openai.completions.create({ prompt: full, max_tokens: 1 }), /400/);
   const scored = await openai.completions.create({ prompt: 'one', max_tokens: 3, logprobs: 2, ignore_eos: true });
   assert.equal(scored.choices[0].logprobs.tokens.length, 3);
   assert.equal(Object.keys(scored.choices[0].logprobs.top_logprobs[0]).length <= 2, true);
