@@ -1,6 +1,7 @@
 #include "server/json_fields.h"
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "server/error.h"
@@ -28,12 +29,67 @@ Json ParseBounded(const std::string& body, bool allow_exceptions) {
   return Json::parse(body, bound_depth, allow_exceptions);
 }
 
+// The value of the 4 hex digits at body[at], or -1.
+int HexQuad(const std::string& body, size_t at) {
+  if (at + 4 > body.size()) return -1;
+  int value = 0;
+  for (size_t i = at; i < at + 4; ++i) {
+    const char c = body[i];
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+// JSON's grammar allows a \u escape of a lone UTF-16 surrogate (a JavaScript client that slices a
+// string inside an emoji writes one); the JSON library refuses it. The body with each lone one
+// as U+FFFD, as a decoder shows it; nullopt when it has none.
+std::optional<std::string> WithoutLoneSurrogates(const std::string& body) {
+  std::string out;
+  out.reserve(body.size());
+  bool in_string = false, changed = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c == '"') in_string = !in_string;
+    if (!in_string || c != '\\' || i + 1 >= body.size()) {
+      out += c;
+      continue;
+    }
+    const int unit = body[i + 1] == 'u' ? HexQuad(body, i + 2) : -1;
+    const bool high = unit >= 0xD800 && unit <= 0xDBFF, low = unit >= 0xDC00 && unit <= 0xDFFF;
+    const bool escape_follows = i + 8 <= body.size() && body.compare(i + 6, 2, "\\u") == 0;
+    const int next = high && escape_follows ? HexQuad(body, i + 8) : -1;
+    if (high && next >= 0xDC00 && next <= 0xDFFF) {  // a pair: kept
+      out.append(body, i, 12);
+      i += 11;
+    } else if (high || low) {
+      out += "\\uFFFD";
+      i += 5;
+      changed = true;
+    } else {  // another escape: both characters, so an escaped quote is no string's end
+      out.append(body, i, 2);
+      ++i;
+    }
+  }
+  if (!changed) return std::nullopt;
+  return out;
+}
+
 }  // namespace
 
 Json ParseJsonBody(const std::string& body) {
   Json value;
   try {
     value = ParseBounded(body, /*allow_exceptions=*/false);
+    if (value.is_discarded()) {
+      if (std::optional<std::string> repaired = WithoutLoneSurrogates(body)) {
+        value = ParseBounded(*repaired, /*allow_exceptions=*/false);
+      }
+    }
     if (value.is_discarded()) {
       // Re-parse with exceptions only to get nlohmann's position-bearing message.
       std::string detail = "could not parse the request body";

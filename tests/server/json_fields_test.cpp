@@ -13,6 +13,25 @@ TEST(JsonFieldsTest, MalformedBodyIs400WithParserDetail) {
   EXPECT_NE(std::string(error.what()).find("malformed JSON"), std::string::npos);
 }
 
+// JSON allows a lone surrogate escape (a JS client slicing a string inside an emoji writes one):
+// it reads as U+FFFD; pairs, escaped backslashes and other escapes stay as they are.
+TEST(JsonFieldsTest, LoneSurrogateEscapesReadAsReplacementCharacters) {
+  const std::string replacement = "\xef\xbf\xbd";
+  EXPECT_EQ(ParseJsonBody(R"({"s": "a\ud83d"})")["s"], "a" + replacement);
+  EXPECT_EQ(ParseJsonBody(R"({"s": "\ude00b", "t": "\ud83d\ude00"})")["s"], replacement + "b");
+  EXPECT_EQ(ParseJsonBody(R"({"s": "\ud83d\ude00", "t": "\ud800"})")["s"], "\xf0\x9f\x98\x80");
+  EXPECT_EQ(ParseJsonBody(R"({"s": "\\ud800\"\ud800", "u": 1})")["s"], "\\ud800\"" + replacement);
+  EXPECT_EQ(ParseJsonBody(R"({"s": "\ud83d\u0041"})")["s"], replacement + "A");
+  EXPECT_EQ(ParseJsonBody(R"({"s": "x\ud83d)"
+                          "\"}")["s"],
+            "x" + replacement);
+  // Still malformed: the repair touches surrogates only.
+  EXPECT_EQ(ExpectApiError([] { ParseJsonBody(R"({"s": "\ud800", )"); }).kind(),
+            ErrorKind::kInvalidRequest);
+  EXPECT_EQ(ExpectApiError([] { ParseJsonBody(R"({"s": "\ud8")"); }).kind(),
+            ErrorKind::kInvalidRequest);
+}
+
 // A number no double holds is malformed input too, not a server error.
 TEST(JsonFieldsTest, NumberOverflowIs400) {
   ApiError error = ExpectApiError([] { ParseJsonBody("{\"max_tokens\": 1e400}"); });
