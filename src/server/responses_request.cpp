@@ -351,15 +351,19 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   if (input == nullptr) ThrowInvalid("input", "is required");
   request.input_items = InputItems(*input);
   InputItemReader reader(chat.messages, call_id_params);
-  // The context's items came from the conversation, or the previous response's chain.
-  const std::string context_param = ConversationId(body) ? "conversation" : "previous_response_id";
-  for (const Json& item : context) reader.Read(item, context_param);
+  // The context's items came from the conversation (named by their place in it, to be fixed
+  // there), or the previous response's chain.
+  const bool conversation = ConversationId(body).has_value();
+  for (size_t i = 0; i < context.size(); ++i) {
+    reader.Read(context[i], conversation ? "conversation.items[" + std::to_string(i) + "]"
+                                         : "previous_response_id");
+  }
   for (size_t i = 0; i < request.input_items.size(); ++i) {
     reader.Read(request.input_items[i],
                 input->is_string() ? "input" : "input[" + std::to_string(i) + "]");
   }
   CheckToolResults(chat.messages, call_id_params);
-  if (context_param == "conversation") CheckNewItemIds(request.input_items, context);
+  if (conversation) CheckNewItemIds(request.input_items, context);
   RejectUnhonouredFields(fields);
   chat.generation = ParseGenerationFields(fields, /*min_max_tokens=*/1);
   if (std::optional<int64_t> max =

@@ -101,7 +101,7 @@ TEST(ResponsesRequestTest, ContextOfAPreviousResponseComesBeforeTheInput) {
   EXPECT_EQ(ExpectApiError([&] {
               ParseResponsesRequest({{"conversation", "conv_1"}, {"input", "hi"}}, orphan);
             }).param(),
-            "conversation.call_id");
+            "conversation.items[0].call_id");
 
   // An input item of an id the conversation holds (or named twice) would be stored twice.
   const Json held =
