@@ -2,11 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "server/command4_output_parser.h"
-#include "tokenizer/tiny_tokenizer.h"
-#include "tokenizer/tokenizer.h"
+#include "server/tiny_tokenizer_for_test.h"
 
 namespace mkserve::server {
 namespace {
@@ -57,26 +54,16 @@ std::vector<std::string> Names(const std::vector<Event>& events) {
   return names;
 }
 
-std::shared_ptr<const tokenizer::Tokenizer> TinyTokenizer() {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   (std::string("mkserve_responses_output_") +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::create_directories(dir);
-  tokenizer::WriteTinyTokenizer(dir);
-  auto tok = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(dir));
-  std::filesystem::remove_all(dir);
-  return tok;
-}
-
 // With reasoning off, text before any marker waits until one (or the end) says whether it is the
 // answer: its tokens' logprobs wait with it and come with the answer's text (they were dropped).
 // Held text that turns out to be reasoning takes its logprobs along.
 TEST(ResponsesOutputTest, HeldTextKeepsItsLogprobs) {
-  const auto tokenizer = TinyTokenizer();
+  const auto tokenizer = TinyTokenizerForTest();
+  chat::Command4ParserOptions reasoning_off;
+  reasoning_off.start = chat::Command4Start::kAnswer;
   for (const bool reasoning : {false, true}) {
     ResponsesOutput output({"resp_ab", 100, "m"}, {{"instructions", nullptr}},
-                           std::make_unique<Command4OutputParser>(
-                               chat::Command4ParserOptions{chat::Command4Start::kAnswer}),
+                           std::make_unique<Command4OutputParser>(reasoning_off),
                            LogprobNames{tokenizer.get(), true});
     for (const char* text : {"just ", "text ", "here"}) {
       ChoiceEvent event = Tokens(text);

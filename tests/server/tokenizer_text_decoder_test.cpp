@@ -7,26 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "chat/command4_parser.h"
-#include "tokenizer/tiny_tokenizer.h"
-#include "tokenizer/tokenizer.h"
+#include "server/tiny_tokenizer_for_test.h"
 
 namespace mkserve::server {
 namespace {
-
-std::shared_ptr<const tokenizer::Tokenizer> TinyTokenizer() {
-  // A folder per test: ctest runs the tests of this file at once.
-  const auto dir = std::filesystem::temp_directory_path() /
-                   (std::string("mkserve_text_decoder_") +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::create_directories(dir);
-  tokenizer::WriteTinyTokenizer(dir);
-  auto tok = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(dir));
-  std::filesystem::remove_all(dir);
-  return tok;
-}
 
 std::string DecodeStream(const TextDecoder& decoder, std::span<const int32_t> ids,
                          std::shared_ptr<const HiddenTokens> hidden) {
@@ -37,7 +22,7 @@ std::string DecodeStream(const TextDecoder& decoder, std::span<const int32_t> id
 }
 
 TEST(TokenizerTextDecoderTest, IdsBeyondTheTokenizerDecodeToNothing) {
-  auto tok = TinyTokenizer();
+  auto tok = TinyTokenizerForTest();
   const std::vector<int32_t> ids = tok->Encode("hello world", /*add_special_tokens=*/false);
   TokenizerTextDecoder decoder(tok);
   auto stream = decoder.NewStream({}, nullptr);
@@ -52,7 +37,7 @@ TEST(TokenizerTextDecoderTest, IdsBeyondTheTokenizerDecodeToNothing) {
 }
 
 TEST(TokenizerTextDecoderTest, HiddenSpecialTokensLeaveTheParsersMarkers) {
-  auto tok = TinyTokenizer();
+  auto tok = TinyTokenizerForTest();
   std::vector<int32_t> ids = {tokenizer::kTinyEndThinkingId};
   for (int32_t id : tok->Encode("hello", false)) ids.push_back(id);
   ids.push_back(tokenizer::kTinyNewFileId);
