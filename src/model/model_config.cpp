@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -157,6 +158,42 @@ void ParseExperts(const ConfigReader& reader, ModelConfig& config) {
   config.norm_topk_prob = reader.Bool("norm_topk_prob", true);
 }
 
+// Sizes far past any model this server runs: such a config is a typo or an attack, and building
+// its per-layer tables and weight names would exhaust memory (or overflow a product such as
+// heads x head_dim into a plausible width) before any tensor could disagree.
+void CheckSizes(const ModelConfig& config) {
+  const struct {
+    const char* key;
+    int64_t value, max;
+  } sizes[] = {
+      {"vocab_size", config.vocab_size, int64_t{1} << 24},
+      {"hidden_size", config.hidden_size, int64_t{1} << 16},
+      {"num_hidden_layers", config.num_layers, 1024},
+      {"max_position_embeddings", config.max_position_embeddings, int64_t{1} << 24},
+      {"num_attention_heads", config.num_heads, 1024},
+      {"num_key_value_heads", config.num_kv_heads, 1024},
+      {"head_dim", config.head_dim, 1024},
+      {"num_experts", config.num_experts, 4096},
+      {"num_shared_experts", config.num_shared_experts, 64},
+      {"intermediate_size", config.expert_intermediate_size, int64_t{1} << 20},
+      {"prefix_dense_intermediate_size", config.dense_intermediate_size, int64_t{1} << 20},
+  };
+  for (const auto& size : sizes) {
+    if (size.value > size.max) {
+      ThrowKeyError(
+          size.key, size.value,
+          "is past any model this server runs (at most " + std::to_string(size.max) + ")");
+    }
+  }
+  if (config.head_dim % 2 != 0) {
+    ThrowKeyError("head_dim", config.head_dim,
+                  "must be even: rotary embeddings turn pairs of dimensions");
+  }
+  if (!(config.logit_scale > 0.0f) || !std::isfinite(config.logit_scale)) {
+    ThrowKeyError("logit_scale", config.logit_scale, "must be a positive number");
+  }
+}
+
 // Only MoE layers need a sane expert setup; an all-dense model may keep the defaults.
 void CheckExperts(const ModelConfig& config) {
   if (config.num_moe_layers() == 0) return;
@@ -286,6 +323,7 @@ ModelConfig ModelConfig::FromJson(const json& json) {
   ParseExperts(reader, config);
   config.logit_scale = static_cast<float>(reader.Number("logit_scale", kDefaultLogitScale));
   config.tie_word_embeddings = reader.OptionalBool("tie_word_embeddings").value_or(true);
+  CheckSizes(config);
   ParseTokens(reader, json, config);
   config.layers = detail::DeriveLayerSpecs(reader, config);
   CheckExperts(config);

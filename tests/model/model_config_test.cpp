@@ -300,6 +300,27 @@ TEST(ModelConfigTest, InconsistentValuesAreErrors) {
   ExpectError(stale_k, {"first_k_dense_replace", "mlp_layer_types[1]"});
 }
 
+// Sizes past any real model are refused before per-layer tables or weight names are built (a
+// billion layers or experts exhausted memory; a head_dim near 2^62 wrapped heads x head_dim to a
+// plausible width); so are an odd head_dim (RoPE turns pairs) and a logit_scale that is not a
+// positive number.
+TEST(ModelConfigTest, SizesPastAnyModelAreErrors) {
+  auto with = [](const std::string& key, const json& value) {
+    json config = NorthJson();
+    config[key] = value;
+    config.erase("layer_types");
+    config.erase("mlp_layer_types");
+    return config;
+  };
+  ExpectError(with("num_hidden_layers", 1000000000), {"num_hidden_layers", "1000000000", "1024"});
+  ExpectError(with("num_experts", 1000000000), {"num_experts", "1000000000"});
+  ExpectError(with("head_dim", (int64_t{1} << 62) + 16), {"head_dim", "past any model"});
+  ExpectError(with("vocab_size", int64_t{1} << 40), {"vocab_size"});
+  ExpectError(with("head_dim", 15), {"head_dim", "15", "even"});
+  ExpectError(with("logit_scale", 0.0), {"logit_scale", "positive"});
+  ExpectError(with("logit_scale", -0.5), {"logit_scale", "positive"});
+}
+
 TEST(ModelConfigTest, ToJsonRoundTrips) {
   json shared = NorthJson();
   shared["num_hidden_layers"] = 5;
