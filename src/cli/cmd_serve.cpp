@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -97,8 +98,15 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.model_dir = args.RequiredString("model");
   flags.backend = args.String("backend", "cpu");
   flags.http.host = args.String("host", "127.0.0.1");
-  flags.http.port = static_cast<int>(args.Int("port", 8000));
-  flags.http.api_key = args.String("api-key", "");
+  // Checked before narrowing: 4294975296 would otherwise wrap to port 8000.
+  const int64_t port = args.Int("port", 8000);
+  if (port < 0 || port > 65535) throw Error("--port must be 0..65535");
+  flags.http.port = static_cast<int>(port);
+  const std::optional<std::string> api_key = args.Value("api-key");
+  if (api_key && api_key->empty()) {
+    throw Error("--api-key must not be empty (leave the flag out to serve without a key)");
+  }
+  flags.http.api_key = api_key.value_or("");
   flags.http.max_body_bytes = args.Int("max-body-bytes", 16 << 20);
   flags.max_batch = args.Int("max-batch", 64);
   // Every running or queued stream holds a connection; clients keep idle ones in their pools.
@@ -143,7 +151,6 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   if (reasoning != "on" && reasoning != "off") throw Error("--reasoning must be on or off");
   flags.reasoning = reasoning == "on";
   args.Finish();
-  if (flags.http.port < 0 || flags.http.port > 65535) throw Error("--port must be 0..65535");
   if (flags.max_batch < 1) throw Error("--max-batch must be at least 1");
   if (flags.response_store_mb < 0 || flags.response_store_mb > (int64_t{1} << 20)) {
     throw Error("--response-store-mb must be 0..1048576 (0: responses are not stored)");
@@ -371,6 +378,15 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   auto model = std::make_unique<server::ServedModel>();
   model->tokenizer =
       std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(flags.model_dir));
+  // A token id past the model's rows could be sent (a prompt, a grammar mask) but never embedded
+  // or sampled: such a pair is refused here, not request by request.
+  const ModelConfig config = ModelConfig::Load(flags.model_dir / "config.json");
+  if (model->tokenizer->vocab_size() > config.vocab_size) {
+    throw Error("tokenizer.json has token ids up to " +
+                std::to_string(model->tokenizer->vocab_size() - 1) + ", past config.json's " +
+                "vocab_size " + std::to_string(config.vocab_size) +
+                ": the tokenizer is not this model's");
+  }
   // A checkpoint without a template (the tiny test model) speaks the built-in Command-4 one.
   const auto& source = model->tokenizer->chat_template();
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
@@ -458,12 +474,16 @@ int WaitForSignalOrFatal(const sigset_t& stop_signals, const Engine& engine) {
 
 int RunServe(std::span<const std::string> argv) {
   ServeFlags flags = ParseFlags(argv);
-  // Block the stop signals in every thread; the main thread waits for them (sigtimedwait).
+  // Block the stop signals in every thread; the main thread waits for them (sigtimedwait). A
+  // hang-up of the controlling terminal stops the server as SIGTERM does (drained, not killed);
+  // a closed stderr pipe (`serve 2>&1 | head`) must not kill it: writes then just fail.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
 
   std::string model_id = flags.served_model_name.empty()
                              ? fs::absolute(flags.model_dir).lexically_normal().filename().string()

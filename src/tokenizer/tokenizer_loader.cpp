@@ -36,8 +36,15 @@ AddedToken ParseAddedToken(const nlohmann::json& json) {
   if (!json.is_object() || !json.contains("id") || !json["id"].is_number_integer()) {
     throw Error(what + " needs an integer \"id\": " + json.dump().substr(0, 200));
   }
+  // Ids index tables as large as the vocabulary: one far past any real vocabulary (2^24 ids)
+  // would allocate for every id below it.
+  const int64_t id = json["id"].get<int64_t>();
+  if (id < 0 || id >= (int64_t{1} << 24)) {
+    throw Error(what + " has id " + std::to_string(id) +
+                ", outside 0..2^24: " + json.dump().substr(0, 200));
+  }
   AddedToken token;
-  token.id = json["id"].get<int32_t>();
+  token.id = static_cast<int32_t>(id);
   token.content = RequireString(json, "content", what);
   token.special = OptionalBool(json, "special", false, what);
   token.single_word = OptionalBool(json, "single_word", false, what);

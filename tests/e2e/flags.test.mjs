@@ -3,6 +3,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { BIN, makeTinyModel } from './harness.mjs';
 
 let model;
@@ -10,7 +12,8 @@ before(() => { model = makeTinyModel(); });
 after(() => model?.cleanup());
 
 function serve(args) {
-  const run = spawnSync(BIN, ['serve', '--model', model.modelDir, '--port', '0', ...args],
+  const port = args.includes('--port') ? [] : ['--port', '0'];
+  const run = spawnSync(BIN, ['serve', '--model', model.modelDir, ...port, ...args],
     { encoding: 'utf8', timeout: 60000 });
   return { status: run.status, signal: run.signal, stderr: run.stderr };
 }
@@ -29,6 +32,9 @@ const CASES = [
   [['--prompt-chunk-tokens', '-2'], /--prompt-chunk-tokens must be 0/],
   [['--step-timeout', '0'], /--step-timeout and --first-step-timeout must be positive/],
   [['--decode-lookahead', 'sometimes'], /--decode-lookahead must be auto, on or off/],
+  [['--port', '4294975296'], /--port must be 0\.\.65535/],
+  [['--port', '-1'], /--port must be 0\.\.65535/],
+  [['--api-key', ''], /--api-key must not be empty/],
   [['--header-timeout', '0'], /--header-timeout and --body-timeout must be positive/],
   [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],
   [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],
@@ -49,3 +55,21 @@ for (const [args, message] of CASES) {
     assert.match(run.stderr, message);
   });
 }
+
+// A checkpoint whose tokenizer has more ids than the model's vocabulary is refused at start-up
+// (it served, then refused prompts and every response_format request).
+test('serve refuses a tokenizer larger than the model', () => {
+  const damaged = join(model.dir, 'small-vocab');
+  cpSync(model.modelDir, damaged, { recursive: true });
+  const config = JSON.parse(readFileSync(join(damaged, 'config.json'), 'utf8'));
+  config.vocab_size = 100;
+  config.eos_token_id = 1;
+  config.bos_token_id = 2;
+  config.pad_token_id = 0;
+  writeFileSync(join(damaged, 'config.json'), JSON.stringify(config));
+  const run = spawnSync(BIN, ['serve', '--model', damaged, '--port', '0'],
+    { encoding: 'utf8', timeout: 60000 });
+  assert.equal(run.signal, null, run.stderr);
+  assert.equal(run.status, 1, run.stderr);
+  assert.match(run.stderr, /past config\.json's vocab_size 100: the tokenizer is not this model's/);
+});

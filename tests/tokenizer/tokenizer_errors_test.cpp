@@ -50,6 +50,13 @@ TEST(TokenizerErrorsTest, WrongFieldTypes) {
   json = SmallBpeJson();
   json["added_tokens"] = nlohmann::json::parse(R"([{"content": "<x>"}])");
   ExpectLoadError(json.dump(), "\"id\"");
+  // An id past any vocabulary (or negative, or past int32) would size tables by it.
+  for (const char* id : {"5000000000", "2147483647", "16777216", "-1"}) {
+    json = SmallBpeJson();
+    json["added_tokens"] =
+        nlohmann::json::parse(std::string(R"([{"content": "<x>", "id": )") + id + "}]");
+    ExpectLoadError(json.dump(), "outside 0..2^24");
+  }
   json = SmallBpeJson();
   json["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Glob", "*"}}}, {"content", ""}};
   ExpectLoadError(json.dump(), "pattern");
