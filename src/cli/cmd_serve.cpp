@@ -389,6 +389,9 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   }
   // A checkpoint without a template (the tiny test model) speaks the built-in Command-4 one.
   const auto& source = model->tokenizer->chat_template();
+  if (source && source->find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw Error("the checkpoint's chat template is empty: every chat prompt would be empty");
+  }
   model->chat_template = source ? chat::ChatTemplate::Parse(*source) : chat::Command4Template();
   model->command4_format = server::IsCommand4Template(*model->chat_template);
   model->grammar_vocabulary = server::BuildGrammarVocabulary(*model->tokenizer);

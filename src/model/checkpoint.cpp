@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "model/safetensors_file.h"
 
 namespace mkserve {
@@ -19,6 +20,7 @@ constexpr char kSingleFile[] = "model.safetensors";
 constexpr char kIndexFile[] = "model.safetensors.index.json";
 
 json ReadJsonFile(const fs::path& path) {
+  RequireRegularFile(path);
   std::ifstream in(path);
   if (!in) throw Error("cannot open " + path.string());
   json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -60,9 +62,9 @@ Checkpoint::~Checkpoint() = default;
 
 Checkpoint Checkpoint::Open(const fs::path& model_dir) {
   Checkpoint checkpoint;
-  if (fs::exists(model_dir / kIndexFile)) {
+  if (EntryExists(model_dir / kIndexFile)) {
     checkpoint.OpenSharded(model_dir / kIndexFile);
-  } else if (fs::exists(model_dir / kSingleFile)) {
+  } else if (EntryExists(model_dir / kSingleFile)) {
     checkpoint.AddFile(SafetensorsFile::Open(model_dir / kSingleFile));
   } else {
     throw Error(model_dir.string() + ": no " + kSingleFile + " or " + kIndexFile);
@@ -86,11 +88,12 @@ void Checkpoint::OpenSharded(const fs::path& index_path) {
   for (const auto& [tensor, shard] : weight_map) shards.insert(shard);
   for (const std::string& shard : shards) {
     fs::path shard_path = index_path.parent_path() / shard;
-    if (!fs::is_regular_file(shard_path)) {
+    std::error_code unreadable;  // a symlink loop, say: reported as the shard's, not thrown
+    if (!fs::is_regular_file(shard_path, unreadable)) {
       auto user = std::find_if(weight_map.begin(), weight_map.end(),
                                [&](const auto& entry) { return entry.second == shard; });
       throw Error(index_path.string() + ": shard " + shard + " (holding tensor \"" + user->first +
-                  "\") does not exist");
+                  "\") " + (EntryExists(shard_path) ? "is not a regular file" : "does not exist"));
     }
     std::unique_ptr<SafetensorsFile> file = SafetensorsFile::Open(shard_path);
     for (const TensorView& tensor : file->tensors()) {

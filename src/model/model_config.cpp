@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "model/detail/config_reader.h"
 #include "model/detail/layer_schedule.h"
 
@@ -383,6 +384,7 @@ json ModelConfig::ToJson() const {
 }
 
 ModelConfig ModelConfig::Load(const std::filesystem::path& config_json) {
+  RequireRegularFile(config_json);
   std::ifstream in(config_json);
   if (!in) throw Error("cannot open " + config_json.string());
   json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);

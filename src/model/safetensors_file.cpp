@@ -231,7 +231,8 @@ SafetensorsContents ParseSafetensors(std::span<const std::byte> file_bytes,
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::Open(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO in the file's place must fail the regular-file check, not block the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) Fail(path.string(), std::string("cannot open: ") + std::strerror(errno));
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {

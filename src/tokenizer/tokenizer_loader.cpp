@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
@@ -16,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string ReadFile(const fs::path& path) {
+  RequireRegularFile(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path.string());
   std::ostringstream text;
@@ -154,19 +156,20 @@ Tokenizer Tokenizer::FromJsonText(std::string_view tokenizer_json, std::string_v
 }
 
 Tokenizer Tokenizer::Load(const fs::path& path, const TokenizerOptions& options) {
-  fs::path file = fs::is_directory(path) ? path / "tokenizer.json" : path;
-  if (!fs::exists(file)) throw Error("no tokenizer.json at " + file.string());
+  std::error_code not_a_directory;
+  fs::path file = fs::is_directory(path, not_a_directory) ? path / "tokenizer.json" : path;
+  if (!EntryExists(file)) throw Error("no tokenizer.json at " + file.string());
   fs::path dir = file.parent_path();
   Companions files;
   try {
-    if (fs::exists(dir / "tokenizer_config.json")) {
+    if (EntryExists(dir / "tokenizer_config.json")) {
       files.config = ParseJson(ReadFile(dir / "tokenizer_config.json"), "tokenizer_config.json");
     }
-    if (fs::exists(dir / "special_tokens_map.json")) {
+    if (EntryExists(dir / "special_tokens_map.json")) {
       files.special_tokens_map =
           ParseJson(ReadFile(dir / "special_tokens_map.json"), "special_tokens_map.json");
     }
-    if (fs::exists(dir / "chat_template.jinja")) {
+    if (EntryExists(dir / "chat_template.jinja")) {
       files.chat_template_file = ReadFile(dir / "chat_template.jinja");
     }
     auto impl = std::make_unique<Impl>();
