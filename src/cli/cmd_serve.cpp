@@ -72,8 +72,10 @@ struct ServeFlags {
   int64_t response_store_mb = 256;  // stored /v1/responses results (ResponseStore); 0: none
 };
 
+// Capped at 10^9 s (about 30 years): "inf" or 1e300 means "never", and converting a value past
+// int64 milliseconds is undefined.
 std::chrono::milliseconds Milliseconds(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  return std::chrono::milliseconds(static_cast<int64_t>(std::min(seconds, 1e9) * 1000));
 }
 
 // Raises the soft limit on open files to the hard one and returns it: every connection is a

@@ -32,6 +32,7 @@ const CASES = [
   [['--prompt-chunk-tokens', '-2'], /--prompt-chunk-tokens must be 0/],
   [['--step-timeout', '0'], /--step-timeout and --first-step-timeout must be positive/],
   [['--decode-lookahead', 'sometimes'], /--decode-lookahead must be auto, on or off/],
+  [['--step-timeout', 'nan'], /--step-timeout and --first-step-timeout must be positive/],
   [['--port', '4294975296'], /--port must be 0\.\.65535/],
   [['--port', '-1'], /--port must be 0\.\.65535/],
   [['--api-key', ''], /--api-key must not be empty/],
