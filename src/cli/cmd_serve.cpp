@@ -122,6 +122,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.kv_bytes = args.Int("kv-bytes", flags.kv_bytes);
   flags.max_model_len = args.Int("max-model-len", 0);
   flags.max_waiting = args.Int("max-waiting", 0);
+  if (flags.max_waiting < 0) throw Error("--max-waiting must be at least 0 (0: no limit)");
   flags.step_timeout_s = args.Double("step-timeout", flags.step_timeout_s);
   flags.first_step_timeout_s = args.Double("first-step-timeout", flags.first_step_timeout_s);
   const std::string lookahead = args.String("decode-lookahead", "off");

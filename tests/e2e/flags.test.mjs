@@ -36,6 +36,7 @@ const CASES = [
   [['--port', '4294975296'], /--port must be 0\.\.65535/],
   [['--port', '-1'], /--port must be 0\.\.65535/],
   [['--api-key', ''], /--api-key must not be empty/],
+  [['--max-waiting', '-1'], /--max-waiting must be at least 0/],
   [['--header-timeout', '0'], /--header-timeout and --body-timeout must be positive/],
   [['--body-timeout', '-1'], /--header-timeout and --body-timeout must be positive/],
   [['--drain-timeout', '-1'], /--drain-timeout must be at least 0/],
