@@ -339,7 +339,7 @@ std::unique_ptr<Backend> LoadBackend(const ServeFlags& flags, const tokenizer::T
 // Redirected to a file it prints only the start and end lines.
 template <typename Work>
 auto WithProgress(const std::string& label, Work work) {
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, failed{false};
   const bool is_terminal = isatty(STDERR_FILENO);
   if (!is_terminal) std::fprintf(stderr, "%s ...\n", label.c_str());
   std::thread ticker([&] {
@@ -355,7 +355,7 @@ auto WithProgress(const std::string& label, Work work) {
       std::fprintf(stderr, "\r%s %c %.1fs", label.c_str(), frames[tick % 4], elapsed);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    std::fprintf(stderr, "\r%s done in %.1fs\n", label.c_str(),
+    std::fprintf(stderr, "\r%s %s in %.1fs\n", label.c_str(), failed ? "failed" : "done",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   });
   struct Join {
@@ -366,7 +366,12 @@ auto WithProgress(const std::string& label, Work work) {
       thread.join();
     }
   } join{done, ticker};
-  return work();
+  try {
+    return work();
+  } catch (...) {
+    failed = true;  // before `join` ends the ticker, which then says so
+    throw;
+  }
 }
 
 int64_t KvCapacityTokens(const KvLayout& layout) {
