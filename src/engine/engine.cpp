@@ -645,30 +645,29 @@ void Engine::EmitToken(Generation& gen, const SequenceResult& result,
                        std::span<const uint32_t> allowed, Clock::time_point now) {
   Sequence& seq = gen.seq;
   Request& request = *gen.request;
-  // A mask of no token: the grammar has no way on here (a schema whose values nest past the
-  // matcher's depth limit on the path taken), which is the request's fault, not the backend's.
-  if (!allowed.empty() &&
-      std::all_of(allowed.begin(), allowed.end(), [](uint32_t word) { return word == 0; })) {
-    FailRequest(request, EngineErrorKind::kInvalidRequest,
-                "the output grammar allows no token here and the output cannot end: its values "
-                "nest deeper than the matcher follows (about 100 levels)");
-    return;
-  }
-  if (result.token_id < 0 || result.token_id >= config().vocab_size) {
-    FailRequest(
-        request, EngineErrorKind::kBackend,
-        "backend sampled token id " + std::to_string(result.token_id) + ", outside the vocabulary");
-    return;
-  }
-  if (gen.matcher) {
+  const bool in_vocabulary = result.token_id >= 0 && result.token_id < config().vocab_size;
+  bool allowed_there = true;
+  if (in_vocabulary && gen.matcher) {
     const std::span<const int32_t> ends = gen.stop->stop_token_ids();
     const bool is_end = std::find(ends.begin(), ends.end(), result.token_id) != ends.end();
-    if (is_end ? !gen.matcher->can_end() : !gen.matcher->Accept(result.token_id)) {
+    allowed_there = is_end ? gen.matcher->can_end() : gen.matcher->Accept(result.token_id);
+  }
+  if (!in_vocabulary || !allowed_there) {
+    // Looked at only on a refusal (not per token): a mask of no token means the grammar has no
+    // way on here (a schema whose values nest past the matcher's depth limit on the path taken),
+    // which is the request's fault, not the backend's.
+    if (!allowed.empty() &&
+        std::all_of(allowed.begin(), allowed.end(), [](uint32_t word) { return word == 0; })) {
+      FailRequest(request, EngineErrorKind::kInvalidRequest,
+                  "the output grammar allows no token here and the output cannot end: its values "
+                  "nest deeper than the matcher follows (about 100 levels)");
+    } else {
       FailRequest(request, EngineErrorKind::kBackend,
                   "backend sampled token id " + std::to_string(result.token_id) +
-                      ", which the output grammar does not allow there");
-      return;
+                      (in_vocabulary ? ", which the output grammar does not allow there"
+                                     : ", outside the vocabulary"));
     }
+    return;
   }
   seq.token_ids.push_back(result.token_id);
   ++stats_.generation_tokens_total;
