@@ -48,7 +48,7 @@ ModelConfig LoadConfig(Args& args) {
   if (!model.empty() && (!preset.empty() || layers)) {
     throw Error("--model reads config.json; --preset and --layers are for the built-in shapes");
   }
-  if (!model.empty()) return ModelConfig::Load(std::filesystem::path(model) / "config.json");
+  if (!model.empty()) return ModelConfig::LoadDir(model);
   return PresetByName(preset.empty() ? "nmc" : preset, layers);
 }
 

@@ -268,7 +268,7 @@ void WarmUpCuda(cuda::CudaBackend& backend, bool custom_policy) {
 std::string ChooseDecodePath(const ServeFlags& flags) {
   if (!flags.decode_path.empty()) return flags.decode_path;
   const ModelConfig config =
-      flags.model_dir.empty() ? NmcPreset() : ModelConfig::Load(flags.model_dir / "config.json");
+      flags.model_dir.empty() ? NmcPreset() : ModelConfig::LoadDir(flags.model_dir);
   const std::optional<std::string> unsupported = megakernel::MegakernelUnsupportedReason(config);
   if (!unsupported) {
     std::fprintf(stderr, "decode path: megakernel (--decode layered for the layered path)\n");
@@ -322,7 +322,7 @@ std::unique_ptr<Backend> LoadBackend(const ServeFlags& flags, const tokenizer::T
     return LoadCpuBackend(flags.model_dir, options);
   }
   if (flags.backend.rfind("scripted:", 0) == 0) {
-    ModelConfig config = ModelConfig::Load(flags.model_dir / "config.json");
+    ModelConfig config = ModelConfig::LoadDir(flags.model_dir);
     Script script = LoadScript(flags.backend.substr(9), [&tok](const std::string& text) {
       return tok.Encode(text, /*add_special_tokens=*/false);
     });
@@ -388,7 +388,7 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
       std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::Load(flags.model_dir));
   // A token id past the model's rows could be sent (a prompt, a grammar mask) but never embedded
   // or sampled: such a pair is refused here, not request by request.
-  const ModelConfig config = ModelConfig::Load(flags.model_dir / "config.json");
+  const ModelConfig config = ModelConfig::LoadDir(flags.model_dir);
   if (model->tokenizer->vocab_size() > config.vocab_size) {
     throw Error("tokenizer.json has token ids up to " +
                 std::to_string(model->tokenizer->vocab_size() - 1) + ", past config.json's " +

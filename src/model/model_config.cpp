@@ -236,6 +236,15 @@ void ParseTokens(const ConfigReader& reader, const json& json, ModelConfig& conf
     config.eos_token_ids.push_back(TokenId("eos_token_id", id, config.vocab_size));
 }
 
+json ReadJsonFile(const std::filesystem::path& path) {
+  RequireRegularFile(path);
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open " + path.string());
+  json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) throw Error(path.string() + ": not valid JSON");
+  return parsed;
+}
+
 void ParseQuantization(const ConfigReader& reader, ModelConfig& config) {
   if (!reader.Has("quantization_config")) return;
   const json& quantization = reader.Raw("quantization_config");
@@ -384,16 +393,32 @@ json ModelConfig::ToJson() const {
 }
 
 ModelConfig ModelConfig::Load(const std::filesystem::path& config_json) {
-  RequireRegularFile(config_json);
-  std::ifstream in(config_json);
-  if (!in) throw Error("cannot open " + config_json.string());
-  json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) throw Error(config_json.string() + ": not valid JSON");
+  json parsed = ReadJsonFile(config_json);
   try {
     return FromJson(parsed);
   } catch (const Error& error) {
     throw Error(config_json.string() + ": " + error.what());
   }
+}
+
+ModelConfig ModelConfig::LoadDir(const std::filesystem::path& model_dir) {
+  ModelConfig config = Load(model_dir / "config.json");
+  const std::filesystem::path generation = model_dir / "generation_config.json";
+  if (!EntryExists(generation)) return config;
+  json parsed = ReadJsonFile(generation);
+  try {
+    if (!parsed.is_object()) throw Error("must be a JSON object");
+    for (int64_t id : ConfigReader(parsed).IntOrIntList("eos_token_id")) {
+      int32_t eos = TokenId("eos_token_id", id, config.vocab_size);
+      if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), eos) ==
+          config.eos_token_ids.end()) {
+        config.eos_token_ids.push_back(eos);
+      }
+    }
+  } catch (const Error& error) {
+    throw Error(generation.string() + ": " + error.what());
+  }
+  return config;
 }
 
 }  // namespace mkserve

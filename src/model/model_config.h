@@ -88,6 +88,10 @@ struct ModelConfig {
   // key and the value.
   static ModelConfig FromJson(const nlohmann::json& json);
   static ModelConfig Load(const std::filesystem::path& config_json);
+  // A checkpoint directory: config.json, plus generation_config.json's eos_token_id when that file
+  // exists. Generation stops at the ids of either file (HF's generate() reads the second, and a
+  // checkpoint may list its chat end-of-turn token only there).
+  static ModelConfig LoadDir(const std::filesystem::path& model_dir);
   // The HF config.json form (explicit layer_types and mlp_layer_types).
   nlohmann::json ToJson() const;
 

@@ -1,8 +1,10 @@
 #include "model/model_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -353,6 +355,36 @@ TEST(ModelConfigTest, LoadNamesTheFile) {
   std::ofstream(path) << NorthJson().dump();
   EXPECT_EQ(ModelConfig::Load(path).num_layers, 49);
   EXPECT_THROW(ModelConfig::Load(testing::TempDir() + "/absent.json"), Error);
+}
+
+// A checkpoint may name its chat end-of-turn token only in generation_config.json: generation must
+// stop there too, or a served answer runs on past its turn.
+TEST(ModelConfigTest, LoadDirAddsGenerationConfigEos) {
+  std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "generation_config_eos";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  json config = NorthJson();
+  config["eos_token_id"] = 255001;
+  std::ofstream(dir / "config.json") << config.dump();
+  EXPECT_EQ(ModelConfig::LoadDir(dir).eos_token_ids, std::vector<int32_t>{255001});
+
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [255001, 255003, 6]})";
+  EXPECT_EQ(ModelConfig::LoadDir(dir).eos_token_ids, (std::vector<int32_t>{255001, 255003, 6}));
+
+  std::ofstream(dir / "generation_config.json") << R"({"bos_token_id": 5})";
+  EXPECT_EQ(ModelConfig::LoadDir(dir).eos_token_ids, std::vector<int32_t>{255001});
+
+  for (const char* bad :
+       {R"({"eos_token_id": 300000})", R"({"eos_token_id": "x"})", "[1]", R"({"eos_token_id": )"}) {
+    std::ofstream(dir / "generation_config.json") << bad;
+    try {
+      ModelConfig::LoadDir(dir);
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("generation_config.json"), std::string::npos)
+          << error.what();
+    }
+  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace mkserve {
 
 std::unique_ptr<CpuBackend> LoadCpuBackend(const std::filesystem::path& model_dir,
                                            CpuBackendOptions options) {
-  ModelConfig config = ModelConfig::Load(model_dir / "config.json");
+  ModelConfig config = ModelConfig::LoadDir(model_dir);
   Checkpoint checkpoint = Checkpoint::Open(model_dir);
   ModelWeights weights = MapModelWeights(config, checkpoint);
   return std::make_unique<CpuBackend>(std::move(config), weights, options);

@@ -14,13 +14,12 @@ std::unique_ptr<CudaBackend> LoadCudaBackend(const std::filesystem::path& model_
                                              const CudaBackendOptions& options) {
   CurrentDeviceInfo();  // no GPU: say so before reading or generating any weights
   if (options.random_weights) {
-    ModelConfig config =
-        model_dir.empty() ? NmcPreset() : ModelConfig::Load(model_dir / "config.json");
+    ModelConfig config = model_dir.empty() ? NmcPreset() : ModelConfig::LoadDir(model_dir);
     DeviceWeights weights = DeviceWeights::Random(config, options.seed);
     return std::make_unique<CudaBackend>(std::move(config), std::move(weights), options);
   }
   if (model_dir.empty()) throw Error("LoadCudaBackend: no model directory and no --random-weights");
-  ModelConfig config = ModelConfig::Load(model_dir / "config.json");
+  ModelConfig config = ModelConfig::LoadDir(model_dir);
   DeviceWeights weights = [&] {
     Checkpoint checkpoint = Checkpoint::Open(model_dir);
     ModelWeights host = MapModelWeights(config, checkpoint);
