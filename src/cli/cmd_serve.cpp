@@ -94,6 +94,16 @@ int64_t RaiseOpenFileLimit() {
 // Descriptors kept free of connections: model files, the log, the engine's own.
 constexpr int64_t kReservedFiles = 256;
 
+// Steps of this many tokens keep the GPU's prefill GEMMs large; the CPU backend keeps the
+// engine's smaller default so decode rows are not starved behind long prefill chunks.
+constexpr int64_t kCudaStepTokens = 8192;
+
+// Tokens per engine step: --max-step-tokens, else the backend's default.
+int64_t StepTokens(const ServeFlags& flags) {
+  if (flags.max_step_tokens > 0) return flags.max_step_tokens;
+  return flags.backend == "cuda" ? kCudaStepTokens : EngineOptions{}.max_step_tokens;
+}
+
 ServeFlags ParseFlags(std::span<const std::string> argv) {
   Args args(argv);
   ServeFlags flags;
@@ -171,9 +181,11 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.http.header_timeout = Milliseconds(header_timeout_s);
   flags.http.body_timeout = Milliseconds(body_timeout_s);
   if (!(flags.drain_timeout_s >= 0)) throw Error("--drain-timeout must be at least 0 (seconds)");
-  if (flags.max_step_tokens != 0 && flags.max_step_tokens < flags.max_batch) {
-    throw Error("--max-step-tokens must be at least --max-batch (" +
-                std::to_string(flags.max_batch) + ")");
+  if (flags.kv_bytes < 1) throw Error("--kv-bytes must be at least 1");
+  if (StepTokens(flags) < flags.max_batch) {
+    throw Error("--max-step-tokens (" + std::to_string(StepTokens(flags)) +
+                (flags.max_step_tokens == 0 ? ", the default" : "") +
+                ") must be at least --max-batch (" + std::to_string(flags.max_batch) + ")");
   }
   if (flags.max_prefill_while_decoding < 1) {
     throw Error(
@@ -226,9 +238,6 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
 constexpr std::chrono::seconds kFatalDrain(2);
 constexpr int kExitBackendFatal = 3;
 
-// Steps of this many tokens keep the GPU's prefill GEMMs large; the CPU backend keeps the
-// engine's smaller default so decode rows are not starved behind long prefill chunks.
-constexpr int64_t kCudaStepTokens = 8192;
 // While streams decode, a long prompt runs beside their steps in chunks of this many tokens (in
 // pieces of a step's size): the stream for chunks idles only between chunks, up to a step's time
 // each (H200, 8 streams, three 32K prompts arriving: docs/performance.md).
@@ -287,7 +296,7 @@ std::unique_ptr<Backend> LoadCuda(const ServeFlags& flags) {
   cuda::CudaBackendOptions options;
   options.gpu_memory_fraction = flags.gpu_memory_fraction;
   options.max_batch = flags.max_batch;
-  options.max_num_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens : kCudaStepTokens;
+  options.max_num_tokens = StepTokens(flags);
   options.max_prompt_chunk_tokens =
       flags.prompt_chunk_tokens < 0 ? kCudaPromptChunkTokens : flags.prompt_chunk_tokens;
   options.decode_path = decode_path;
@@ -420,9 +429,7 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
                                              [&] { return LoadBackend(flags, *model->tokenizer); });
   EngineOptions options;
   options.max_batch = flags.max_batch;
-  options.max_step_tokens = flags.max_step_tokens > 0 ? flags.max_step_tokens
-                            : flags.backend == "cuda" ? kCudaStepTokens
-                                                      : options.max_step_tokens;
+  options.max_step_tokens = StepTokens(flags);
   options.max_prefill_tokens_while_decoding = flags.max_prefill_while_decoding;
   options.prompt_chunk_tokens =
       backend->max_prompt_chunk_tokens();  // what --prompt-chunk-tokens set up

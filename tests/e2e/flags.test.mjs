@@ -24,7 +24,10 @@ const CASES = [
   [['--decode', ''], /--decode needs a path name/],
   [['--gpu-memory-fraction', '1.5'], /--gpu-memory-fraction must be in \(0, 1\)/],
   [['--gpu-memory-fraction', '0'], /--gpu-memory-fraction must be in \(0, 1\)/],
-  [['--max-step-tokens', '10'], /--max-step-tokens must be at least --max-batch \(64\)/],
+  [['--max-step-tokens', '10'], /--max-step-tokens \(10\) must be at least --max-batch \(64\)/],
+  [['--max-batch', '100000000'], /--max-step-tokens \(2048, the default\) must be at least --max-batch \(100000000\)/],
+  [['--kv-bytes', '-1'], /--kv-bytes must be at least 1/],
+  [['--kv-bytes', '0'], /--kv-bytes must be at least 1/],
   [['--backend', 'tpu'], /--backend must be cpu, cuda or scripted:FILE, got 'tpu'/],
   [['--reasoning', 'sometimes'], /--reasoning must be on or off/],
   [['--max-prefill-tokens-while-decoding', '0'], /--max-prefill-tokens-while-decoding must be at least 1/],
@@ -69,9 +72,22 @@ test('serve refuses a tokenizer larger than the model', () => {
   config.bos_token_id = 2;
   config.pad_token_id = 0;
   writeFileSync(join(damaged, 'config.json'), JSON.stringify(config));
+  writeFileSync(join(damaged, 'generation_config.json'), JSON.stringify({ eos_token_id: 1 }));
   const run = spawnSync(BIN, ['serve', '--model', damaged, '--port', '0'],
     { encoding: 'utf8', timeout: 60000 });
   assert.equal(run.signal, null, run.stderr);
   assert.equal(run.status, 1, run.stderr);
   assert.match(run.stderr, /past config\.json's vocab_size 100: the tokenizer is not this model's/);
+});
+
+// generation_config.json's eos ids are the model's too: one past the vocabulary is refused by name.
+test('serve refuses a generation_config.json eos past the vocabulary', () => {
+  const damaged = join(model.dir, 'bad-generation-eos');
+  cpSync(model.modelDir, damaged, { recursive: true });
+  writeFileSync(join(damaged, 'generation_config.json'), JSON.stringify({ eos_token_id: [1006, 1e9] }));
+  const run = spawnSync(BIN, ['serve', '--model', damaged, '--port', '0'],
+    { encoding: 'utf8', timeout: 60000 });
+  assert.equal(run.signal, null, run.stderr);
+  assert.equal(run.status, 1, run.stderr);
+  assert.match(run.stderr, /generation_config\.json: config key "eos_token_id" = 1000000000: must be a token id below vocab_size/);
 });
