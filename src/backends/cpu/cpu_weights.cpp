@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/error.h"
@@ -20,14 +22,24 @@ void CheckShape(const TensorView& view, const std::vector<int64_t>& expected) {
   }
 }
 
+// A NaN or an infinity in a weight turns every answer into garbage without an error: refused.
+std::vector<float> FiniteFloats(const TensorView& view) {
+  std::vector<float> values = view.ToFloat();
+  if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
+    throw Error("tensor '" + view.name +
+                "' holds NaN or infinite values: the checkpoint is damaged");
+  }
+  return values;
+}
+
 Matrix ToMatrix(const TensorView& view, int64_t rows, int64_t cols) {
   CheckShape(view, {rows, cols});
-  return Matrix{view.ToFloat(), rows, cols};
+  return Matrix{FiniteFloats(view), rows, cols};
 }
 
 std::vector<float> ToVector(const TensorView& view, int64_t size) {
   CheckShape(view, {size});
-  return view.ToFloat();
+  return FiniteFloats(view);
 }
 
 MlpMatrices ToMlp(const MlpWeights& mlp, int64_t hidden, int64_t intermediate) {

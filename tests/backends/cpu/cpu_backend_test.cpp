@@ -201,6 +201,24 @@ TEST(CpuBackendTest, RopeFlagOfANopeLayerMatters) {
             1e-3f);
 }
 
+// A NaN or an infinity in a weight would turn every answer into garbage: refused at load, by name.
+TEST(CpuBackendTest, NonFiniteWeightsAreRefusedByName) {
+  for (float poison : {std::nanf(""), -INFINITY}) {
+    std::unique_ptr<TestModel> model = MakeTestModel(TestVariant::kNorth);
+    const TensorView& view = model->weights.layers[2].experts[1].down;
+    auto* values = reinterpret_cast<float*>(const_cast<std::byte*>(view.bytes.data()));
+    values[view.num_elements() - 1] = poison;
+    try {
+      MakeBackend(*model);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("'" + view.name + "' holds NaN or infinite"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(CpuBackendTest, BadStepsAreErrors) {
   auto model = MakeTestModel(TestVariant::kNorth);
   auto backend = MakeBackend(*model);

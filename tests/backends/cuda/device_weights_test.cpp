@@ -3,12 +3,14 @@
 // device weights are seeded and plausible; the KV pool maps layers to groups and slices.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "backends/cuda/core/device_weights.h"
 #include "backends/cuda/core/kv_pool.h"
 #include "backends/cuda/core/random_fill.h"
 #include "backends/cuda/core/weight_layout.h"
+#include "common/error.h"
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
 #include "model/presets.h"
@@ -74,6 +76,35 @@ TEST(DeviceWeightsTest, UploadFollowsTheLayout) {
       UnpackPanelsOnHost(Download(l1.experts_down + 3 * down.Elements(), down.Elements()), down),
       e3.down.ToFloat(), 0.0f, 0.0f, "expert 3 down");
   ExpectSame(l1.input_norm, host.layers[1].input_norm, "input norm");
+  std::filesystem::remove_all(dir);
+}
+
+// A NaN or an infinity anywhere in a checkpoint (here one element of an expert, packed into panels
+// after its check) fails the upload naming the tensor, instead of serving garbage.
+TEST(DeviceWeightsTest, NonFiniteWeightsAreRefusedByName) {
+  const ModelConfig config = TinyPreset(3);
+  const auto dir = std::filesystem::temp_directory_path() / "mkserve_cuda_nonfinite_test";
+  WriteRandomCheckpoint(config, RandomCheckpointOptions{}, dir);
+  Checkpoint checkpoint = Checkpoint::Open(dir);
+  ModelWeights host = MapModelWeights(config, checkpoint);
+  EXPECT_NO_THROW(DeviceWeights::Upload(config, host, {}));
+  for (uint16_t poison : {uint16_t{0x7fc0}, uint16_t{0xff80}}) {  // NaN, -inf
+    for (TensorView* view : {&host.layers[1].experts[3].down, &host.layers[2].o_proj}) {
+      std::vector<std::byte> bytes(view->bytes.begin(), view->bytes.end());
+      const std::span<const std::byte> pristine = view->bytes;
+      std::memcpy(bytes.data() + 2 * (view->num_elements() - 1), &poison, 2);  // the last element
+      view->bytes = bytes;
+      try {
+        DeviceWeights::Upload(config, host, {});
+        ADD_FAILURE() << "no error for " << view->name;
+      } catch (const Error& error) {
+        EXPECT_NE(std::string(error.what()).find("'" + view->name + "' holds NaN or infinite"),
+                  std::string::npos)
+            << error.what();
+      }
+      view->bytes = pristine;
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 

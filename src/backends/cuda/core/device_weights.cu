@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/core/cuda_check.h"
 #include "backends/cuda/core/panel_pack.h"
@@ -99,28 +101,63 @@ void ConvertToBf16(const TensorView& src, int64_t first, int64_t count, uint16_t
   }
 }
 
+// Lowers *first_bad to `piece` when a bf16 of `data` is a NaN or an infinity (exponent all ones).
+__global__ void FlagNonFinite(const uint16_t* data, int64_t count, int piece, int* first_bad) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if ((data[i] & 0x7f80) == 0x7f80) {
+      atomicMin(first_bad, piece);
+      return;
+    }
+  }
+}
+
 // Pinned staging buffer: each chunk is converted into it, then copied; the copy finishes before
-// the buffer is refilled, so host memory use stays at one chunk whatever the model size.
+// the buffer is refilled, so host memory use stays at one chunk whatever the model size. Every
+// copied chunk is checked on the GPU for NaN and infinite values (a damaged checkpoint would
+// otherwise serve garbage without an error); ThrowIfNonFinite names the first such tensor.
 class Stager {
  public:
-  Stager() { MKSERVE_CUDA_CHECK(cudaMallocHost(&staging_, kStagingElements * sizeof(uint16_t))); }
+  Stager() {
+    MKSERVE_CUDA_CHECK(cudaMallocHost(&staging_, kStagingElements * sizeof(uint16_t)));
+    const int none = kNoneBad;
+    MKSERVE_CUDA_CHECK(cudaMemcpy(first_bad_.data(), &none, sizeof(int), cudaMemcpyHostToDevice));
+  }
   ~Stager() { cudaFreeHost(staging_); }
   Stager(const Stager&) = delete;
   Stager& operator=(const Stager&) = delete;
 
   int64_t Copy(const Piece& piece) {
     const int64_t total = piece.src->num_elements();
+    const int index = static_cast<int>(names_.size());
+    names_.push_back(piece.src->name);
     for (int64_t first = 0; first < total; first += kStagingElements) {
       int64_t count = std::min(kStagingElements, total - first);
       ConvertToBf16(*piece.src, first, count, staging_);
       MKSERVE_CUDA_CHECK(cudaMemcpy(piece.dst + first, staging_, count * sizeof(uint16_t),
                                     cudaMemcpyHostToDevice));
+      FlagNonFinite<<<264, 256>>>(reinterpret_cast<const uint16_t*>(piece.dst + first), count,
+                                  index, first_bad_.data());
+      MKSERVE_CUDA_CHECK_LAUNCH();
     }
     return total * static_cast<int64_t>(sizeof(bf16));
   }
 
+  void ThrowIfNonFinite() {
+    int first_bad = kNoneBad;
+    MKSERVE_CUDA_CHECK(
+        cudaMemcpy(&first_bad, first_bad_.data(), sizeof(int), cudaMemcpyDeviceToHost));
+    if (first_bad != kNoneBad) {
+      throw Error("tensor '" + names_[static_cast<size_t>(first_bad)] +
+                  "' holds NaN or infinite values: the checkpoint is damaged");
+    }
+  }
+
  private:
+  static constexpr int kNoneBad = std::numeric_limits<int>::max();
   uint16_t* staging_ = nullptr;
+  DeviceBuffer<int> first_bad_{1};
+  std::vector<std::string> names_;  // by piece index, for the error
 };
 
 // Each routed expert lands row-major in `scratch` (2 * width * hidden), then is packed into its
@@ -201,6 +238,7 @@ DeviceWeights DeviceWeights::Upload(const ModelConfig& config, const ModelWeight
       }
     }
   }
+  stager.ThrowIfNonFinite();
   return weights;
 }
 
