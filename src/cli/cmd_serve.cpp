@@ -461,6 +461,38 @@ void PrintSummary(const ServeFlags& flags, const server::ServedModel& model,
                flags.http.host.c_str(), port);
 }
 
+// While the model loads (minutes of weight copies that cannot be cut short) nothing runs yet that a
+// drain would wait for, so a stop signal then exits at once instead of after the load.
+class StopDuringLoad {
+ public:
+  explicit StopDuringLoad(const sigset_t& stop_signals)
+      : stop_signals_(stop_signals), watcher_([this] { Watch(); }) {}
+  ~StopDuringLoad() {
+    loaded_ = true;
+    watcher_.join();
+  }
+  StopDuringLoad(const StopDuringLoad&) = delete;
+  StopDuringLoad& operator=(const StopDuringLoad&) = delete;
+
+ private:
+  void Watch() {
+    const timespec poll{0, 50'000'000};  // 50 ms
+    while (!loaded_) {
+      int signal_number = sigtimedwait(&stop_signals_, nullptr, &poll);
+      if (signal_number > 0) {
+        std::fprintf(stderr, "\nmkserve serve: signal %d during the load, stopped\n",
+                     signal_number);
+        std::fflush(stderr);
+        std::_Exit(0);
+      }
+    }
+  }
+
+  const sigset_t stop_signals_;
+  std::atomic<bool> loaded_{false};
+  std::thread watcher_;  // last: it starts once the members above exist
+};
+
 // The stop signal that arrived, or 0 once the engine has failed fatally.
 int WaitForSignalOrFatal(const sigset_t& stop_signals, const Engine& engine) {
   const timespec poll{0, 100'000'000};  // 100 ms
@@ -523,6 +555,7 @@ int RunServe(std::span<const std::string> argv) {
   std::fprintf(stderr, "mkserve serve: bound http://%s:%d, loading %s\n", flags.http.host.c_str(),
                port, flags.model_dir.string().c_str());
   try {
+    StopDuringLoad stop_during_load(stop_signals);
     state.SetModel(LoadModel(flags));
   } catch (...) {
     http.Stop();

@@ -4,7 +4,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { makeTinyModel, startServer, metric, waitFor, MODEL_BACKEND_ARGS } from './harness.mjs';
+import { execFileSync, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { BIN, makeTinyModel, startServer, metric, waitFor, MODEL_BACKEND_ARGS } from './harness.mjs';
 
 let model;
 before(() => { model = makeTinyModel(); });
@@ -67,4 +69,25 @@ test('SIGTERM drains, then ends streams with "abort" and [DONE] and others with 
   const took = Date.now() - signalled;
   assert.ok(took >= 1400 && took < 15000, `exit ${took} ms after SIGTERM`);
   assert.match(server.log(), /mkserve serve: stopped/);
+});
+
+// A stop signal while the weights load ends the process at once (it used to wait for the whole
+// load, minutes for a real checkpoint). The 1000-layer tiny model loads in about half a second;
+// the signal goes as soon as the server has bound, before the load.
+test('SIGTERM during the load stops at once, exit 0', async () => {
+  const deep = join(model.dir, 'deep');
+  execFileSync(BIN, ['make-model', '--preset', 'tiny', '--layers', '1000', '--out', deep], { stdio: 'pipe' });
+  const proc = spawn(BIN, ['serve', '--model', deep, '--backend', 'cpu', '--port', '0'],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (data) => {
+    log += data.toString();
+    if (/bound http/.test(log) && proc.signalCode === null && !proc.killed) proc.kill('SIGTERM');
+  });
+  const { code, signal } = await new Promise((resolve) =>
+    proc.on('exit', (code, signal) => resolve({ code, signal })));
+  assert.equal(signal, null);
+  assert.equal(code, 0, log);
+  assert.match(log, /mkserve serve: signal 15 during the load, stopped/);
+  assert.doesNotMatch(log, /listening/);
 });
