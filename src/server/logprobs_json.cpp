@@ -1,5 +1,7 @@
 #include "server/logprobs_json.h"
 
+#include <algorithm>
+
 namespace mkserve::server {
 namespace {
 
@@ -8,6 +10,8 @@ Json Bytes(const std::string& text) {
   for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
   return bytes;
 }
+
+bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
 }  // namespace
 
@@ -65,8 +69,17 @@ void CompletionLogprobs::Append(int32_t token_id, Json logprob, Json top, bool i
   tokens_.push_back(names_.Name(token_id));
   token_logprobs_.push_back(std::move(logprob));
   top_logprobs_.push_back(std::move(top));
-  text_offset_.push_back(offset_);
-  if (in_text) offset_ += static_cast<int64_t>(TokenText(*names_.tokenizer, token_id).size());
+  // Characters (code points), as Python indexes the text: count the UTF-8 lead bytes so far. A
+  // token that starts inside a character (its bytes continue one split over tokens) points at
+  // that character. The token's display text would not do: a split character shows as U+FFFD
+  // in each of its tokens, three bytes apiece.
+  const std::string bytes = names_.tokenizer->TokenBytes(token_id);
+  const bool continues = !bytes.empty() && IsContinuationByte(bytes.front());
+  text_offset_.push_back(characters_ - (continues && characters_ > 0 ? 1 : 0));
+  if (in_text) {
+    characters_ +=
+        std::count_if(bytes.begin(), bytes.end(), [](char c) { return !IsContinuationByte(c); });
+  }
 }
 
 Json CompletionLogprobs::Take() {

@@ -66,7 +66,7 @@ class CompletionLogprobs {
   Json token_logprobs_ = Json::array();
   Json top_logprobs_ = Json::array();
   Json text_offset_ = Json::array();
-  int64_t offset_ = 0;
+  int64_t characters_ = 0;  // of the text so far
 };
 
 }  // namespace mkserve::server

@@ -113,6 +113,11 @@ test('completions: n, streaming with usage, logprobs and echo', async () => {
   logprobs.tokens.slice(1).forEach((token, i) => {
     assert.ok(echo.choices[0].text.startsWith(token, logprobs.text_offset[i + 1]), `token ${i + 1}`);
   });
+  // Offsets count characters (code points): the two byte tokens of 'é' both point at it.
+  const accented = await openai.completions.create({ prompt: 'héllo', max_tokens: 0, echo: true, logprobs: 0 });
+  assert.equal(accented.choices[0].text, 'héllo');
+  assert.deepEqual(accented.choices[0].logprobs.tokens, ['<BOS_TOKEN>', 'h', '\ufffd', '\ufffd', 'l', 'lo']);
+  assert.deepEqual(accented.choices[0].logprobs.text_offset, [0, 0, 1, 1, 2, 3]);
   // A prompt only scored may fill the whole context; one token more, or one to generate, may not.
   const full = Array.from({ length: maxModelLen }, (_, i) => 5 + (i % 50));
   const whole = await openai.completions.create({ prompt: full, max_tokens: 0, echo: true, logprobs: 0 });
