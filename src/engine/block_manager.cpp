@@ -145,17 +145,6 @@ void BlockManager::Free(Sequence& seq) {
   seq.block_hashes.clear();
 }
 
-bool BlockManager::CanEverFit(int64_t num_tokens) const {
-  for (const Pool& pool : pools_) {
-    int64_t needed = CeilDiv(num_tokens, kBlockTokens);
-    if (is_sliding(pool)) {
-      needed = std::min(needed, CeilDiv(pool.group.window_tokens, kBlockTokens) + 1);
-    }
-    if (needed > pool.group.num_blocks) return false;
-  }
-  return true;
-}
-
 int32_t BlockManager::TakeBlock(Pool& pool) {
   int32_t block = -1;
   if (!pool.free_blocks.empty()) {

@@ -47,8 +47,6 @@ class BlockManager {
   // Releases every block of `seq`, last block first (cached ones stay parked for reuse, the tail
   // evicted first), and clears its tables.
   void Free(Sequence& seq);
-  // Whether a sequence of `num_tokens` tokens fits at all with nothing else running.
-  bool CanEverFit(int64_t num_tokens) const;
 
   int64_t num_groups() const { return static_cast<int64_t>(pools_.size()); }
   int64_t num_total_blocks(int64_t group) const { return pools_[group].group.num_blocks; }

@@ -27,15 +27,25 @@ double SecondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-int64_t ResolveMaxModelLen(const EngineOptions& options, const ModelConfig& config) {
+// The context: max_model_len when given, else the model's, and never more than one sequence can
+// hold in the KV cache alone (past it a request would end early with "length" for want of
+// memory, not context). A max_model_len given past that is refused.
+int64_t ResolveMaxModelLen(const EngineOptions& options, const ModelConfig& config,
+                           const KvLayout& kv_layout) {
   int64_t model = config.max_position_embeddings;
   if (options.max_model_len < 0) throw Error("max_model_len must be >= 0");
   if (options.max_model_len > 0 && model > 0 && options.max_model_len > model) {
     throw Error("max_model_len " + std::to_string(options.max_model_len) +
                 " exceeds the model's max_position_embeddings " + std::to_string(model));
   }
+  const int64_t kv_longest = LongestSequenceTokens(kv_layout);
+  if (options.max_model_len > kv_longest) {
+    throw Error("max_model_len " + std::to_string(options.max_model_len) +
+                " is more than the KV cache can hold for one sequence (" +
+                std::to_string(kv_longest) + " tokens); lower it or give the KV cache more memory");
+  }
   if (options.max_model_len > 0) return options.max_model_len;
-  return model > 0 ? model : std::numeric_limits<int32_t>::max();
+  return std::min(model > 0 ? model : std::numeric_limits<int32_t>::max(), kv_longest);
 }
 
 SchedulerOptions CheckedSchedulerOptions(const EngineOptions& options, const Backend& backend) {
@@ -173,7 +183,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
     : backend_(std::move(backend)),
       backend_name_(backend_->name()),
       options_(std::move(options)),
-      max_model_len_(ResolveMaxModelLen(options_, backend_->config())),
+      max_model_len_(ResolveMaxModelLen(options_, backend_->config(), backend_->kv_layout())),
       blocks_(backend_->kv_layout()),
       scheduler_(blocks_, CheckedSchedulerOptions(options_, *backend_)),
       commands_(std::make_shared<Commands>()),
@@ -244,7 +254,7 @@ void Engine::Loop() {
 }
 
 void Engine::Apply(SubmitCommand& command) {
-  RequestLimits limits{&config(), &blocks_, max_model_len_, options_.text_decoder != nullptr};
+  RequestLimits limits{&config(), max_model_len_, options_.text_decoder != nullptr};
   std::optional<std::string> error = ValidateRequest(command.request, limits);
   EngineErrorKind kind = EngineErrorKind::kInvalidRequest;
   if (!error && options_.max_waiting_requests > 0 &&

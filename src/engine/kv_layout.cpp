@@ -1,6 +1,7 @@
 #include "engine/kv_layout.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "common/error.h"
@@ -29,6 +30,16 @@ std::vector<KvGroup> GroupLayers(const ModelConfig& config) {
 }
 
 }  // namespace
+
+int64_t LongestSequenceTokens(const KvLayout& layout) {
+  int64_t longest = std::numeric_limits<int64_t>::max();
+  for (const KvGroup& group : layout.groups) {
+    const bool sliding = group.attention == AttentionKind::kSliding && group.window_tokens > 0;
+    if (sliding && group.num_blocks >= CeilDiv(group.window_tokens, kBlockTokens) + 1) continue;
+    longest = std::min(longest, group.num_blocks * kBlockTokens);
+  }
+  return longest;
+}
 
 KvLayout PlanKvLayout(const ModelConfig& config, int64_t kv_bytes_budget,
                       int64_t bytes_per_token_per_layer, int64_t max_batch) {

@@ -24,6 +24,11 @@ struct KvLayout {
   int64_t num_groups() const { return static_cast<int64_t>(groups.size()); }
 };
 
+// The most tokens one sequence can ever hold in `layout`'s pools, alone: each full group's
+// capacity, and a sliding group's too when it cannot hold one window (plus one block, the one
+// being filled); INT64_MAX when nothing bounds it.
+int64_t LongestSequenceTokens(const KvLayout& layout);
+
 // Groups the layers of `config` and sizes each pool so that `kv_bytes_budget` is used, given the
 // bytes one token of one layer takes. Sliding groups get only what `max_batch` sequences can hold
 // inside their window (plus one block of slack each); the rest goes to the full group.

@@ -76,10 +76,6 @@ std::optional<std::string> ValidateRequest(const EngineRequest& request,
     return "the prompt has " + to_string(num_prompt) + " tokens but the context limit is " +
            to_string(limits.max_model_len) + " tokens, leaving no room to generate";
   }
-  if (!limits.blocks->CanEverFit(num_prompt + 1)) {
-    return "the prompt has " + to_string(num_prompt) +
-           " tokens, more than the KV cache can hold; shorten it or give the server more KV memory";
-  }
   if (!request.sampling.stop.empty() && !limits.has_text_decoder) {
     return "stop strings need a text decoder, and this engine has none";
   }

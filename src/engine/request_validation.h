@@ -5,7 +5,6 @@
 #include <optional>
 #include <string>
 
-#include "engine/block_manager.h"
 #include "engine/engine_events.h"
 #include "model/model_config.h"
 
@@ -13,7 +12,6 @@ namespace mkserve {
 
 struct RequestLimits {
   const ModelConfig* config = nullptr;
-  const BlockManager* blocks = nullptr;
   int64_t max_model_len = 0;
   bool has_text_decoder = false;
 };

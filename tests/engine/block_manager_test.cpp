@@ -170,11 +170,5 @@ TEST(BlockManagerTest, EvictionTakesAPrefixTailBeforeItsHead) {
   EXPECT_EQ(manager.AttachCachedPrefix(a2), 64);
 }
 
-TEST(BlockManagerTest, CanEverFitUsesTotalCapacity) {
-  BlockManager manager(Layout(4, 3, 64));
-  EXPECT_TRUE(manager.CanEverFit(256));
-  EXPECT_FALSE(manager.CanEverFit(257));
-}
-
 }  // namespace
 }  // namespace mkserve

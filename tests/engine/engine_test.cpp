@@ -387,8 +387,12 @@ TEST(EngineTest, InvalidRequestsGetClearErrors) {
   };
   EXPECT_NE(error_of(MakeRequest({})).find("empty"), std::string::npos);
   EXPECT_NE(error_of(MakeRequest({3, 500})).find("500"), std::string::npos);
-  EXPECT_NE(error_of(MakeRequest(Prompt(512))).find("context limit"), std::string::npos);
-  EXPECT_NE(error_of(MakeRequest(Prompt(300))).find("KV cache"), std::string::npos);
+  // Four blocks hold 256 tokens: the context is that, not max_position_embeddings' 512, so a
+  // longer request is refused up front instead of ending early with "length".
+  EXPECT_EQ(h.engine->max_model_len(), 256);
+  EXPECT_NE(error_of(MakeRequest(Prompt(300))).find("context limit is 256"), std::string::npos);
+  EXPECT_NE(error_of(MakeRequest(Prompt(256))).find("leaving no room to generate"),
+            std::string::npos);
   EngineRequest with_stop = MakeRequest({3});
   with_stop.sampling.stop = {"x"};
   EXPECT_NE(error_of(with_stop).find("text decoder"), std::string::npos);

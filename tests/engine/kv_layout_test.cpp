@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/error.h"
 
 namespace mkserve {
@@ -67,6 +69,20 @@ TEST(KvLayoutTest, WindowsThatDoNotFitShareTheBudgetEvenlyAtTheWindow) {
   // With room for every window the reservation stands (a 141 GB card's budget).
   const KvLayout roomy = PlanKvLayout(config, int64_t{60'000'000'000}, per_token, 64);
   EXPECT_EQ(roomy.groups[0].num_blocks, 64 * (4096 / 64 + 2));
+}
+
+// A full group bounds one sequence by its capacity; a sliding group only when it cannot hold a
+// window plus the block being filled.
+TEST(KvLayoutTest, LongestSequenceIsTheTightestGroup) {
+  KvLayout layout;
+  layout.groups.push_back({AttentionKind::kFull, 0, {0}, 4});
+  layout.groups.push_back({AttentionKind::kSliding, 128, {1}, 3});
+  EXPECT_EQ(LongestSequenceTokens(layout), 4 * kBlockTokens);
+  layout.groups[1].num_blocks = 2;  // a 128-token window needs 3 blocks
+  EXPECT_EQ(LongestSequenceTokens(layout), 2 * kBlockTokens);
+  layout.groups.erase(layout.groups.begin());
+  layout.groups[0].num_blocks = 3;
+  EXPECT_EQ(LongestSequenceTokens(layout), std::numeric_limits<int64_t>::max());
 }
 
 TEST(KvLayoutTest, TooSmallBudgetIsAClearError) {

@@ -30,10 +30,7 @@ TEST(SiblingParamsTest, SeedsEosMaskAndPromptLogprobs) {
 TEST(ValidateRequestTest, NamesTheBadField) {
   ModelConfig config;
   config.vocab_size = 10;
-  KvLayout layout;
-  layout.groups.push_back({AttentionKind::kFull, 0, {0}, 4});
-  BlockManager blocks(layout);
-  RequestLimits limits{&config, &blocks, 100, true};
+  RequestLimits limits{&config, 100, true};
   EngineRequest request;
   request.prompt_token_ids = {1, 2};
   EXPECT_FALSE(ValidateRequest(request, limits).has_value());
