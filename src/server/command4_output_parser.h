@@ -15,6 +15,7 @@ class Command4OutputParser : public OutputParser {
   ParsedDelta Feed(std::string_view text) override { return Convert(parser_.Feed(text)); }
   ParsedDelta Finish() override { return Convert(parser_.Finish()); }
   bool holding() const override { return parser_.holding(); }
+  std::span<const std::string_view> markers() const override { return chat::Command4Markers(); }
 
  private:
   static ParsedDelta Convert(const std::vector<chat::Command4Event>& events);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,8 @@ class OutputParser {
   // Whether the text fed so far is held until a later marker says whether it is reasoning or
   // answer (so the tokens' logprobs wait with it).
   virtual bool holding() const { return false; }
+  // The marker texts the parser reads as structure: tokens that write one write no answer text.
+  virtual std::span<const std::string_view> markers() const { return {}; }
 };
 
 class PlainOutputParser : public OutputParser {

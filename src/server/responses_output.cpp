@@ -24,6 +24,11 @@ ResponsesOutput::ResponsesOutput(ResponseMeta meta, Json echo, std::unique_ptr<O
       logprob_names_(logprob_names),
       on_finished_(std::move(on_finished)) {
   if (!parser_) parser_ = std::make_unique<PlainOutputParser>();
+  if (logprob_names_.tokenizer != nullptr) {
+    for (std::string_view marker : parser_->markers()) {
+      if (auto id = logprob_names_.tokenizer->TokenToId(marker)) marker_ids_.insert(*id);
+    }
+  }
 }
 
 std::string ResponsesOutput::Event(const std::string& type, Json payload) {
@@ -180,19 +185,21 @@ std::string ResponsesOutput::Append(Kind kind, const std::string& text, const To
   return events;
 }
 
-std::string ResponsesOutput::Apply(const ParsedDelta& delta, Json logprobs) {
+std::string ResponsesOutput::Apply(const ParsedDelta& delta, Json logprobs, bool text_fed) {
   std::string events;
   if (!delta.reasoning.empty()) events += Append(Kind::kReasoning, delta.reasoning);
   // A message's logprobs are those of the tokens that wrote its text: with text, this event's
-  // and the held ones'; with none while a message is open, or while the parser holds text that
-  // may become the answer, held for its next text; else (the reasoning's tokens, a call's, the
-  // markers between) none. Held text that turned out to be reasoning takes its logprobs along.
+  // and the held ones'; with none while a message is open, while the parser holds text that may
+  // become the answer, or while the detokenizer holds a character's first bytes (no text fed),
+  // held for its next text; else (the reasoning's tokens, a call's) none. Held text that turned
+  // out to be reasoning takes its logprobs along. Markers' tokens never come here.
   if (!delta.reasoning.empty()) pending_logprobs_ = Json::array();
   for (const Json& entry : logprobs) pending_logprobs_.push_back(entry);
   if (!delta.content.empty()) {
     events += Append(Kind::kMessage, delta.content, nullptr,
                      std::exchange(pending_logprobs_, Json::array()));
-  } else if (!parser_->holding() && (!item_open_ || items_.back().kind != Kind::kMessage)) {
+  } else if (text_fed && !parser_->holding() &&
+             (!item_open_ || items_.back().kind != Kind::kMessage)) {
     pending_logprobs_ = Json::array();
   }
   for (const ToolCallDelta& call : delta.tool_calls) {
@@ -207,10 +214,12 @@ std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
     Json logprobs = Json::array();
     if (logprob_names_.tokenizer != nullptr) {
       for (const PositionLogprobs& position : tokens->logprobs) {
+        if (marker_ids_.contains(position.chosen.token_id)) continue;
         logprobs.push_back(ChatLogprobEntry(logprob_names_, position));
       }
     }
-    std::string events = Apply(parser_->Feed(tokens->text), std::move(logprobs));
+    std::string events =
+        Apply(parser_->Feed(tokens->text), std::move(logprobs), !tokens->text.empty());
     // Tokens before the answer began: the reasoning's, when there is reasoning.
     if (!answered_before && !answered_) {
       reasoning_tokens_ += static_cast<int64_t>(tokens->token_ids.size());
@@ -218,7 +227,7 @@ std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
     return events;
   }
   const auto& finished = std::get<FinishedEvent>(event.event);
-  std::string events = Apply(parser_->Finish(), Json::array());
+  std::string events = Apply(parser_->Finish(), Json::array(), true);
   if (items_.empty() || items_.front().kind != Kind::kReasoning) reasoning_tokens_ = 0;
   if (finished.reason == FinishReason::kStop) {
     status_ = "completed";

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "server/generation_run.h"
@@ -68,8 +69,9 @@ class ResponsesOutput {
   // `logprobs` (a message's) go with the text.
   std::string Append(Kind kind, const std::string& text, const ToolCallDelta* call = nullptr,
                      Json logprobs = Json::array());
-  // `logprobs`: the entries of the tokens that made the delta.
-  std::string Apply(const ParsedDelta& delta, Json logprobs);
+  // `logprobs`: the entries of the tokens that made the delta; `text_fed`: whether they made any
+  // text (the detokenizer holds an incomplete character's bytes back).
+  std::string Apply(const ParsedDelta& delta, Json logprobs, bool text_fed);
   std::string CloseOpenItem(const std::string& status);
 
   ResponseMeta meta_;
@@ -79,6 +81,7 @@ class ResponsesOutput {
   FinishedResponseSink on_finished_;
   // Logprobs of tokens that wrote nothing yet while a message is open (text the parser holds).
   Json pending_logprobs_ = Json::array();
+  std::unordered_set<int32_t> marker_ids_;  // the parser's markers' tokens: in no part's text
   std::vector<Item> items_;
   bool item_open_ = false;  // items_.back() still takes text
   int32_t open_call_ = -1;  // the parser's index of the open function call

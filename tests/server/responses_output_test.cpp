@@ -81,6 +81,38 @@ TEST(ResponsesOutputTest, HeldTextKeepsItsLogprobs) {
   }
 }
 
+// The answer's logprobs are its text's tokens: not the markers around it (each its own token), and
+// not missing the token whose bytes the detokenizer held (no text yet) until the next completed
+// the character.
+TEST(ResponsesOutputTest, AnswerLogprobsSkipMarkersAndKeepHeldBytes) {
+  const auto tokenizer = TinyTokenizerForTest();
+  ResponsesOutput output({"resp_ab", 100, "m"}, {{"instructions", nullptr}},
+                         std::make_unique<Command4OutputParser>(chat::Command4ParserOptions{}),
+                         LogprobNames{tokenizer.get(), true});
+  auto token = [&](std::string text, int32_t id) {
+    ChoiceEvent event = Tokens(std::move(text));
+    auto& tokens = std::get<TokensEvent>(event.event);
+    tokens.token_ids = {id};
+    tokens.logprobs.push_back({{id, -0.5f}, {}});
+    output.Accumulate(event);
+  };
+  auto marker = [&](const char* text) { token(text, *tokenizer->TokenToId(text)); };
+  token("think", 7);
+  marker("<|END_THINKING|>");
+  marker("<|START_TEXT|>");
+  token("", 8);  // the first byte of 'é'
+  token("\xc3\xa9 go", 9);
+  marker("<|END_TEXT|>");
+  marker("<|START_THINKING|>");
+  output.Accumulate(Finished());
+  const Json response = output.FinalResponse({});
+  const Json& part = response["output"].back()["content"][0];
+  EXPECT_EQ(part["text"], "\xc3\xa9 go") << response.dump();
+  ASSERT_EQ(part["logprobs"].size(), 2u) << response.dump();
+  EXPECT_EQ(part["logprobs"][0]["token"], "token_id:8");
+  EXPECT_EQ(part["logprobs"][1]["token"], "token_id:9");
+}
+
 TEST(ResponsesOutputTest, ReasoningThenMessageStreamsInOrder) {
   ResponsesOutput output = Command4Output();
   // One call after another: the operands of + are not evaluated in order.
