@@ -227,8 +227,7 @@ std::string ResponsesOutput::StreamEvent(const ChoiceEvent& event) {
     return events;
   }
   const auto& finished = std::get<FinishedEvent>(event.event);
-  std::string events = Apply(parser_->Finish(), Json::array(), true);
-  if (items_.empty() || items_.front().kind != Kind::kReasoning) reasoning_tokens_ = 0;
+  std::string events = FinishParsing();
   if (finished.reason == FinishReason::kStop) {
     status_ = "completed";
   } else {
@@ -254,8 +253,18 @@ Json ResponsesOutput::FinalResponse(const Usage& usage) const {
   return response;
 }
 
+std::string ResponsesOutput::FinishParsing() {
+  if (std::exchange(parsing_finished_, true)) return "";
+  std::string events = Apply(parser_->Finish(), Json::array(), true);
+  if (items_.empty() || items_.front().kind != Kind::kReasoning) reasoning_tokens_ = 0;
+  return events;
+}
+
 std::string ResponsesOutput::EndedEarly(const std::string& status, const Usage& usage, Json error) {
-  std::string events = CloseOpenItem("incomplete");
+  // What the parser held back (text before any marker) was written too: it goes out as it would
+  // at the end, and the tokens count as reasoning only where the output began with reasoning.
+  std::string events = FinishParsing();
+  events += CloseOpenItem("incomplete");
   Json response = Snapshot(status, &usage);
   response["error"] = error;
   if (on_finished_) on_finished_(response);

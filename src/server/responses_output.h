@@ -73,6 +73,8 @@ class ResponsesOutput {
   // text (the detokenizer holds an incomplete character's bytes back).
   std::string Apply(const ParsedDelta& delta, Json logprobs, bool text_fed);
   std::string CloseOpenItem(const std::string& status);
+  // The end of the text: what the parser held, and the reasoning count settled.
+  std::string FinishParsing();
 
   ResponseMeta meta_;
   Json echo_;
@@ -86,7 +88,8 @@ class ResponsesOutput {
   bool item_open_ = false;  // items_.back() still takes text
   int32_t open_call_ = -1;  // the parser's index of the open function call
   int64_t sequence_ = 0;
-  int64_t reasoning_tokens_ = 0;  // the tokens before the answer began
+  int64_t reasoning_tokens_ = 0;   // the tokens before the answer began
+  bool parsing_finished_ = false;  // FinishParsing ran
   bool answered_ = false;  // a message or call item has begun: later tokens are not reasoning
   std::string status_ = "in_progress";
   Json incomplete_details_ = nullptr;

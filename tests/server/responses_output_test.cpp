@@ -113,6 +113,25 @@ TEST(ResponsesOutputTest, AnswerLogprobsSkipMarkersAndKeepHeldBytes) {
   EXPECT_EQ(part["logprobs"][1]["token"], "token_id:9");
 }
 
+// A background response cancelled while the parser holds text before any marker (reasoning off):
+// the text is in the output it stored, and its tokens are not reasoning tokens.
+TEST(ResponsesOutputTest, CancelledResponseKeepsHeldTextAndCountsNoReasoning) {
+  chat::Command4ParserOptions reasoning_off;
+  reasoning_off.start = chat::Command4Start::kAnswer;
+  Json stored;
+  ResponsesOutput output({"resp_ab", 100, "m"}, {{"instructions", nullptr}},
+                         std::make_unique<Command4OutputParser>(reasoning_off), LogprobNames{},
+                         [&](const Json& response) { stored = response; });
+  output.StreamStart();
+  output.StreamEvent(Tokens("just text", 2));
+  const std::string events = output.EndedEarly("cancelled", {5, 2, 0});
+  EXPECT_NE(events.find("just text"), std::string::npos) << events;
+  ASSERT_EQ(stored["output"].size(), 1u) << stored.dump();
+  EXPECT_EQ(stored["output"][0]["content"][0]["text"], "just text") << stored.dump();
+  EXPECT_EQ(stored["usage"]["output_tokens_details"]["reasoning_tokens"], 0) << stored.dump();
+  EXPECT_EQ(stored["status"], "cancelled");
+}
+
 TEST(ResponsesOutputTest, ReasoningThenMessageStreamsInOrder) {
   ResponsesOutput output = Command4Output();
   // One call after another: the operands of + are not evaluated in order.
