@@ -37,6 +37,27 @@ TEST(Command4TemplateTest, MatchesTransformersRenderOfTheRealTemplate) {
   }
 }
 
+// The template scans every earlier call id for each tool result (rounds^2 loop iterations): a long
+// agent session that fits a 128K context must still render (1,450 rounds used to be refused), and
+// each result keeps the number of its own call.
+TEST(Command4TemplateTest, LongAgentSessionsRender) {
+  const int rounds = 2500;
+  Json messages = Json::array({{{"role", "user"}, {"content", "U"}}});
+  for (int i = 0; i < rounds; ++i) {
+    const std::string id = "call_" + std::to_string(i);
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls", Json::array({{{"id", id},
+                                      {"type", "function"},
+                                      {"function", {{"name", "f"}, {"arguments", "{}"}}}}})}});
+    messages.push_back(
+        {{"role", "tool"}, {"tool_call_id", id}, {"content", "r" + std::to_string(i)}});
+  }
+  const std::string rendered = Command4Template().Render({{"messages", messages}});
+  EXPECT_NE(rendered.find("\"tool_call_id\": \"2499\""), std::string::npos);
+}
+
 TEST(Command4TemplateTest, UnknownRoleIsAnError) {
   Json context = {{"messages", Json::parse(R"([{"role": "wizard", "content": "Q"}])")}};
   try {

@@ -10,8 +10,11 @@ namespace {
 
 // Deep enough for any real template, shallow enough to fail before the C++ stack does.
 constexpr int kMaxMacroDepth = 64;
-// A render that loops more than this is runaway (nested range() loops), not a chat prompt.
-constexpr int64_t kMaxLoopIterations = int64_t{1} << 21;
+// A render that loops more than this is runaway (nested range() loops), not a chat prompt. North's
+// template scans every earlier call id for each tool result: a 128K-token agent conversation of
+// about 2,600 tool rounds makes 7M iterations (2^21 refused 1,450 rounds); 2^23 bounds a hostile
+// render to a few seconds.
+constexpr int64_t kMaxLoopIterations = int64_t{1} << 23;
 
 template <typename Fn>
 auto WithLine(int line, Fn&& fn) -> decltype(fn()) {

@@ -57,6 +57,7 @@ class Evaluator {
   std::vector<std::shared_ptr<Frame>> frames_;
   int macro_depth_ = 0;
   int64_t loop_iterations_ = 0;
+  int64_t copied_items_ = 0;  // items and string bytes / 16 that `+`, `~` and `*` results copied
 };
 
 // The global functions transformers provides: raise_exception, strftime_now, range,

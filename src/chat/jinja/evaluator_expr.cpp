@@ -6,6 +6,14 @@
 #include "chat/jinja/value_ops.h"
 
 namespace mkserve::chat::jinja {
+namespace {
+
+// Enough for any chat that fits a context (a 128K-token conversation holds well under 10,000 tool
+// calls: 50M item copies for the call list), few enough to bound a hostile render to about a
+// second.
+constexpr int64_t kMaxCopiedItems = int64_t{1} << 26;
+
+}  // namespace
 
 Value Evaluator::Eval(const Expr& expr) {
   try {
@@ -123,7 +131,16 @@ Value Evaluator::EvalBinary(const BinaryExpr& expr) {
   Value left = Eval(*expr.left);
   if (expr.op == "and") return left.Truthy() ? Eval(*expr.right) : left;
   if (expr.op == "or") return left.Truthy() ? left : Eval(*expr.right);
-  return BinaryOp(expr.op, left, Eval(*expr.right));
+  Value result = BinaryOp(expr.op, left, Eval(*expr.right));
+  // Each `+` copies its operands: `ns.ids = ns.ids + [id]` over n calls copies n^2 / 2 items,
+  // which no loop count sees (40,000 tool calls in one request took minutes of CPU).
+  if (result.IsArray() || result.IsString()) {
+    copied_items_ += result.IsArray() ? static_cast<int64_t>(result.AsArray().size())
+                                      : static_cast<int64_t>(result.AsString().size()) / 16;
+    if (copied_items_ > kMaxCopiedItems)
+      throw TemplateError("the template copies too much data (list or string concatenations)");
+  }
+  return result;
 }
 
 Value Evaluator::EvalCompare(const CompareExpr& expr) {

@@ -132,6 +132,19 @@ TEST(EvaluatorLimitsTest, RunawayTemplatesFail) {
   EXPECT_EQ(RenderError(
                 "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"),
             "chat template line 1: the template runs too many loop iterations");
+  // A list grown by `+` copies itself each time: quadratic work no loop count sees.
+  EXPECT_EQ(RenderError("{% set ns = namespace(l=[]) %}{% for i in range(20000) %}"
+                        "{% set ns.l = ns.l + [i] %}{% endfor %}"),
+            "chat template line 1: the template copies too much data (list or string "
+            "concatenations)");
+  EXPECT_EQ(RenderError("{% set ns = namespace(s='') %}{% for i in range(200000) %}"
+                        "{% set ns.s = ns.s ~ 'abcdefgh' %}{% endfor %}"),
+            "chat template line 1: the template copies too much data (list or string "
+            "concatenations)");
+  EXPECT_EQ(RenderText("{% set ns = namespace(l=[]) %}{% for i in range(8000) %}"
+                       "{% set ns.l = ns.l + [i] %}{% endfor %}{{ ns.l | length }}",
+                       nlohmann::ordered_json::object()),
+            "8000");
   EXPECT_EQ(RenderError("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
             "chat template line 1: expression nested too deeply (found '(')");
   std::string nested;
