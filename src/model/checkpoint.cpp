@@ -1,32 +1,24 @@
 #include "model/checkpoint.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "model/detail/json_file.h"
 #include "model/safetensors_file.h"
 
 namespace mkserve {
 namespace {
 
 namespace fs = std::filesystem;
+using detail::ReadJsonFile;
 using nlohmann::json;
 
 constexpr char kSingleFile[] = "model.safetensors";
 constexpr char kIndexFile[] = "model.safetensors.index.json";
-
-json ReadJsonFile(const fs::path& path) {
-  RequireRegularFile(path);
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open " + path.string());
-  json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) throw Error(path.string() + ": not valid JSON");
-  return parsed;
-}
 
 // A shard name must stay inside the model directory.
 bool IsPlainFileName(const std::string& name) {

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -14,12 +13,14 @@
 #include "common/error.h"
 #include "common/regular_file.h"
 #include "model/detail/config_reader.h"
+#include "model/detail/json_file.h"
 #include "model/detail/layer_schedule.h"
 
 namespace mkserve {
 namespace {
 
 using detail::ConfigReader;
+using detail::ReadJsonFile;
 using detail::ThrowKeyError;
 using nlohmann::json;
 
@@ -234,15 +235,6 @@ void ParseTokens(const ConfigReader& reader, const json& json, ModelConfig& conf
   config.eos_token_ids.clear();
   for (int64_t id : eos)
     config.eos_token_ids.push_back(TokenId("eos_token_id", id, config.vocab_size));
-}
-
-json ReadJsonFile(const std::filesystem::path& path) {
-  RequireRegularFile(path);
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open " + path.string());
-  json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) throw Error(path.string() + ": not valid JSON");
-  return parsed;
 }
 
 void ParseQuantization(const ConfigReader& reader, ModelConfig& config) {
