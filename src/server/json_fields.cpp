@@ -187,9 +187,8 @@ std::optional<double> JsonFields::Number(const std::string& name, double min, do
     ThrowInvalid(Param(name), "expected a number, got " + JsonTypeName(*value));
   double number = value->get<double>();
   if (!std::isfinite(number) || number < min || number > max) {
-    std::ostringstream text;
-    text << RangeText(min, max) << ", got " << number;
-    ThrowInvalid(Param(name), text.str());
+    // The value as sent: ostream's six digits showed 2.0000001 as "got 2".
+    ThrowInvalid(Param(name), RangeText(min, max) + ", got " + value->dump());
   }
   return number;
 }
