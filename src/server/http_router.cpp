@@ -90,6 +90,13 @@ const HttpRouter::Route* HttpRouter::Find(const std::string& method,
   return nullptr;
 }
 
+bool HttpRouter::AnyRouteNeedsKey(const std::string& path) const {
+  for (const auto& [key, route] : routes_) {
+    if (Matches(key.second, path) && route.access == Access::kAuthenticated) return true;
+  }
+  return false;
+}
+
 std::string HttpRouter::MethodsOf(const std::string& path) const {
   std::string methods;
   for (const auto& [key, route] : routes_) {
@@ -103,9 +110,10 @@ std::string HttpRouter::MethodsOf(const std::string& path) const {
 HttpResponse HttpRouter::Respond(const HttpRequest& request) const {
   // HEAD is answered as GET (the connection sends the head only).
   const Route* route = Find(request.method == "HEAD" ? "GET" : request.method, request.path);
-  // An unknown /v1/ path needs the key too, as at OpenAI: no probing for routes without it.
-  bool needs_key =
-      route == nullptr ? IsOpenAiPath(request.path) : route->access == Access::kAuthenticated;
+  // An unknown /v1/ path needs the key too, as at OpenAI, and so does another method on a path
+  // that needs it (GET /tokenize): no probing for routes without it.
+  bool needs_key = route == nullptr ? IsOpenAiPath(request.path) || AnyRouteNeedsKey(request.path)
+                                    : route->access == Access::kAuthenticated;
   HttpResponse response;
   if (request.method == "OPTIONS") {
     response = Preflight(request);

@@ -34,6 +34,8 @@ class HttpRouter {
   const Route* Find(const std::string& method, const std::string& path) const;
   // The methods routed for `path`, "GET, HEAD, POST" style; empty when the path has no route.
   std::string MethodsOf(const std::string& path) const;
+  // Whether a route of another method on `path` needs the API key.
+  bool AnyRouteNeedsKey(const std::string& path) const;
 
   std::string api_key_;                                          // empty: no auth
   std::map<std::pair<std::string, std::string>, Route> routes_;  // by (method, path)

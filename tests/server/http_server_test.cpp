@@ -227,8 +227,11 @@ TEST_F(HttpServerTest, EveryV1RouteNeedsTheKey) {
   httplib::Client client = Client();
   EXPECT_EQ(client.Get("/v1/open")->status, 401);
   EXPECT_EQ(client.Get("/v1/open", {{"Authorization", "Bearer sekret"}})->status, 200);
-  // Unknown /v1/ routes too: without the key nobody learns which exist.
+  // Unknown /v1/ routes too: without the key nobody learns which exist. Nor which methods a
+  // keyed path takes (/echo is a keyed POST).
   EXPECT_EQ(client.Get("/v1/nothing")->status, 401);
+  EXPECT_EQ(client.Get("/echo")->status, 401);
+  EXPECT_EQ(client.Get("/echo", {{"Authorization", "Bearer sekret"}})->status, 405);
   EXPECT_EQ(client.Get("/public")->status, 200);
 }
 
@@ -249,7 +252,7 @@ TEST_F(HttpServerTest, HeadIsAnsweredLikeGetWithoutTheBody) {
   EXPECT_TRUE(head->body.empty());
   EXPECT_EQ(head->get_header_value("Content-Length"), "11");  // {"ok":true}
   EXPECT_EQ(client.Get("/public")->body, "{\"ok\":true}");    // the connection is still usable
-  EXPECT_EQ(client.Head("/echo")->status, 405);
+  EXPECT_EQ(client.Head("/echo", {{"Authorization", "Bearer sekret"}})->status, 405);
 }
 
 // A streamed answer to HEAD is its head alone (not even the last chunk), and the kept-alive
