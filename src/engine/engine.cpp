@@ -691,6 +691,8 @@ void Engine::EmitToken(Generation& gen, const SequenceResult& result,
   StopOutcome out = gen.stop->Append(result.token_id, seq.num_output_tokens(), seq.num_tokens());
   TokensEvent event;
   event.index = seq.index;
+  event.prompt_tokens = seq.num_prompt_tokens;
+  event.cached_prompt_tokens = seq.num_cached_tokens;
   if (out.emit_token) {
     event.token_ids.push_back(result.token_id);
     if (seq.sampling.num_logprobs >= 0) event.logprobs.push_back(result.logprobs);

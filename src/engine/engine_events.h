@@ -47,6 +47,10 @@ struct TokensEvent {
   std::string text;
   std::vector<PositionLogprobs> logprobs;
   std::vector<PositionLogprobs> prompt_logprobs;
+  // With each generated token: the prompt's size and how much of it came from the prefix cache,
+  // so a choice cut short without a FinishedEvent (a cancel) still reports them.
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
 };
 
 // One sibling is done; the request is done when all n are.

@@ -78,8 +78,8 @@ bool GenerationRun::ConnectionEnded() {
 }
 
 // Only unfinished choices are aborted: a run whose choices all finished is not stopped. Usage of
-// an aborted choice: the tokens it received; its prompt's tokens once the engine reported them (a
-// sibling finished), else 0.
+// an aborted choice: the tokens it received; its prompt's (and cached) tokens once the engine
+// reported them (with a token or a sibling's finish), else 0.
 void GenerationRun::QueueAbortEvents() {
   for (size_t choice = 0; choice < choice_finished_.size(); ++choice) {
     if (choice_finished_[choice]) continue;
@@ -101,13 +101,15 @@ std::optional<ChoiceEvent> GenerationRun::Translate(size_t handle_index, EngineE
     for (RequestHandle& handle : handles_) handle.Cancel();
     throw ApiError(KindOf(error->kind), error->message);
   }
+  Usage& usage = prompt_usage_[handle_index];
   if (auto* tokens = std::get_if<TokensEvent>(&event)) {
     choice_tokens_[base + tokens->index] += static_cast<int64_t>(tokens->token_ids.size());
+    usage.prompt_tokens = std::max(usage.prompt_tokens, tokens->prompt_tokens);
+    usage.cached_tokens = std::max(usage.cached_tokens, tokens->cached_prompt_tokens);
     return ChoiceEvent{base + tokens->index, std::move(*tokens)};
   }
   auto& finished = std::get<FinishedEvent>(event);
   choice_finished_[base + finished.index] = true;
-  Usage& usage = prompt_usage_[handle_index];
   usage.prompt_tokens = std::max(usage.prompt_tokens, finished.usage.prompt_tokens);
   usage.cached_tokens = std::max(usage.cached_tokens, finished.usage.cached_tokens);
   completion_tokens_ += finished.usage.completion_tokens;

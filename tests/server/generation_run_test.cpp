@@ -131,6 +131,33 @@ TEST(GenerationRunTest, ServerStopEndsEachChoiceWithAbort) {
   EXPECT_EQ(run.TotalUsage().completion_tokens, tokens[0] + tokens[1]);
 }
 
+// A run cut short reports its prompt's cached tokens too (a cancelled background response said 0):
+// the engine sends them with every token, not only when a choice finishes.
+TEST(GenerationRunTest, AChoiceCutShortKeepsItsPromptUsage) {
+  std::unique_ptr<Engine> engine = MakePacedEngine();
+  EngineRequest warm;
+  warm.prompt_token_ids.assign(130, 9);  // two whole blocks for the prefix cache
+  warm.sampling.max_tokens = 1;
+  RequestHandle first = engine->Submit(warm);
+  while (!first.is_done()) first.Next(std::chrono::milliseconds(100));
+
+  warm.sampling.max_tokens = kScriptTokens;
+  std::vector<RequestHandle> handles;
+  handles.push_back(engine->Submit(std::move(warm)));
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  GenerationRun run(std::move(handles), 1, ConnectionWatch([] { return false; }, stop));
+  std::optional<FinishedEvent> finished;
+  while (std::optional<ChoiceEvent> event = run.Next()) {
+    if (auto* done = std::get_if<FinishedEvent>(&event->event)) finished = *done;
+    *stop = true;
+  }
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_EQ(finished->reason, FinishReason::kAbort);
+  EXPECT_EQ(finished->usage.prompt_tokens, 130);
+  EXPECT_EQ(finished->usage.cached_tokens, 128);
+  EXPECT_EQ(run.TotalUsage().cached_tokens, 128);
+}
+
 // A stop that comes after every choice finished ends nothing: the answer is whole.
 TEST(GenerationRunTest, ServerStopAfterTheLastFinishIsNoAbort) {
   std::unique_ptr<Engine> engine = MakePacedEngine();
