@@ -26,26 +26,33 @@ auto WithLine(int line, Fn&& fn) -> decltype(fn()) {
   }
 }
 
-// The `loop` object of one iteration.
+// The `loop` object of one iteration. Its keys are distinct, so the entries are filled in place
+// without Set's search: a long agent conversation makes millions of these (21 % of a 2,500-round
+// render went to the searches).
 Value MakeLoopObject(size_t index, const std::vector<Value>& items) {
+  static const std::string kKeys[] = {"index",  "index0",   "revindex", "revindex0",
+                                      "first",  "last",     "length",   "depth",
+                                      "depth0", "previtem", "nextitem", "cycle"};
   auto loop = std::make_shared<Object>();
   int64_t i = static_cast<int64_t>(index), n = static_cast<int64_t>(items.size());
-  loop->Set("index", Value(i + 1));
-  loop->Set("index0", Value(i));
-  loop->Set("revindex", Value(n - i));
-  loop->Set("revindex0", Value(n - i - 1));
-  loop->Set("first", Value(i == 0));
-  loop->Set("last", Value(i == n - 1));
-  loop->Set("length", Value(n));
-  loop->Set("depth", Value(1));
-  loop->Set("depth0", Value(0));
-  loop->Set("previtem", i > 0 ? items[index - 1] : Value::MakeUndefined("previtem"));
-  loop->Set("nextitem", i + 1 < n ? items[index + 1] : Value::MakeUndefined("nextitem"));
-  loop->Set("cycle", Value(Function([i](CallArgs& args) {
-              if (args.positional.empty())
-                throw TemplateError("loop.cycle() needs at least one value");
-              return args.positional[i % args.positional.size()];
-            })));
+  const Value values[] = {Value(i + 1),
+                          Value(i),
+                          Value(n - i),
+                          Value(n - i - 1),
+                          Value(i == 0),
+                          Value(i == n - 1),
+                          Value(n),
+                          Value(1),
+                          Value(0),
+                          i > 0 ? items[index - 1] : Value::MakeUndefined("previtem"),
+                          i + 1 < n ? items[index + 1] : Value::MakeUndefined("nextitem"),
+                          Value(Function([i](CallArgs& args) {
+                            if (args.positional.empty())
+                              throw TemplateError("loop.cycle() needs at least one value");
+                            return args.positional[i % args.positional.size()];
+                          }))};
+  loop->entries.resize(std::size(kKeys));
+  for (size_t k = 0; k < std::size(kKeys); ++k) loop->entries[k] = {kKeys[k], values[k]};
   return Value(std::move(loop));
 }
 
