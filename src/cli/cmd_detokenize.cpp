@@ -1,5 +1,6 @@
 // `mkserve detokenize --tokenizer PATH [--skip-special]`: a JSON array of token ids on stdin ->
 // the decoded text on stdout.
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -10,6 +11,7 @@
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
+#include "common/input_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mkserve::cli {
@@ -17,12 +19,19 @@ namespace {
 
 std::vector<int32_t> ReadIds() {
   std::string input(std::istreambuf_iterator<char>(std::cin), {});
-  nlohmann::json json = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json json = ParseInputJson(input, "stdin");
   if (!json.is_array()) throw Error("stdin must hold a JSON array of token ids");
   std::vector<int32_t> ids;
   for (const nlohmann::json& id : json) {
-    if (!id.is_number_integer()) throw Error("token ids must be integers, got " + id.dump());
-    ids.push_back(id.get<int32_t>());
+    // Range-checked before the narrowing: 4294967373 is not token 77.
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX ||
+        (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT32_MAX})) {
+      std::string shown = id.dump();
+      if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+      throw Error("token ids must be integers in 0.." + std::to_string(INT32_MAX) + ", got " +
+                  shown);
+    }
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   return ids;
 }

@@ -549,8 +549,12 @@ TEST(SchedulePolicyTest, FromFileNamesTheFileOnEveryFailure) {
   SchedulePolicy want = SchedulePolicy::Default();
   want.tiles = {{"topk_in_finalize", 1}};
   EXPECT_EQ(SchedulePolicy::FromFile(write("good.json", want.ToJson().dump())), want);
-  for (const std::string& path : {dir + "missing.json", write("broken.json", "{\"tiles\": "),
-                                  write("unknown.json", "{\"speed\": 3}")}) {
+  // A folder, and a value nested 100,000 deep (printing it in the error overflowed the stack).
+  const std::string deep =
+      "{\"placement\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  for (const std::string& path :
+       {dir + "missing.json", write("broken.json", "{\"tiles\": "),
+        write("unknown.json", "{\"speed\": 3}"), write("deep.json", deep), dir}) {
     try {
       SchedulePolicy::FromFile(path);
       ADD_FAILURE() << path << " was accepted";

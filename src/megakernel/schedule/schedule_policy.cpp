@@ -2,11 +2,14 @@
 
 #include <array>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/input_json.h"
+#include "common/regular_file.h"
 #include "megakernel/schedule/tile_shapes.h"
 
 namespace mkserve::megakernel {
@@ -144,10 +147,12 @@ SchedulePolicy SchedulePolicy::FromJson(const nlohmann::json& json) {
 }
 
 SchedulePolicy SchedulePolicy::FromFile(const std::string& path) {
+  RequireRegularFile(path);
   std::ifstream file(path);
   if (!file) throw Error("schedule policy " + path + ": cannot be read");
-  nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw Error("schedule policy " + path + ": not valid JSON");
+  const std::string text(std::istreambuf_iterator<char>(file), {});
+  if (!file && !file.eof()) throw Error("schedule policy " + path + ": cannot be read");
+  nlohmann::json json = ParseInputJson(text, "schedule policy " + path);
   try {
     return FromJson(json);
   } catch (const Error& e) {
