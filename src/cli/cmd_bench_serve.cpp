@@ -2,6 +2,7 @@
 // with concurrent streaming chat requests; prints output tok/s, per-request decode tok/s, TTFT
 // and ITL percentiles and the first failures, as text or JSON.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -9,22 +10,27 @@
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
+#include "common/utf8.h"
 #include "server/load_generator.h"
 #include "server/prompt_set.h"
 
 namespace mkserve::cli {
 namespace {
 
-constexpr double kNotGiven = std::numeric_limits<double>::quiet_NaN();
+// Not NaN: `--temperature nan` must be refused, not read as "not given".
+constexpr double kNotGiven = std::numeric_limits<double>::lowest();
+constexpr int64_t kMaxConcurrency = 4096;
 constexpr const char* kDefaultPrompt = "Write a short story about a robot learning to paint.";
 
 int RunBenchServe(std::span<const std::string> argv) {
   Args args(argv);
   server::LoadOptions options;
   options.url = server::ParseBaseUrl(args.String("url", "http://127.0.0.1:8000/v1"));
-  options.concurrency = static_cast<int>(args.Int("concurrency", options.concurrency));
-  options.num_requests = static_cast<int>(args.Int("requests", options.num_requests));
-  options.max_tokens = static_cast<int>(args.Int("max-tokens", options.max_tokens));
+  // Range-checked before narrowing to int (4294967297 ran as 1); one client thread each, so
+  // concurrency is bounded too (50,000 threads aborted the process).
+  const int64_t concurrency = args.Int("concurrency", options.concurrency);
+  const int64_t num_requests = args.Int("requests", options.num_requests);
+  const int64_t max_tokens = args.Int("max-tokens", options.max_tokens);
   options.ignore_eos = args.Switch("ignore-eos");
   options.api_key = args.String("api-key", "");
   options.model = args.String("model", "");
@@ -36,13 +42,31 @@ int RunBenchServe(std::span<const std::string> argv) {
   // Greedy (0) against sampled steps: what the sampler costs at a batch.
   const double temperature = args.Double("temperature", kNotGiven);
   args.Finish();
-  if (!std::isnan(temperature)) {
-    if (!(temperature >= 0.0)) throw Error("--temperature must be at least 0");
+  if (temperature != kNotGiven) {
+    if (!(temperature >= 0.0) || !std::isfinite(temperature)) {
+      throw Error("--temperature must be a finite number of at least 0");
+    }
     options.temperature = temperature;
   }
-  if (options.concurrency < 1) throw Error("--concurrency must be at least 1");
-  if (options.num_requests < 1) throw Error("--requests must be at least 1");
-  if (options.max_tokens < 1) throw Error("--max-tokens must be at least 1");
+  if (concurrency < 1 || concurrency > kMaxConcurrency) {
+    throw Error("--concurrency must be 1.." + std::to_string(kMaxConcurrency));
+  }
+  if (num_requests < 1 || num_requests > INT32_MAX) {
+    throw Error("--requests must be 1.." + std::to_string(INT32_MAX));
+  }
+  if (max_tokens < 1 || max_tokens > INT32_MAX) {
+    throw Error("--max-tokens must be 1.." + std::to_string(INT32_MAX));
+  }
+  options.concurrency = static_cast<int>(concurrency);
+  options.num_requests = static_cast<int>(num_requests);
+  options.max_tokens = static_cast<int>(max_tokens);
+  // Text flags go into JSON request bodies, which must be UTF-8 (they aborted the run before).
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"prompt", prompt},
+                                    {"model", options.model},
+                                    {"response-format", options.response_format},
+                                    {"api-key", options.api_key}}) {
+    if (!IsValidUtf8(value)) throw Error(std::string("--") + flag + " is not valid UTF-8");
+  }
   if (!prompt.empty() && !prompts_file.empty()) throw Error("give --prompt or --prompts, not both");
   options.prompts = !prompts_file.empty() ? server::LoadPromptSet(prompts_file)
                     : !prompt.empty()     ? std::vector<std::string>{prompt}

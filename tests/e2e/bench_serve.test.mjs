@@ -60,7 +60,25 @@ test('--temperature is sent with every request, and checked', async () => {
     '--temperature', '3']);
   assert.equal(refused.code, 1);
   assert.match(refused.stdout, /error\s+HTTP 400: .*temperature/);
-  const negative = await benchServe(['--url', server.url, '--temperature', '-1']);
-  assert.notEqual(negative.code, 0);
-  assert.match(negative.stderr, /--temperature must be at least 0/);
+  for (const value of ['-1', 'nan', 'inf']) {
+    const bad = await benchServe(['--url', server.url, '--temperature', value]);
+    assert.equal(bad.code, 1, value);
+    assert.match(bad.stderr, /--temperature must be a finite number of at least 0/);
+  }
+});
+
+// Flags are checked before any thread starts: they used to abort the process (SIGABRT) or run
+// with a number cut to 32 bits.
+test('bad flags are refused by name, never a crash', async () => {
+  const cases = [
+    [['--concurrency', '50000'], /--concurrency must be 1\.\.4096/],
+    [['--concurrency', '4294967297'], /--concurrency must be 1\.\.4096/],
+    [['--requests', '4294967298'], /--requests must be 1\.\.2147483647/],
+    [['--max-tokens', '4294967297'], /--max-tokens must be 1\.\.2147483647/],
+  ];
+  for (const [flags, message] of cases) {
+    const run = await benchServe(['--url', server.url, ...flags]);
+    assert.equal(run.code, 1, flags.join(' ') + run.stderr);
+    assert.match(run.stderr, message);
+  }
 });
