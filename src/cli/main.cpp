@@ -1,6 +1,9 @@
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -40,7 +43,15 @@ int main(int argc, char** argv) {
   for (const Command& command : CommandTable()) {
     if (command.name != name) continue;
     try {
-      return command.run(args);
+      const int status = command.run(args);
+      // Output that never reached its file (a full disk, /dev/full) is a failure, not exit 0.
+      std::cout.flush();
+      if (std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail()) {
+        std::fprintf(stderr, "mkserve %s: error: writing the output failed: %s\n", name.c_str(),
+                     std::strerror(errno));
+        return 1;
+      }
+      return status;
     } catch (const mkserve::Error& error) {
       std::fprintf(stderr, "mkserve %s: error: %s\n", name.c_str(), error.what());
       return 1;

@@ -281,4 +281,19 @@ TEST_F(TinyGenerateTest, MissingTokenizerIsAClearError) {
   EXPECT_NE(result.err.find((dir / "tokenizer.json").string()), std::string::npos) << result.err;
 }
 
+// Output that cannot be written (a full disk) fails the command; detokenize refuses ids past 32
+// bits (4294967373 read as token 77) and JSON nested past the input bound (a stack overflow).
+TEST_F(TinyGenerateTest, OutputAndInputFailuresAreErrors) {
+  CommandResult full = RunMkserve("tokenize --tokenizer " + dir_.string() + " > /dev/full", "hi");
+  EXPECT_EQ(full.exit_code, 1) << full.err;
+  EXPECT_NE(full.err.find("writing the output failed"), std::string::npos) << full.err;
+  CommandResult wide = RunMkserve("detokenize --tokenizer " + dir_.string(), "[4294967373]");
+  EXPECT_EQ(wide.exit_code, 1) << wide.err;
+  EXPECT_NE(wide.err.find("got 4294967373"), std::string::npos) << wide.err;
+  CommandResult deep = RunMkserve("detokenize --tokenizer " + dir_.string(),
+                                  std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_EQ(deep.exit_code, 1) << deep.err;
+  EXPECT_NE(deep.err.find("levels deep"), std::string::npos) << deep.err;
+}
+
 }  // namespace
