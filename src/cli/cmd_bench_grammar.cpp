@@ -21,6 +21,7 @@
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "grammar/grammar_cache.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
@@ -81,9 +82,16 @@ std::shared_ptr<const grammar::TokenVocabulary> SyntheticVocabulary(int64_t size
 }
 
 std::string ReadFile(const std::string& path) {
+  RequireRegularFile(path);  // a folder read as an empty stream
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read --schema " + path);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+grammar::Json ParseSchema(const std::string& text, const std::string& path) {
+  grammar::Json schema = grammar::Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) throw Error("--schema " + path + ": not valid JSON");
+  return schema;
 }
 
 int RunBenchGrammar(std::span<const std::string> argv) {
@@ -116,7 +124,7 @@ int RunBenchGrammar(std::span<const std::string> argv) {
     grammar::JsonGrammarBuilder builder;
     const int32_t root = schema_text.empty()
                              ? builder.rules().object
-                             : builder.AddSchema(grammar::Json::parse(schema_text), "schema");
+                             : builder.AddSchema(ParseSchema(schema_text, schema_path), "schema");
     return std::move(builder).Finish(root);
   };
   auto compiled = std::make_shared<grammar::CompiledGrammar>(compile(), vocabulary);

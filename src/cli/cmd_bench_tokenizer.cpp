@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "common/args.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mkserve::cli {
@@ -21,6 +22,7 @@ namespace {
 constexpr double kBytesPerMegabyte = 1e6;
 
 std::string ReadInput(const std::string& path) {
+  RequireRegularFile(path);  // a folder read as an empty stream
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read --input " + path);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultShardMb = 4096;
 constexpr uint64_t kBytesPerMb = 1ull << 20;
+constexpr int64_t kMaxShardMb = int64_t{1} << 40;
 
 // A non-empty DIR is only reused with --force, so a typo cannot clobber a real checkpoint.
 void CheckOutputDir(const fs::path& dir, bool force) {
@@ -54,7 +55,11 @@ int RunMakeModel(std::span<const std::string> argv) {
   fs::path out = args.RequiredString("out");
   args.Finish();
   if (seed < 0) throw Error("--seed must be >= 0, got " + std::to_string(seed));
-  if (shard_mb <= 0) throw Error("--shard-mb must be positive, got " + std::to_string(shard_mb));
+  // Past 2^40 MB the byte count would wrap (2^44 MB read as 0 bytes: a shard per tensor).
+  if (shard_mb <= 0 || shard_mb > kMaxShardMb) {
+    throw Error("--shard-mb must be 1.." + std::to_string(kMaxShardMb) + ", got " +
+                std::to_string(shard_mb));
+  }
 
   ModelConfig config = PresetByName(preset, num_layers);
   CheckOutputDir(out, force);
