@@ -296,4 +296,23 @@ TEST_F(TinyGenerateTest, OutputAndInputFailuresAreErrors) {
   EXPECT_NE(deep.err.find("levels deep"), std::string::npos) << deep.err;
 }
 
+// The other commands' inputs: a folder given as a file, a schema that is not JSON and a shard size
+// past the byte count's range are refused by name (exit 1), not an internal error or a wrong run.
+TEST_F(TinyGenerateTest, CommandInputsAreCheckedByName) {
+  const std::string folder = testing::TempDir();
+  CommandResult input =
+      RunMkserve("bench-tokenizer --tokenizer " + dir_.string() + " --input " + folder);
+  EXPECT_EQ(input.exit_code, 1) << input.err;
+  EXPECT_NE(input.err.find("is not a regular file"), std::string::npos) << input.err;
+  const fs::path schema = fs::path(folder) / "broken_schema.json";
+  std::ofstream(schema) << "{\"type\": ";
+  CommandResult grammar = RunMkserve("bench-grammar --vocab 300 --schema " + schema.string());
+  EXPECT_EQ(grammar.exit_code, 1) << grammar.err;
+  EXPECT_NE(grammar.err.find("not valid JSON"), std::string::npos) << grammar.err;
+  CommandResult shards = RunMkserve("make-model --preset tiny --shard-mb 17592186044416 --out " +
+                                    (fs::path(folder) / "wide_shards").string());
+  EXPECT_EQ(shards.exit_code, 1) << shards.err;
+  EXPECT_NE(shards.err.find("--shard-mb must be"), std::string::npos) << shards.err;
+}
+
 }  // namespace
