@@ -65,6 +65,11 @@ void ConsumeEvents(std::string& buffer, Clock::time_point start, Clock::time_poi
       timing.output_tokens = chunk["usage"].value("completion_tokens", int64_t{0});
     }
     if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+    // A stream the server cut short (a drain's end) still ends with [DONE]: not a success.
+    const Json& finish = chunk["choices"][0]["finish_reason"];
+    if (finish.is_string() && finish.get<std::string>() == "abort") {
+      timing.error = "the server aborted the request (finish_reason \"abort\")";
+    }
     const Json& delta = chunk["choices"][0]["delta"];
     bool has_text = (delta.contains("content") && delta["content"].is_string() &&
                      !delta["content"].get<std::string>().empty()) ||

@@ -82,3 +82,17 @@ test('bad flags are refused by name, never a crash', async () => {
     assert.match(run.stderr, message);
   }
 });
+
+// Streams a draining server ended with finish_reason "abort" (and [DONE]) are failures, not
+// successes with fewer tokens.
+test('requests the server aborted count as failed', async () => {
+  const draining = await startServer(model.modelDir, ['--drain-timeout', '0.2']);
+  const bench = benchServe(['--url', draining.url, '--concurrency', '2', '--requests', '2',
+    '--max-tokens', '3900', '--ignore-eos']);
+  await new Promise((resolve) => setTimeout(resolve, 1000));  // about 4 s before they would end
+  await draining.stop();
+  const result = await bench;
+  assert.equal(result.code, 1, result.stdout);
+  assert.match(result.stdout, /requests\s+0 ok, 2 failed/);
+  assert.match(result.stdout, /aborted the request/);
+});
