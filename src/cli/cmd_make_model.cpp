@@ -62,13 +62,29 @@ int RunMakeModel(std::span<const std::string> argv) {
   }
 
   ModelConfig config = PresetByName(preset, num_layers);
-  CheckOutputDir(out, force);
   RandomCheckpointOptions options{
       .seed = static_cast<uint64_t>(seed),
       .max_shard_bytes = static_cast<uint64_t>(shard_mb) * kBytesPerMb,
       .expert_layout = fused ? ExpertLayout::kFused : ExpertLayout::kPerExpert};
-  WriteRandomCheckpoint(config, options, out);
-  if (preset == "tiny") WriteTinyTokenizer(config, out);
+  bool fresh = false;  // the folder was absent or empty: a failed write empties it again
+  try {
+    CheckOutputDir(out, force);
+    std::error_code absent;
+    fresh = !fs::exists(out, absent) || fs::is_empty(out, absent);
+    WriteRandomCheckpoint(config, options, out);
+    if (preset == "tiny") WriteTinyTokenizer(config, out);
+  } catch (const std::exception& error) {
+    // A full disk used to leave a truncated checkpoint that a later run refused as "not empty"
+    // or failed to parse; a path the system refuses is the user's mistake, not an internal one.
+    std::error_code ignored;
+    if (fresh) {
+      for (const fs::directory_entry& entry : fs::directory_iterator(out, ignored)) {
+        fs::remove_all(entry.path(), ignored);
+      }
+    }
+    if (dynamic_cast<const Error*>(&error) != nullptr) throw;
+    throw Error("cannot write the model to '" + out.string() + "': " + error.what());
+  }
   std::printf("wrote %s model (%lld layers, seed %lld) to %s\n", preset.c_str(),
               static_cast<long long>(config.num_layers), static_cast<long long>(seed),
               out.string().c_str());

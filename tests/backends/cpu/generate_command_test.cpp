@@ -313,6 +313,17 @@ TEST_F(TinyGenerateTest, CommandInputsAreCheckedByName) {
                                     (fs::path(folder) / "wide_shards").string());
   EXPECT_EQ(shards.exit_code, 1) << shards.err;
   EXPECT_NE(shards.err.find("--shard-mb must be"), std::string::npos) << shards.err;
+  CommandResult nowhere = RunMkserve("make-model --preset tiny --out ''");
+  EXPECT_EQ(nowhere.exit_code, 1) << nowhere.err;
+  // A write that fails half way (files capped at 100 KB, as on a full disk) leaves nothing behind.
+  const fs::path capped = fs::path(folder) / "capped_model";
+  fs::remove_all(capped);
+  const std::string command =
+      "sh -c \"ulimit -f 200; trap '' XFSZ; " + std::string(MKSERVE_BINARY_DIR) +
+      "/mkserve make-model --preset tiny --out " + capped.string() + "\" 2> /dev/null";
+  const int status = std::system(command.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_TRUE(fs::is_directory(capped) && fs::is_empty(capped));
 }
 
 }  // namespace
