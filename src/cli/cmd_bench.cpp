@@ -104,7 +104,7 @@ BenchOptions ParseOptions(Args& args) {
   const std::string sampling = args.String("sampling", "greedy");
   const std::string tokens = args.String("tokens", "distinct");
   o.grouped_moe_min_tokens = args.Int("grouped-moe-min-tokens", 0);
-  const std::string policy_file = args.String("megakernel-policy", "");
+  const std::string policy_file = MegakernelPolicyPath(args);
   args.Finish();
   if (!policy_file.empty()) {
     if (std::find(decode.begin(), decode.end(), "megakernel") == decode.end()) {

@@ -108,7 +108,7 @@ int RunMegakernelSchedule(std::span<const std::string> argv) {
   const std::vector<int64_t> batches = args.IntList("batch", {1, 8, 64});
   const int64_t context = args.Int("context", 8192);
   const int64_t sms = args.Int("sms", 132);
-  const std::string policy_file = args.String("megakernel-policy", "");
+  const std::string policy_file = MegakernelPolicyPath(args);
   args.Finish();
   if (context < 1) throw Error("--context must be at least 1 token");
   // One CTA per SM: real GPUs have up to a few hundred (H100 SXM / H200: 132).

@@ -154,7 +154,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
     if (decode->empty()) throw Error("--decode needs a path name");
     flags.decode_path = *decode;
   }
-  const std::string policy_file = args.String("megakernel-policy", "");
+  const std::string policy_file = MegakernelPolicyPath(args);
   flags.warmup_context = args.Int("warmup-context", flags.warmup_context);
   flags.random_weights = args.Switch("random-weights");
   flags.seed = static_cast<uint64_t>(args.Int("seed", 0));

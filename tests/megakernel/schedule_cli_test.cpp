@@ -74,6 +74,18 @@ TEST(MegakernelScheduleCliTest, WhatTheMegakernelCannotRunIsAnError) {
   const CliRun tiny = Schedule("--preset tiny");         // head_dim 16
   EXPECT_EQ(tiny.status, 1);
   EXPECT_NE(tiny.output.find("head_dim 128"), std::string::npos) << tiny.output;
+  // An empty policy (an unset variable in a script) is not the default policy checked instead.
+  const CliRun empty = Schedule("--batch 1 --megakernel-policy ''");
+  EXPECT_EQ(empty.status, 1);
+  EXPECT_NE(empty.output.find("needs a file"), std::string::npos) << empty.output;
+  // A folder, and a value nested past the input bound (a stack overflow before).
+  EXPECT_EQ(Schedule("--batch 1 --megakernel-policy " + testing::TempDir()).status, 1);
+  const CliRun deep =
+      Schedule("--batch 1 --megakernel-policy " +
+               WritePolicy("deep_policy.json", "{\"placement\": " + std::string(100000, '[') +
+                                                   std::string(100000, ']') + "}"));
+  EXPECT_EQ(deep.status, 1);
+  EXPECT_NE(deep.output.find("levels deep"), std::string::npos) << deep.output;
 }
 
 }  // namespace
