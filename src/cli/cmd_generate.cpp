@@ -30,6 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultMaxTokens = 16;
+constexpr int64_t kMaxThreads = 1024;
 
 constexpr char kUsage[] =
     "usage: mkserve generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT [--chat]\n"
@@ -86,7 +87,8 @@ SamplingParams ParseSampling(Args& args) {
   if (auto stop = args.Value("stop")) sampling.stop.push_back(*stop);
   sampling.ignore_eos = args.Switch("ignore-eos");
   if (max_tokens < 1 || max_tokens > std::numeric_limits<int32_t>::max()) {
-    throw Error("--max-tokens must be at least 1, got " + std::to_string(max_tokens));
+    throw Error("--max-tokens must be 1.." + std::to_string(std::numeric_limits<int32_t>::max()) +
+                ", got " + std::to_string(max_tokens));
   }
   if (sampling.temperature < 0.0f) throw Error("--temperature must be >= 0");
   if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) throw Error("--top-p must be in (0, 1]");
@@ -130,9 +132,14 @@ GenerateOptions ParseOptions(Args& args) {
   options.raw = args.Switch("raw");
   options.print_prompt = args.Switch("print-prompt");
   options.sampling = ParseSampling(args);
-  options.num_threads = static_cast<int>(args.Int("threads", 0));
+  // Range-checked before the narrowing (4294967297 ran as 1 thread); a thread each, so bounded.
+  const int64_t threads = args.Int("threads", 0);
   args.Finish();
-  if (options.num_threads < 0) throw Error("--threads must be >= 0");
+  if (threads < 0 || threads > kMaxThreads) {
+    throw Error("--threads must be 0 (the default) to " + std::to_string(kMaxThreads) + ", got " +
+                std::to_string(threads));
+  }
+  options.num_threads = static_cast<int>(threads);
   CheckPromptFlags(options);
   return options;
 }

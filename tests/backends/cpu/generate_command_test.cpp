@@ -141,6 +141,13 @@ TEST_F(GenerateCommandTest, BadInputIsAClearError) {
   CommandResult chat = RunGenerate(flags_ + " --chat");
   EXPECT_EQ(chat.exit_code, 1);
   EXPECT_NE(chat.err.find("--chat needs --prompt"), std::string::npos) << chat.err;
+  // Counts are checked before they narrow to int: 4294967297 threads ran as 1.
+  for (const char* threads : {"4294967297", "100000", "-1"}) {
+    CommandResult many = RunGenerate(flags_ + " --threads " + threads);
+    EXPECT_EQ(many.exit_code, 1) << threads;
+    EXPECT_NE(many.err.find("--threads must be 0 (the default) to 1024"), std::string::npos)
+        << many.err;
+  }
 }
 
 // Text prompts on the tiny model, which ships a trained tokenizer and no chat template.
