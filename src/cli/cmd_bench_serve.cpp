@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <limits>
+#include <optional>
 
 #include "cli/command.h"
 #include "common/args.h"
@@ -17,8 +17,6 @@
 namespace mkserve::cli {
 namespace {
 
-// Not NaN: `--temperature nan` must be refused, not read as "not given".
-constexpr double kNotGiven = std::numeric_limits<double>::lowest();
 constexpr int64_t kMaxConcurrency = 4096;
 constexpr const char* kDefaultPrompt = "Write a short story about a robot learning to paint.";
 
@@ -26,11 +24,11 @@ int RunBenchServe(std::span<const std::string> argv) {
   Args args(argv);
   server::LoadOptions options;
   options.url = server::ParseBaseUrl(args.String("url", "http://127.0.0.1:8000/v1"));
-  // Range-checked before narrowing to int (4294967297 ran as 1); one client thread each, so
-  // concurrency is bounded too (50,000 threads aborted the process).
-  const int64_t concurrency = args.Int("concurrency", options.concurrency);
-  const int64_t num_requests = args.Int("requests", options.num_requests);
-  const int64_t max_tokens = args.Int("max-tokens", options.max_tokens);
+  // One client thread each, so concurrency is bounded (50,000 threads aborted the process).
+  options.concurrency =
+      static_cast<int>(args.Int("concurrency", options.concurrency, 1, kMaxConcurrency));
+  options.num_requests = static_cast<int>(args.Int("requests", options.num_requests, 1, INT32_MAX));
+  options.max_tokens = static_cast<int>(args.Int("max-tokens", options.max_tokens, 1, INT32_MAX));
   options.ignore_eos = args.Switch("ignore-eos");
   options.api_key = args.String("api-key", "");
   options.model = args.String("model", "");
@@ -40,26 +38,15 @@ int RunBenchServe(std::span<const std::string> argv) {
   // Constrained decoding's cost: e.g. json_object against the same run without it.
   options.response_format = args.String("response-format", "");
   // Greedy (0) against sampled steps: what the sampler costs at a batch.
-  const double temperature = args.Double("temperature", kNotGiven);
+  std::optional<double> temperature;
+  if (args.Value("temperature")) temperature = args.Double("temperature", 0.0);
   args.Finish();
-  if (temperature != kNotGiven) {
-    if (!(temperature >= 0.0) || !std::isfinite(temperature)) {
+  if (temperature) {
+    if (!(*temperature >= 0.0) || !std::isfinite(*temperature)) {
       throw Error("--temperature must be a finite number of at least 0");
     }
-    options.temperature = temperature;
+    options.temperature = *temperature;
   }
-  if (concurrency < 1 || concurrency > kMaxConcurrency) {
-    throw Error("--concurrency must be 1.." + std::to_string(kMaxConcurrency));
-  }
-  if (num_requests < 1 || num_requests > INT32_MAX) {
-    throw Error("--requests must be 1.." + std::to_string(INT32_MAX));
-  }
-  if (max_tokens < 1 || max_tokens > INT32_MAX) {
-    throw Error("--max-tokens must be 1.." + std::to_string(INT32_MAX));
-  }
-  options.concurrency = static_cast<int>(concurrency);
-  options.num_requests = static_cast<int>(num_requests);
-  options.max_tokens = static_cast<int>(max_tokens);
   // Text flags go into JSON request bodies, which must be UTF-8 (they aborted the run before).
   for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"prompt", prompt},
                                     {"model", options.model},

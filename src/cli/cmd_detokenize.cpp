@@ -24,8 +24,8 @@ std::vector<int32_t> ReadIds() {
   std::vector<int32_t> ids;
   for (const nlohmann::json& id : json) {
     // Range-checked before the narrowing: 4294967373 is not token 77.
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX ||
-        (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT32_MAX})) {
+    // (An unsigned id past INT64_MAX reads as a negative int64.)
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       std::string shown = id.dump();
       if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
       throw Error("token ids must be integers in 0.." + std::to_string(INT32_MAX) + ", got " +

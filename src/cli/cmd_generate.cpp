@@ -79,17 +79,14 @@ std::vector<int32_t> ToTokenIds(const std::vector<int64_t>& values) {
 
 SamplingParams ParseSampling(Args& args) {
   SamplingParams sampling;
-  int64_t max_tokens = args.Int("max-tokens", kDefaultMaxTokens);
+  const int64_t max_tokens =
+      args.Int("max-tokens", kDefaultMaxTokens, 1, std::numeric_limits<int32_t>::max());
   sampling.temperature = static_cast<float>(args.Double("temperature", 0.0));
   sampling.top_p = static_cast<float>(args.Double("top-p", 1.0));
   int64_t top_k = args.Int("top-k", 0);
   if (args.Value("seed")) sampling.seed = args.Int("seed", 0);
   if (auto stop = args.Value("stop")) sampling.stop.push_back(*stop);
   sampling.ignore_eos = args.Switch("ignore-eos");
-  if (max_tokens < 1 || max_tokens > std::numeric_limits<int32_t>::max()) {
-    throw Error("--max-tokens must be 1.." + std::to_string(std::numeric_limits<int32_t>::max()) +
-                ", got " + std::to_string(max_tokens));
-  }
   if (sampling.temperature < 0.0f) throw Error("--temperature must be >= 0");
   if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) throw Error("--top-p must be in (0, 1]");
   if (top_k < 0 || top_k > std::numeric_limits<int32_t>::max()) {
@@ -132,14 +129,9 @@ GenerateOptions ParseOptions(Args& args) {
   options.raw = args.Switch("raw");
   options.print_prompt = args.Switch("print-prompt");
   options.sampling = ParseSampling(args);
-  // Range-checked before the narrowing (4294967297 ran as 1 thread); a thread each, so bounded.
-  const int64_t threads = args.Int("threads", 0);
+  // A thread each (0: the default), so bounded: 100,000 grew past 4 GB.
+  options.num_threads = static_cast<int>(args.Int("threads", 0, 0, kMaxThreads));
   args.Finish();
-  if (threads < 0 || threads > kMaxThreads) {
-    throw Error("--threads must be 0 (the default) to " + std::to_string(kMaxThreads) + ", got " +
-                std::to_string(threads));
-  }
-  options.num_threads = static_cast<int>(threads);
   CheckPromptFlags(options);
   return options;
 }

@@ -49,17 +49,13 @@ int RunMakeModel(std::span<const std::string> argv) {
   std::optional<int64_t> num_layers;
   if (auto layers = args.Value("layers")) num_layers = args.Int("layers", 0);
   int64_t seed = args.Int("seed", 0);
-  int64_t shard_mb = args.Int("shard-mb", kDefaultShardMb);
+  // Past 2^40 MB the byte count would wrap (2^44 MB read as 0 bytes: a shard per tensor).
+  const int64_t shard_mb = args.Int("shard-mb", kDefaultShardMb, 1, kMaxShardMb);
   bool fused = args.Switch("fused-experts");
   bool force = args.Switch("force");
   fs::path out = args.RequiredString("out");
   args.Finish();
   if (seed < 0) throw Error("--seed must be >= 0, got " + std::to_string(seed));
-  // Past 2^40 MB the byte count would wrap (2^44 MB read as 0 bytes: a shard per tensor).
-  if (shard_mb <= 0 || shard_mb > kMaxShardMb) {
-    throw Error("--shard-mb must be 1.." + std::to_string(kMaxShardMb) + ", got " +
-                std::to_string(shard_mb));
-  }
 
   ModelConfig config = PresetByName(preset, num_layers);
   RandomCheckpointOptions options{

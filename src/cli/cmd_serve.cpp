@@ -111,9 +111,7 @@ ServeFlags ParseFlags(std::span<const std::string> argv) {
   flags.backend = args.String("backend", "cpu");
   flags.http.host = args.String("host", "127.0.0.1");
   // Checked before narrowing: 4294975296 would otherwise wrap to port 8000.
-  const int64_t port = args.Int("port", 8000);
-  if (port < 0 || port > 65535) throw Error("--port must be 0..65535");
-  flags.http.port = static_cast<int>(port);
+  flags.http.port = static_cast<int>(args.Int("port", 8000, 0, 65535));
   const std::optional<std::string> api_key = args.Value("api-key");
   if (api_key && api_key->empty()) {
     throw Error("--api-key must not be empty (leave the flag out to serve without a key)");

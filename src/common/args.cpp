@@ -68,6 +68,15 @@ int64_t Args::Int(const std::string& name, int64_t fallback) {
   return value ? ParseInt(name, *value) : fallback;
 }
 
+int64_t Args::Int(const std::string& name, int64_t fallback, int64_t min, int64_t max) {
+  const int64_t value = Int(name, fallback);
+  if (value < min || value > max) {
+    throw Error("--" + name + " must be " + std::to_string(min) + ".." + std::to_string(max) +
+                ", got " + std::to_string(value));
+  }
+  return value;
+}
+
 double Args::Double(const std::string& name, double fallback) {
   auto value = Value(name);
   if (!value) return fallback;

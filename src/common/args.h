@@ -20,6 +20,9 @@ class Args {
   std::string String(const std::string& name, const std::string& fallback);
   std::string RequiredString(const std::string& name);
   int64_t Int(const std::string& name, int64_t fallback);
+  // As Int, and outside [min, max] an error "--name must be min..max, got v": counts are checked
+  // here before a caller narrows them (4294967297 as an int is 1).
+  int64_t Int(const std::string& name, int64_t fallback, int64_t min, int64_t max);
   double Double(const std::string& name, double fallback);
   // Comma-separated integers, e.g. --batch 1,2,4.
   std::vector<int64_t> IntList(const std::string& name, std::vector<int64_t> fallback);

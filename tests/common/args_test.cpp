@@ -19,6 +19,20 @@ TEST(ArgsTest, ReadsValuesSwitchesAndLists) {
   EXPECT_NO_THROW(args.Finish());
 }
 
+// A bounded count is checked as an int64, before a caller narrows it: 4294967297 is not 1.
+TEST(ArgsTest, BoundedIntsAreCheckedBeforeNarrowing) {
+  Args args = Parse({"--a", "4294967297", "--b", "0", "--c", "65535"});
+  try {
+    args.Int("a", 1, 1, 4096);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "--a must be 1..4096, got 4294967297");
+  }
+  EXPECT_THROW(args.Int("b", 1, 1, 4096), Error);
+  EXPECT_EQ(args.Int("c", 8000, 0, 65535), 65535);
+  EXPECT_EQ(args.Int("absent", 7, 0, 10), 7);
+}
+
 TEST(ArgsTest, ReadsStringLists) {
   Args args = Parse({"--decode", "layered,megakernel", "--empty", ""});
   EXPECT_EQ(args.StringList("decode", {}), (std::vector<std::string>{"layered", "megakernel"}));
