@@ -4,29 +4,20 @@
 #include <optional>
 #include <sstream>
 
+#include "common/input_json.h"
 #include "server/error.h"
 
 namespace mkserve::server {
 
 namespace {
 
-// Request bodies nest at most this deep. Copying, printing or rendering a value recurses once per
-// level, so a small body nested 100,000 deep would exhaust the stack; the bound is checked while
-// parsing, before anything deep is built. Real requests (tool schemas included) stay far below.
+// Request bodies nest at most this deep (common/input_json.h says why). Real requests, tool
+// schemas included, stay far below.
 constexpr int kMaxJsonDepth = 128;
 
-struct TooDeep {};
-
-// Throws TooDeep as soon as a container would open beyond kMaxJsonDepth.
+// Throws JsonTooDeep as soon as a container would open beyond kMaxJsonDepth.
 Json ParseBounded(const std::string& body, bool allow_exceptions) {
-  auto bound_depth = [](int depth, Json::parse_event_t event, Json&) {
-    // `depth` counts the containers around the one opening: the top-level object is at 0.
-    bool opens =
-        event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
-    if (opens && depth >= kMaxJsonDepth) throw TooDeep{};
-    return true;
-  };
-  return Json::parse(body, bound_depth, allow_exceptions);
+  return ParseJsonBounded<Json>(body, kMaxJsonDepth, allow_exceptions);
 }
 
 // The value of the 4 hex digits at body[at], or -1.
@@ -101,7 +92,7 @@ Json ParseJsonBody(const std::string& body) {
       }
       throw ApiError(ErrorKind::kInvalidRequest, "malformed JSON in the request body: " + detail);
     }
-  } catch (const TooDeep&) {
+  } catch (const JsonTooDeep&) {
     throw ApiError(ErrorKind::kInvalidRequest,
                    "the request body nests JSON objects and arrays more than " +
                        std::to_string(kMaxJsonDepth) + " levels deep; flatten it");
