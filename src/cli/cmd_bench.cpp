@@ -290,10 +290,6 @@ nlohmann::json ToJson(const std::vector<cuda::DecodePoint>& decode, const std::s
 
 int RunBench(std::span<const std::string> argv) {
   Args args(argv);
-  if (args.Switch("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
   const BenchOptions o = ParseOptions(args);
   cuda::CurrentDeviceInfo();  // no GPU: a reason to act on, not the first failed cudaMalloc
   const double read_bw = cuda::MeasureReadBandwidth(kReadBufferBytes, kReadRuns).bytes_per_second;
@@ -345,7 +341,8 @@ int RunBench(std::span<const std::string>) {
 #endif
 
 const CommandRegistration kRegistration(
-    {"bench", "decode/prefill benchmark on the CUDA backend (--random-weights ...)", RunBench});
+    {"bench", "decode/prefill benchmark on the CUDA backend (--random-weights ...)", kUsage,
+     RunBench});
 
 }  // namespace
 }  // namespace mkserve::cli

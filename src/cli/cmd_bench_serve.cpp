@@ -20,6 +20,28 @@ namespace {
 constexpr int64_t kMaxConcurrency = 4096;
 constexpr const char* kDefaultPrompt = "Write a short story about a robot learning to paint.";
 
+constexpr char kUsage[] =
+    "usage: mkserve bench-serve [--url URL] [--concurrency N] [--requests N] [--max-tokens N]\n"
+    "                           [--prompt TEXT | --prompts FILE] [--temperature T] [--ignore-eos]\n"
+    "                           [--response-format TYPE] [--model NAME] [--api-key KEY]\n"
+    "                           [--json FILE]\n"
+    "\n"
+    "Load-tests a running OpenAI-compatible server with concurrent streaming chat requests;\n"
+    "prints output tok/s, per-request decode tok/s, TTFT and ITL percentiles and the first\n"
+    "failures (a stream the server aborts counts as failed).\n"
+    "  --url URL              the server's base URL (default http://127.0.0.1:8000/v1)\n"
+    "  --concurrency N        requests in flight, 1..4096 (default 8)\n"
+    "  --requests N           requests in all (default 64)\n"
+    "  --max-tokens N         max_tokens of each request (default 128)\n"
+    "  --prompt TEXT          the user message (default: a short-story prompt)\n"
+    "  --prompts FILE         prompts sent in turn: JSON Lines of {\"prompt\": \"...\"}\n"
+    "  --temperature T        sent with each request (default: the server's)\n"
+    "  --ignore-eos           generate max_tokens every time\n"
+    "  --response-format TYPE a response_format type, e.g. json_object\n"
+    "  --model NAME           the model to ask for (default: the server's)\n"
+    "  --api-key KEY          sent as Authorization: Bearer KEY\n"
+    "  --json FILE            also write the report as JSON\n";
+
 int RunBenchServe(std::span<const std::string> argv) {
   Args args(argv);
   server::LoadOptions options;
@@ -79,7 +101,7 @@ int RunBenchServe(std::span<const std::string> argv) {
   return report.num_failed == 0 ? 0 : 1;
 }
 
-CommandRegistration registration({"bench-serve", "load generator for a running server",
+CommandRegistration registration({"bench-serve", "load generator for a running server", kUsage,
                                   RunBenchServe});
 
 }  // namespace

@@ -36,6 +36,13 @@ std::vector<int32_t> ReadIds() {
   return ids;
 }
 
+constexpr char kUsage[] =
+    "usage: mkserve detokenize --tokenizer PATH [--skip-special]\n"
+    "\n"
+    "A JSON array of token ids on stdin -> their text on stdout.\n"
+    "  --tokenizer PATH  a tokenizer.json, or a checkpoint folder holding one\n"
+    "  --skip-special    leave special tokens out of the text\n";
+
 int RunDetokenize(std::span<const std::string> argv) {
   Args args(argv);
   std::string path = args.RequiredString("tokenizer");
@@ -47,7 +54,7 @@ int RunDetokenize(std::span<const std::string> argv) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"detokenize", "token ids (JSON) on stdin -> text",
+const CommandRegistration kRegistration({"detokenize", "token ids (JSON) on stdin -> text", kUsage,
                                          RunDetokenize});
 
 }  // namespace

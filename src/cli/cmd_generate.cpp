@@ -294,12 +294,6 @@ std::unique_ptr<OutputSink> MakeSink(const GenerateOptions& options,
 }
 
 int RunGenerate(std::span<const std::string> argv) {
-  for (const std::string& word : argv) {
-    if (word == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-  }
   Args args(argv);
   GenerateOptions options = ParseOptions(args);
   EngineRequest request;
@@ -324,7 +318,7 @@ int RunGenerate(std::span<const std::string> argv) {
 }
 
 const CommandRegistration kRegistration(
-    {"generate", "one generation on the CPU backend (--model DIR --prompt TEXT [--chat])",
+    {"generate", "one generation on the CPU backend (--model DIR --prompt TEXT [--chat])", kUsage,
      RunGenerate});
 
 }  // namespace

@@ -23,6 +23,20 @@ constexpr int64_t kDefaultShardMb = 4096;
 constexpr uint64_t kBytesPerMb = 1ull << 20;
 constexpr int64_t kMaxShardMb = int64_t{1} << 40;
 
+constexpr char kUsage[] =
+    "usage: mkserve make-model --preset tiny|nmc --out DIR [--layers N] [--seed S]\n"
+    "                          [--shard-mb M] [--fused-experts] [--force]\n"
+    "\n"
+    "Writes a seeded random checkpoint: config.json, generation_config.json and safetensors\n"
+    "shards; the tiny preset also gets the tiny tokenizer, whose ids it uses.\n"
+    "  --preset tiny|nmc  the built-in tiny model, or North Mini Code's geometry\n"
+    "  --out DIR          the folder to write (made if missing; a non-empty one needs --force)\n"
+    "  --layers N         the preset's layer pattern with N layers\n"
+    "  --seed S           weight seed (default 0)\n"
+    "  --shard-mb M       safetensors shard size in MiB (default 4096)\n"
+    "  --fused-experts    store each layer's experts as fused tensors\n"
+    "  --force            overwrite the model files in a non-empty DIR\n";
+
 // A non-empty DIR is only reused with --force, so a typo cannot clobber a real checkpoint.
 void CheckOutputDir(const fs::path& dir, bool force) {
   if (!fs::exists(dir)) return;
@@ -88,7 +102,8 @@ int RunMakeModel(std::span<const std::string> argv) {
 }
 
 const CommandRegistration kRegistration(
-    {"make-model", "write a seeded random checkpoint (--preset tiny|nmc --out DIR)", RunMakeModel});
+    {"make-model", "write a seeded random checkpoint (--preset tiny|nmc --out DIR)", kUsage,
+     RunMakeModel});
 
 }  // namespace
 }  // namespace mkserve::cli

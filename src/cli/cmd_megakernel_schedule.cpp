@@ -100,10 +100,6 @@ Verdict BuildAndVerify(mk::ScheduleCache& cache, int64_t batch, int64_t context)
 
 int RunMegakernelSchedule(std::span<const std::string> argv) {
   Args args(argv);
-  if (args.Switch("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
   const ModelConfig config = LoadConfig(args);
   const std::vector<int64_t> batches = args.IntList("batch", {1, 8, 64});
   const int64_t context = args.Int("context", 8192);
@@ -159,6 +155,7 @@ const CommandRegistration kRegistration({
     "megakernel-schedule",
     "build and verify the decode megakernel's schedules on the CPU (--megakernel-policy FILE to "
     "check one)",
+    kUsage,
     RunMegakernelSchedule,
 });
 

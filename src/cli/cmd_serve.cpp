@@ -98,6 +98,50 @@ constexpr int64_t kReservedFiles = 256;
 // engine's smaller default so decode rows are not starved behind long prefill chunks.
 constexpr int64_t kCudaStepTokens = 8192;
 
+// The flags in short; docs/api.md has each in full (a test keeps the two lists the same).
+constexpr char kUsage[] =
+    "usage: mkserve serve --model DIR [flags]\n"
+    "\n"
+    "OpenAI-compatible HTTP server (chat, completions, responses; docs/api.md).\n"
+    "  --model DIR                 checkpoint folder: config.json, safetensors, tokenizer.json\n"
+    "  --backend cpu|cuda|scripted:FILE   default cpu (fp32 reference); cuda on H100/H200\n"
+    "  --host ADDR                 address to bind (default 127.0.0.1)\n"
+    "  --port N                    port (default 8000; 0 picks a free one)\n"
+    "  --api-key KEY               require it on /v1/ routes, /tokenize and /detokenize\n"
+    "  --served-model-name NAME    the model id clients send (default: the folder's name)\n"
+    "  --reasoning on|off          thinking when a request does not say (default on)\n"
+    "  --max-batch N               sequences decoded together (default 64)\n"
+    "  --max-model-len N           context limit in tokens (default: the model's, at most what\n"
+    "                              the KV cache holds for one sequence)\n"
+    "  --max-waiting N             queued requests past this answer 503 (default 0: no limit)\n"
+    "  --max-step-tokens N         tokens per engine step (default 2048 cpu, 8192 cuda)\n"
+    "  --max-prefill-tokens-while-decoding N   prompt tokens a step while others decode\n"
+    "                              (default 1024)\n"
+    "  --prompt-chunk-tokens N     cuda: long prompts in chunks of N beside decoding streams\n"
+    "                              (default 32768; 0: inside steps only)\n"
+    "  --kv-bytes N                cpu, scripted: KV cache bytes (default 1073741824)\n"
+    "  --gpu-memory-fraction F     cuda: share of GPU memory to use (default 0.9)\n"
+    "  --decode NAME               cuda: megakernel (default where it runs the model), layered,\n"
+    "                              graph or eager\n"
+    "  --cuda-graphs on|off        cuda: off is --decode eager (default on)\n"
+    "  --megakernel-policy FILE    cuda, megakernel: its schedule policy (JSON)\n"
+    "  --warmup-context N          cuda: decode path prepared at start-up up to N tokens\n"
+    "                              (default 8192)\n"
+    "  --decode-lookahead auto|on|off   start each decode step before the previous one's\n"
+    "                              tokens are read (default off)\n"
+    "  --random-weights            cuda: --model's geometry, weights generated from --seed\n"
+    "  --seed N                    the weight seed (default 0)\n"
+    "  --step-timeout S            seconds a step may take before the backend counts as wedged\n"
+    "                              (default 60)\n"
+    "  --first-step-timeout S      the same for the first step (default 600)\n"
+    "  --max-body-bytes N          larger request bodies answer 413 (default 16777216)\n"
+    "  --max-connections N         open connections at most (default 16 x --max-batch, at\n"
+    "                              least 1024)\n"
+    "  --header-timeout S          seconds to a request's end of head (default 10)\n"
+    "  --body-timeout S            seconds from the head to the end of the body (default 60)\n"
+    "  --drain-timeout S           seconds running requests get after SIGTERM (default 30)\n"
+    "  --response-store-mb N       memory for stored responses and conversations (default 256)\n";
+
 // Tokens per engine step: --max-step-tokens, else the backend's default.
 int64_t StepTokens(const ServeFlags& flags) {
   if (flags.max_step_tokens > 0) return flags.max_step_tokens;
@@ -575,7 +619,7 @@ int RunServe(std::span<const std::string> argv) {
   return 0;
 }
 
-CommandRegistration registration({"serve", "OpenAI-compatible HTTP server", RunServe});
+CommandRegistration registration({"serve", "OpenAI-compatible HTTP server", kUsage, RunServe});
 
 }  // namespace
 }  // namespace mkserve::cli

@@ -14,6 +14,16 @@
 namespace mkserve::cli {
 namespace {
 
+constexpr char kUsage[] =
+    "usage: mkserve tokenize --tokenizer PATH [--lines] [--no-special] [--json-post-processor]\n"
+    "\n"
+    "UTF-8 text on stdin -> its token ids as a JSON array on stdout.\n"
+    "  --tokenizer PATH       a tokenizer.json, or a checkpoint folder holding one\n"
+    "  --lines                one array per input line\n"
+    "  --no-special           no BOS/EOS added around the text\n"
+    "  --json-post-processor  add them as tokenizer.json's post-processor says, not as\n"
+    "                         tokenizer_config.json's add_bos_token / add_eos_token do\n";
+
 int RunTokenize(std::span<const std::string> argv) {
   Args args(argv);
   std::string path = args.RequiredString("tokenizer");
@@ -36,7 +46,7 @@ int RunTokenize(std::span<const std::string> argv) {
   return 0;
 }
 
-const CommandRegistration kRegistration({"tokenize", "text on stdin -> token ids (JSON)",
+const CommandRegistration kRegistration({"tokenize", "text on stdin -> token ids (JSON)", kUsage,
                                          RunTokenize});
 
 }  // namespace

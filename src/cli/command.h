@@ -12,6 +12,7 @@ namespace mkserve::cli {
 struct Command {
   std::string name;
   std::string summary;  // one line for `mkserve help`
+  std::string usage;    // `mkserve NAME --help`: its flags, defaults and what they do
   std::function<int(std::span<const std::string> args)> run;
 };
 

@@ -23,7 +23,9 @@ void PrintUsage() {
   std::vector<Command> commands = CommandTable();
   std::sort(commands.begin(), commands.end(),
             [](const Command& a, const Command& b) { return a.name < b.name; });
-  std::fprintf(stderr, "usage: mkserve <command> [--flag value ...]\n\ncommands:\n");
+  std::fprintf(stderr,
+               "usage: mkserve <command> [--flag value ...]   (mkserve <command> --help: its "
+               "flags)\n\ncommands:\n");
   for (const Command& command : commands) {
     std::fprintf(stderr, "  %-14s %s\n", command.name.c_str(), command.summary.c_str());
   }
@@ -42,6 +44,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const Command& command : CommandTable()) {
     if (command.name != name) continue;
+    if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+      std::fputs(command.usage.c_str(), stdout);
+      return std::fflush(stdout) == 0 ? 0 : 1;
+    }
     try {
       const int status = command.run(args);
       // Output that never reached its file (a full disk, /dev/full) is a failure, not exit 0.

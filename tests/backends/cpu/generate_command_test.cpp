@@ -317,6 +317,10 @@ TEST_F(TinyGenerateTest, CommandInputsAreCheckedByName) {
   CommandResult grammar = RunMkserve("bench-grammar --vocab 300 --schema " + schema.string());
   EXPECT_EQ(grammar.exit_code, 1) << grammar.err;
   EXPECT_NE(grammar.err.find("not valid JSON"), std::string::npos) << grammar.err;
+  CommandResult huge_vocab = RunMkserve("bench-grammar --vocab 9223372036854775807");
+  EXPECT_EQ(huge_vocab.exit_code, 1) << huge_vocab.err;
+  EXPECT_NE(huge_vocab.err.find("--vocab must be 256..16777216"), std::string::npos)
+      << huge_vocab.err;
   CommandResult shards = RunMkserve("make-model --preset tiny --shard-mb 17592186044416 --out " +
                                     (fs::path(folder) / "wide_shards").string());
   EXPECT_EQ(shards.exit_code, 1) << shards.err;
