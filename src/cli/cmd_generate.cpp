@@ -182,7 +182,10 @@ class IdsSink : public OutputSink {
   }
   void OnFinished() override {
     std::string line;
-    for (size_t i = 0; i < ids_.size(); ++i) line += (i ? " " : "") + std::to_string(ids_[i]);
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      if (i > 0) line += ' ';
+      line += std::to_string(ids_[i]);
+    }
     std::printf("%s\n", line.c_str());
   }
 

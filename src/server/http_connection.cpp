@@ -53,7 +53,8 @@ std::optional<HttpResponse> FramingError(const http::request<http::string_body>&
   std::string codings;
   for (const auto& field : head) {
     if (field.name() != http::field::transfer_encoding) continue;
-    codings += (codings.empty() ? "" : ",") + Lower(field.value());
+    if (!codings.empty()) codings += ',';
+    codings += Lower(field.value());
   }
   if (codings.empty()) return std::nullopt;
   std::string compact;

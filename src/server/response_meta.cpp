@@ -43,7 +43,8 @@ std::string StreamEndEvents(const ResponseMeta& meta, std::string_view object, b
     chunk["usage"] = UsageJson(usage);
     events += SseEvent(chunk);
   }
-  return events + std::string(kSseDone);
+  events += kSseDone;
+  return events;
 }
 
 }  // namespace mkserve::server

@@ -65,7 +65,10 @@ Value Indent(const Value& v, const ArgReader& a) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string& line = lines[i].AsString();
-    if (i > 0) out += "\n" + ((blank || !line.empty()) ? indention : "");
+    if (i > 0) {
+      out += '\n';
+      if (blank || !line.empty()) out += indention;
+    }
     out += line;
   }
   if (a.Bool(1, "first", false)) out = indention + out;

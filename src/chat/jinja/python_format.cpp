@@ -79,7 +79,10 @@ std::string FormatPythonFloat(double value) {
   int point = exponent + 1;  // digits before the decimal point
   if (point > 16 || point <= -4) {
     std::string out = sign + digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      out += '.';
+      out.append(digits, 1);
+    }
     char exp_buffer[16];
     std::snprintf(exp_buffer, sizeof(exp_buffer), "e%c%02d", exponent < 0 ? '-' : '+',
                   std::abs(exponent));

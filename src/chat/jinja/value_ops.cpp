@@ -186,8 +186,12 @@ Value GetItem(const Value& object, const Value& key) {
   if ((object.IsArray() || object.IsString()) && (key.IsInt() || key.IsBool())) {
     int64_t size = Length(object);
     int64_t index = key.AsInt() < 0 ? key.AsInt() + size : key.AsInt();
-    if (index < 0 || index >= size)
-      return Value::MakeUndefined("[" + std::to_string(key.AsInt()) + "]");
+    if (index < 0 || index >= size) {
+      std::string name = "[";  // appended, not "[" + ...: GCC 12 -O3 warns (-Wrestrict) on that
+      name += std::to_string(key.AsInt());
+      name += ']';
+      return Value::MakeUndefined(name);
+    }
     if (object.IsArray()) return object.AsArray()[index];
     return Value(EncodeUtf8(std::u32string(1, DecodeUtf8(object.AsString())[index])));
   }
