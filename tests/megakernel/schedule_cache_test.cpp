@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +92,78 @@ TEST(ScheduleCacheTest, ThePolicysTileOverridesReachEverySchedule) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
+}
+
+// A schedule's task lists as bytes: what the device runs.
+std::vector<uint8_t> TaskBytes(const Schedule& schedule) {
+  const std::vector<TaskDescriptor> tasks = schedule.PackedTasks();
+  const auto* begin = reinterpret_cast<const uint8_t*>(tasks.data());
+  return {begin, begin + tasks.size() * sizeof(TaskDescriptor)};
+}
+
+TEST(ScheduleCacheTest, BuildManyBuildsOnThreadsWhatGetBuildsAlone) {
+  const std::vector<int64_t> bounds = {1024, 4096, 8192, 16384};
+  ScheduleCache many(NmcPreset(4), 6, bounds, 132, SchedulePolicy::Default());
+  ScheduleCache alone(NmcPreset(4), 6, bounds, 132, SchedulePolicy::Default());
+  std::vector<std::pair<int64_t, size_t>> steps;
+  for (size_t bucket = 0; bucket < bounds.size(); ++bucket) {
+    for (int64_t batch = 6; batch >= 1; --batch) steps.emplace_back(batch, bucket);
+  }
+  steps.emplace_back(2, 0);  // twice: built once
+  std::vector<int64_t> reported, totals;
+  const int64_t built = many.BuildMany(steps, 3, std::chrono::steady_clock::time_point::max(),
+                                       [&](int64_t done, int64_t total) {
+                                         reported.push_back(done);
+                                         totals.push_back(total);
+                                       });
+  ASSERT_GT(built, 6);  // buckets share schedules, not all of them
+  ASSERT_LT(built, 24);
+  EXPECT_EQ(many.num_built(), static_cast<size_t>(built));
+  std::vector<int64_t> counted(built);
+  for (int64_t i = 0; i < built; ++i) counted[i] = i + 1;
+  EXPECT_EQ(reported, counted);  // one call each, counting up, never two at once
+  EXPECT_EQ(totals, std::vector<int64_t>(built, built));
+  for (const auto& [batch, bucket] : steps) {
+    const Schedule& schedule = many.Get(batch, bucket);
+    EXPECT_EQ(schedule.batch, batch);
+    EXPECT_EQ(TaskBytes(schedule), TaskBytes(alone.Get(batch, bucket)))
+        << "batch " << batch << ", bucket " << bucket;
+  }
+  EXPECT_EQ(many.num_built(), static_cast<size_t>(built));  // Get built nothing more
+  EXPECT_EQ(alone.num_built(), many.num_built());
+  EXPECT_EQ(many.BuildMany(steps, 3, std::chrono::steady_clock::time_point::max()), 0);
+}
+
+TEST(ScheduleCacheTest, BuildManyStopsAtItsDeadlineAndRefusesBadSteps) {
+  ScheduleCache cache(NmcPreset(4), 4, {1024, 8192}, 132, SchedulePolicy::Default());
+  const std::vector<std::pair<int64_t, size_t>> steps = {{1, 0}, {2, 0}, {3, 1}};
+  int calls = 0;
+  EXPECT_EQ(cache.BuildMany(steps, 2, std::chrono::steady_clock::now(),
+                            [&](int64_t, int64_t) { ++calls; }),
+            0);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(cache.num_built(), 0u);
+  // A pair outside the cache's range is refused before anything is built.
+  const std::vector<std::pair<int64_t, size_t>> bad = {{1, 0}, {5, 0}};
+  EXPECT_THROW(cache.BuildMany(bad, 2, std::chrono::steady_clock::time_point::max()), Error);
+  const std::vector<std::pair<int64_t, size_t>> far = {{1, 0}, {1, 2}};
+  EXPECT_THROW(cache.BuildMany(far, 2, std::chrono::steady_clock::time_point::max()), Error);
+  EXPECT_EQ(cache.num_built(), 0u);
+}
+
+TEST(ScheduleCacheTest, BuildManyThrowsTheVerifiersRefusalAfterItsThreadsStop) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  std::erase(policy.layer_waves, Wave::kJoin);
+  policy.layer_waves.insert(policy.layer_waves.begin(), Wave::kJoin);
+  ScheduleCache cache(TinyPreset(), 4, {1024}, 3, policy);
+  const std::vector<std::pair<int64_t, size_t>> steps = {{1, 0}, {2, 0}, {3, 0}, {4, 0}};
+  try {
+    cache.BuildMany(steps, 4, std::chrono::steady_clock::time_point::max());
+    FAIL() << "schedules with the join before its inputs were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("order_violation"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.num_built(), 0u);
 }
 
 TEST(ContextBucketTest, PagesFollowTheWindow) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -65,26 +67,20 @@ class MegakernelDecodePath : public cuda::DecodePath {
   void Finish(int slot) override { decoder_->Finish(slot); }
 
   // Every schedule of 1..max_batch rows in the buckets up to the one holding the warm-up context,
-  // built, verified and uploaded before the first request (tens of ms each otherwise).
+  // built and verified on the host's cores (about 10 s on one), then uploaded, before the first
+  // request (tens of ms each otherwise).
   int64_t WarmUp(const cuda::DecodeWarmUp& request, cudaStream_t stream) override {
     (void)stream;
     if (!decoder_) return 0;
-    std::vector<int64_t> contexts;
+    std::vector<std::pair<int64_t, int64_t>> steps;  // (rows, longest context)
     for (int64_t bound : decoder_->bucket_bounds()) {
-      contexts.push_back(bound);
+      for (int64_t batch = 1; batch <= std::min(request.max_batch, max_batch()); ++batch) {
+        steps.emplace_back(batch, bound);
+      }
       if (bound > request.max_context_tokens) break;  // +1: the decoded token attends to itself
     }
-    const int64_t batches = std::min(request.max_batch, max_batch());
-    const int64_t total = static_cast<int64_t>(contexts.size()) * batches;
-    int64_t done = 0, prepared = 0;
-    for (int64_t context : contexts) {
-      for (int64_t batch = 1; batch <= batches; ++batch) {
-        if (std::chrono::steady_clock::now() >= request.deadline) return prepared;
-        prepared += decoder_->Prepare(batch, context) ? 1 : 0;
-        if (request.progress) request.progress(++done, total);
-      }
-    }
-    return prepared;
+    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+    return decoder_->Prepare(steps, threads, request.deadline, request.progress);
   }
 
  private:

@@ -218,10 +218,20 @@ MegakernelDecoder::Uploaded& MegakernelDecoder::UploadedFor(const Schedule& sche
   return stored;
 }
 
-bool MegakernelDecoder::Prepare(int64_t batch, int64_t longest_context) {
+int64_t MegakernelDecoder::Prepare(std::span<const std::pair<int64_t, int64_t>> steps, int threads,
+                                   std::chrono::steady_clock::time_point deadline,
+                                   const std::function<void(int64_t, int64_t)>& progress) {
+  std::vector<std::pair<int64_t, size_t>> buckets;
+  for (const auto& [batch, context] : steps) {
+    buckets.emplace_back(batch, cache_.BucketIndexFor(context));
+  }
+  cache_.BuildMany(buckets, threads, deadline, progress);
   const size_t before = uploaded_.size();
-  UploadedFor(cache_.Select(batch, longest_context));
-  return uploaded_.size() > before;
+  for (const auto& [batch, bucket_index] : buckets) {
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    UploadedFor(cache_.Get(batch, bucket_index));
+  }
+  return static_cast<int64_t>(uploaded_.size() - before);
 }
 
 void MegakernelDecoder::Run(const cuda::StepPlan& plan, float* logits, const StepSampling& sampling,

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -92,9 +93,13 @@ class MegakernelDecoder {
   // Whether the schedules end with kSample (the policy's include_sampling): every step then
   // samples the rows StepSampling::in_step holds inside the kernel.
   bool samples_in_step() const { return options_.policy.include_sampling; }
-  // Builds, verifies and uploads now the schedule a step of `batch` rows whose longest row
-  // attends to `longest_context` tokens would run (start-up warm-up); true when it was not ready.
-  bool Prepare(int64_t batch, int64_t longest_context);
+  // Start-up warm-up: builds and verifies the schedules that steps of (rows, longest row's
+  // context in tokens) would run, on up to `threads` threads (ScheduleCache::BuildMany, with its
+  // deadline and progress), then uploads each before `deadline`. Returns how many schedules it
+  // uploaded (the ones not ready before).
+  int64_t Prepare(std::span<const std::pair<int64_t, int64_t>> steps, int threads,
+                  std::chrono::steady_clock::time_point deadline,
+                  const std::function<void(int64_t, int64_t)>& progress);
   // The context buckets' upper bounds in tokens: one schedule per (batch, bucket) at most.
   const std::vector<int64_t>& bucket_bounds() const { return cache_.bucket_bounds(); }
 

@@ -4,9 +4,12 @@
 // so they share one schedule, built for the largest of them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -35,6 +38,14 @@ class ScheduleCache {
   const Schedule& Select(int64_t batch, int64_t longest_context) {
     return Get(batch, BucketIndexFor(longest_context));
   }
+  // Get for many (batch, bucket index) pairs at once, as a server's warm-up asks (a few hundred
+  // schedules of 0.1-1 s each): the ones not cached yet are built and verified on up to `threads`
+  // threads, none started after `deadline`. progress(built, to_build) is called after each, one
+  // call at a time, from those threads. Throws Get's error for the first pair whose schedule
+  // fails, keeping the others built. Returns how many it built. Bad pairs throw before any build.
+  int64_t BuildMany(std::span<const std::pair<int64_t, size_t>> steps, int threads,
+                    std::chrono::steady_clock::time_point deadline,
+                    const std::function<void(int64_t built, int64_t to_build)>& progress = {});
 
   // The bucket whose schedule serves bucket_index for this batch (bucket_index or a larger one).
   size_t RepresentativeBucket(int64_t batch, size_t bucket_index) const;
@@ -50,6 +61,11 @@ class ScheduleCache {
  private:
   // ChooseTileShapes' choice with the policy's tile overrides.
   TileShapes TilesFor(int64_t batch, const ContextBucket& context) const;
+  // The representative bucket of a valid (batch, bucket index), remembered; throws for others.
+  size_t Representative(int64_t batch, size_t bucket_index);
+  // A new schedule for (batch, representative bucket), verified; throws Get's error. Touches no
+  // member but the constant configuration, so BuildMany runs it on several threads.
+  std::unique_ptr<Schedule> BuildVerified(int64_t batch, size_t representative) const;
   ModelConfig config_;
   int64_t max_batch_;
   std::vector<int64_t> bucket_bounds_;

@@ -44,7 +44,8 @@ struct DecodeWarmUp {
   int64_t max_batch = 0;
   int64_t max_context_tokens = 0;
   std::chrono::steady_clock::time_point deadline;
-  std::function<void(int64_t done, int64_t total)> progress;  // may be empty
+  // May be empty; called one call at a time, but maybe from threads the path starts.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 class DecodePath {
