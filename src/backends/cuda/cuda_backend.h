@@ -46,7 +46,7 @@ class CudaBackend : public Backend {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
-  std::string name() const override { return "cuda-layered"; }
+  std::string name() const override { return "cuda (" + options_.decode_path + " decode)"; }
   const ModelConfig& config() const override { return config_; }
   const KvLayout& kv_layout() const override { return kv_pool_->layout(); }
   StepOutputs Step(const StepInputs& inputs) override;
