@@ -129,11 +129,46 @@ BenchOptions ParseOptions(Args& args) {
       o.decode_paths.push_back(name);
     }
   }
-  if (o.steps < 1) throw Error("--steps must be at least 1");
+  if (o.steps < 1 || o.steps > 100000) throw Error("--steps must be 1..100000");
+  if (o.layers < 0) throw Error("--layers must not be negative (0: the preset's layer count)");
+  if (!(o.gpu_memory_fraction > 0.0 && o.gpu_memory_fraction < 1.0)) {
+    throw Error("--gpu-memory-fraction must be in (0, 1)");
+  }
   for (int64_t b : o.batches) {
     if (b < 1 || b > 64) throw Error("--batch values must be in 1..64, got " + std::to_string(b));
   }
+  // Bounded again by the model's positions once it is loaded (CheckTokenCounts).
+  for (int64_t c : o.contexts) {
+    if (c < 1) throw Error("--context values must be at least 1, got " + std::to_string(c));
+  }
+  for (int64_t t : o.prefills) {
+    if (t < 1) throw Error("--prefill values must be at least 1, got " + std::to_string(t));
+  }
+  // The results are written after minutes of measuring: a path that cannot be written fails now.
+  if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app)) {
+    throw Error("--json: cannot write " + o.json_path);
+  }
   return o;
+}
+
+// Every context and prompt the run would measure fits the model's positions (a decode step at
+// context c writes position c), checked before the first measurement rather than after the
+// others have run.
+void CheckTokenCounts(const BenchOptions& o, const ModelConfig& config) {
+  const int64_t positions = config.max_position_embeddings;
+  if (positions <= 0) return;
+  for (int64_t c : o.contexts) {
+    if (c >= positions) {
+      throw Error("--context " + std::to_string(c) + " is past the model's " +
+                  std::to_string(positions) + " positions (max_position_embeddings)");
+    }
+  }
+  for (int64_t t : o.prefills) {
+    if (t > positions) {
+      throw Error("--prefill " + std::to_string(t) + " is past the model's " +
+                  std::to_string(positions) + " positions (max_position_embeddings)");
+    }
+  }
 }
 
 std::unique_ptr<cuda::CudaBackend> LoadBench(const BenchOptions& o, int64_t max_batch,
@@ -297,6 +332,7 @@ int RunBench(std::span<const std::string> argv) {
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   auto hooks = std::make_shared<cuda::ToolHooks>();
   auto backend = LoadBench(o, max_batch, hooks);
+  CheckTokenCounts(o, backend->config());
   backend->kv_pool().FillRandom(o.seed + 1, kKvStd);
   const SamplingParams sampling = o.sampled ? cuda::BenchSampledParams() : cuda::GreedyParams();
   // Every row of a run shares its mode, so the reference is layered+graphs in that mode.

@@ -1,5 +1,6 @@
-// `mkserve serve` refuses bad flags before it binds: a clear one-line error and exit status 1,
-// never a crash (a signal) or a server that starts with a setting it cannot honour.
+// `mkserve serve` refuses bad flags before it binds, and `mkserve bench` before it touches the
+// GPU: a clear one-line error and exit status 1, never a crash (a signal), a server that starts
+// with a setting it cannot honour, or a benchmark that fails after minutes of measuring.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -91,3 +92,27 @@ test('serve refuses a generation_config.json eos past the vocabulary', () => {
   assert.equal(run.status, 1, run.stderr);
   assert.match(run.stderr, /generation_config\.json: config key "eos_token_id" = 1000000000: must be a token id below vocab_size/);
 });
+
+// bench exists in builds with the CUDA backend. It parsed --context, --prefill and --layers
+// without bounds and opened --json only at the end, after every measurement.
+const BENCH_CASES = [
+  [['--context', '-5'], /--context values must be at least 1, got -5/],
+  [['--context', '1024,0'], /--context values must be at least 1, got 0/],
+  [['--prefill', '0'], /--prefill values must be at least 1, got 0/],
+  [['--layers', '-2'], /--layers must not be negative/],
+  [['--gpu-memory-fraction', '1'], /--gpu-memory-fraction must be in \(0, 1\)/],
+  [['--steps', '0'], /--steps must be 1\.\.100000/],
+  [['--batch', '65'], /--batch values must be in 1\.\.64, got 65/],
+  [['--json', '/nonexistent-dir/bench.json'], /--json: cannot write \/nonexistent-dir\/bench\.json/],
+];
+const benchBuilt = /\n {2}bench /.test(spawnSync(BIN, ['help'], { encoding: 'utf8' }).stderr);
+
+for (const [args, message] of BENCH_CASES) {
+  test(`bench ${args.join(' ')} is refused`, () => {
+    const run = spawnSync(BIN, ['bench', '--random-weights', ...args],
+      { encoding: 'utf8', timeout: 60000 });
+    assert.equal(run.signal, null, run.stderr);
+    assert.equal(run.status, 1, run.stderr);
+    assert.match(run.stderr, benchBuilt ? message : /unknown command 'bench'/);
+  });
+}
