@@ -1,11 +1,14 @@
 // `mkserve bench --random-weights [--model DIR] [--layers N] --batch 1,8,64 --context 1024,8192
 // --decode NAME [--prefill 1024,8192] [--json FILE]`: the decode benchmark of
-// design/performance.md on the CUDA backend. Measures the streaming-read bandwidth first, then
+// docs/speed-of-light.md on the CUDA backend. Measures the streaming-read bandwidth first, then
 // the decode step per (batch, context) over a randomly filled KV cache, then prefill
 // tokens/s, and prints a markdown table last. --breakdown adds, per (batch, context), the eager
 // step's GPU time per op class with the bytes each must read and its achieved GB/s.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -85,6 +88,17 @@ struct BenchOptions {
   std::string megakernel_policy;          // CudaBackendOptions::megakernel_policy (JSON text)
 };
 
+// Whether `path` could be written now, without creating it: an existing file we may write, or a
+// new name in a folder we may write.
+bool Writable(const std::filesystem::path& path) {
+  std::error_code error;
+  if (std::filesystem::exists(path, error)) {
+    return !std::filesystem::is_directory(path, error) && ::access(path.c_str(), W_OK) == 0;
+  }
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
+  return std::filesystem::is_directory(folder, error) && ::access(folder.c_str(), W_OK) == 0;
+}
+
 BenchOptions ParseOptions(Args& args) {
   BenchOptions o;
   if (!args.Switch("random-weights")) {
@@ -145,7 +159,7 @@ BenchOptions ParseOptions(Args& args) {
     if (t < 1) throw Error("--prefill values must be at least 1, got " + std::to_string(t));
   }
   // The results are written after minutes of measuring: a path that cannot be written fails now.
-  if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app)) {
+  if (!o.json_path.empty() && !Writable(o.json_path)) {
     throw Error("--json: cannot write " + o.json_path);
   }
   return o;

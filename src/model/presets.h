@@ -18,7 +18,7 @@ inline constexpr int64_t kTinyNumLayers = 6;
 // tokenizer (bos 2, eos 1006 = <|END_OF_TURN_TOKEN|>, pad 0).
 ModelConfig TinyPreset(int64_t num_layers = kTinyNumLayers);
 
-// The released North Mini Code geometry (design/model.md); fewer layers keep the pattern:
+// The released North Mini Code geometry (its config.json); fewer layers keep the pattern:
 // layer 0 dense full with forced RoPE, full NoPE every 4th layer, sliding window 4096 elsewhere.
 ModelConfig NmcPreset(int64_t num_layers = kNorthNumLayers);
 

@@ -31,7 +31,7 @@ TEST(DecodeOpBytesTest, NorthNumbersByHand) {
   EXPECT_DOUBLE_EQ(Bytes(bytes, StepOp::kSampling), 262144.0 * 4);
 }
 
-// The weight and KV classes add up to the step model of design/performance.md, once the
+// The weight and KV classes add up to the step model of docs/speed-of-light.md, once the
 // activation bytes the step model leaves out are taken back off.
 TEST(DecodeOpBytesTest, AddsUpToStepBytes) {
   const ModelConfig config = NmcPreset(6);

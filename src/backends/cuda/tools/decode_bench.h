@@ -1,4 +1,4 @@
-// The decode and prefill measurements of `mkserve bench` (design/performance.md): step time of
+// The decode and prefill measurements of `mkserve bench` (docs/speed-of-light.md): step time of
 // the layered path per (batch, context) with the KV cache filled with random values, the bytes a
 // step must stream, and the speed-of-light those bytes allow at the measured read bandwidth.
 #pragma once
@@ -57,7 +57,7 @@ std::string DecodeModeSuffix(const SamplingParams& sampling, bool same_token);
 // What `mkserve bench --sampling sampled` decodes with: a typical chat setting on the GPU sampler.
 SamplingParams BenchSampledParams();
 
-// bytes(step) of design/performance.md.
+// bytes(step) of docs/speed-of-light.md.
 double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context_tokens,
                        int64_t distinct_experts);
 

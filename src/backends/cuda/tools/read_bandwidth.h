@@ -1,4 +1,4 @@
-// The streaming-read bandwidth of this GPU (B_read of design/performance.md): a read-only kernel
+// The streaming-read bandwidth of this GPU (B_read of docs/speed-of-light.md): a read-only kernel
 // with 16-byte loads over a buffer several times the L2, timed with CUDA events.
 #pragma once
 
