@@ -4,11 +4,8 @@
 // the decode step per (batch, context) over a randomly filled KV cache, then prefill
 // tokens/s, and prints a markdown table last. --breakdown adds, per (batch, context), the eager
 // step's GPU time per op class with the bytes each must read and its achieved GB/s.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -28,6 +25,7 @@
 #include "backends/cuda/tools/step_breakdown.h"
 #include "backends/cuda/tools/tool_hooks.h"
 #include "cli/megakernel_policy_flag.h"
+#include "cli/report_path_flag.h"
 #include "model/presets.h"
 #endif
 
@@ -88,17 +86,6 @@ struct BenchOptions {
   std::string megakernel_policy;          // CudaBackendOptions::megakernel_policy (JSON text)
 };
 
-// Whether `path` could be written now, without creating it: an existing file we may write, or a
-// new name in a folder we may write.
-bool Writable(const std::filesystem::path& path) {
-  std::error_code error;
-  if (std::filesystem::exists(path, error)) {
-    return !std::filesystem::is_directory(path, error) && ::access(path.c_str(), W_OK) == 0;
-  }
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  return std::filesystem::is_directory(folder, error) && ::access(folder.c_str(), W_OK) == 0;
-}
-
 BenchOptions ParseOptions(Args& args) {
   BenchOptions o;
   if (!args.Switch("random-weights")) {
@@ -158,10 +145,7 @@ BenchOptions ParseOptions(Args& args) {
   for (int64_t t : o.prefills) {
     if (t < 1) throw Error("--prefill values must be at least 1, got " + std::to_string(t));
   }
-  // The results are written after minutes of measuring: a path that cannot be written fails now.
-  if (!o.json_path.empty() && !Writable(o.json_path)) {
-    throw Error("--json: cannot write " + o.json_path);
-  }
+  CheckReportPath("--json", o.json_path);
   return o;
 }
 

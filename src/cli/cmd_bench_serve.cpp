@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/report_path_flag.h"
 #include "common/args.h"
 #include "common/error.h"
 #include "common/utf8.h"
@@ -63,6 +64,7 @@ int RunBenchServe(std::span<const std::string> argv) {
   std::optional<double> temperature;
   if (args.Value("temperature")) temperature = args.Double("temperature", 0.0);
   args.Finish();
+  if (json_path != "-") CheckReportPath("--json", json_path);
   if (temperature) {
     if (!(*temperature >= 0.0) || !std::isfinite(*temperature)) {
       throw Error("--temperature must be a finite number of at least 0");

@@ -75,6 +75,8 @@ test('bad flags are refused by name, never a crash', async () => {
     [['--concurrency', '4294967297'], /--concurrency must be 1\.\.4096/],
     [['--requests', '4294967298'], /--requests must be 1\.\.2147483647/],
     [['--max-tokens', '4294967297'], /--max-tokens must be 1\.\.2147483647/],
+    // Refused before the load runs, not after it (the report is written last).
+    [['--json', '/nonexistent-dir/report.json'], /--json: cannot write \/nonexistent-dir\/report\.json/],
   ];
   for (const [flags, message] of cases) {
     const run = await benchServe(['--url', server.url, ...flags]);

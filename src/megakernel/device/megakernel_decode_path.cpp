@@ -72,9 +72,10 @@ class MegakernelDecodePath : public cuda::DecodePath {
   int64_t WarmUp(const cuda::DecodeWarmUp& request, cudaStream_t stream) override {
     (void)stream;
     if (!decoder_) return 0;
+    const int64_t batches = std::min(request.max_batch, max_batch());
     std::vector<std::pair<int64_t, int64_t>> steps;  // (rows, longest context)
     for (int64_t bound : decoder_->bucket_bounds()) {
-      for (int64_t batch = 1; batch <= std::min(request.max_batch, max_batch()); ++batch) {
+      for (int64_t batch = 1; batch <= batches; ++batch) {
         steps.emplace_back(batch, bound);
       }
       if (bound > request.max_context_tokens) break;  // +1: the decoded token attends to itself

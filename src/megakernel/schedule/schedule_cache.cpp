@@ -114,6 +114,7 @@ int64_t ScheduleCache::BuildMany(std::span<const std::pair<int64_t, size_t>> ste
       missing.push_back(key);
     }
   }
+  if (missing.empty()) return 0;
   const int64_t to_build = static_cast<int64_t>(missing.size());
   std::vector<std::unique_ptr<Schedule>> built(missing.size());
   std::vector<std::exception_ptr> errors(missing.size());
@@ -142,7 +143,7 @@ int64_t ScheduleCache::BuildMany(std::span<const std::pair<int64_t, size_t>> ste
   };
   {
     std::vector<std::jthread> pool;
-    const int64_t count = std::clamp<int64_t>(threads, 1, std::max<int64_t>(1, to_build));
+    const int64_t count = std::clamp<int64_t>(threads, 1, to_build);
     for (int64_t t = 0; t < count; ++t) {
       try {
         pool.emplace_back(work);
