@@ -65,6 +65,7 @@ std::string TileSummary(const mk::TileShapes& t, int64_t batch) {
          (mk::TopKInClaimsAt(t, batch) ? ", top-k in the claims" : "") +
          (t.prime_router != 0 ? ", router primed" : "") +
          (batch <= t.prime_qkv_max_batch ? ", QKV primed" : "") +
+         (batch <= t.prime_lm_head_max_batch ? ", LM head primed" : "") +
          (t.early_expert_items != 0 ? ", early expert items " + std::to_string(t.early_expert_items)
                                     : "");
 }

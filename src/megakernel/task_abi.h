@@ -136,8 +136,8 @@ enum TaskFlag : uint32_t {
   kFlagPickItems = 1u << 7,
   // Weights copied into shared memory before the task's wait (they depend on nothing the step
   // computes). kRouter: the task's slice (arg tile's experts x [k_begin, k_end)), at most
-  // kMaxPrimedRouterBytes. kQkv (at most kMaxPrimedQkvRows rows): each worker warp's first
-  // weight ring rounds, which the GEMM body then does not issue again.
+  // kMaxPrimedRouterBytes. kQkv and kLmHead (at most kMaxPrimedTileRows rows): each
+  // worker warp's first weight ring rounds, which the GEMM body then does not issue again.
   kFlagPrimeWeights = 1u << 8,
   // Claims by pick (with kFlagPickItems) of a layer without kTopK tasks: they wait for the
   // router tasks. A gate/up claim computes its rows' top-k itself (every claimer the same picks
@@ -148,8 +148,8 @@ enum TaskFlag : uint32_t {
 };
 
 inline constexpr uint32_t kMaxPrimedRouterBytes = 64 * 1024;
-// A primed QKV task runs the GEMM body's ring path, which takes tiles of up to 8 rows.
-inline constexpr uint32_t kMaxPrimedQkvRows = 8;
+// A primed GEMM tile runs the GEMM body's ring path, which takes tiles of up to 8 rows.
+inline constexpr uint32_t kMaxPrimedTileRows = 8;
 
 // The descriptor: 32 x uint32 (128 bytes, 16-byte aligned so a CTA loads it as 8 x uint4).
 // A task waits until counters[wait0_counter] >= wait0_target AND counters[wait1_counter] >=

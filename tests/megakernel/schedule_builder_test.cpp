@@ -346,30 +346,41 @@ TEST(ScheduleBuilderTest, TheClaimsCanRunTheTopK) {
   ExpectBuildRefuses(config, 1, {{"prime_router", 1}, {"router_splits", 1}, {"router_tile", 32}});
 }
 
-// QKV tiles prime their weights (kFlagPrimeWeights) at batches up to prime_qkv_max_batch (2 by
-// default; at most 8, the GEMM body's ring path), every one of them, and none above; 0 turns it
-// off.
-TEST(ScheduleBuilderTest, QkvTilesPrimeTheirWeightsUpToTheirBatchBound) {
+// GEMM tiles prime their weights (kFlagPrimeWeights) at batches up to their knob: QKV tiles up
+// to prime_qkv_max_batch (2 by default), the LM head's static tiles up to
+// prime_lm_head_max_batch; at most 8, the GEMM body's ring path. Every tile of the kind below the
+// bound, none above; 0 turns it off; claimed LM head tiles never (they are not known before their
+// claim).
+TEST(ScheduleBuilderTest, GemmTilesPrimeTheirWeightsUpToTheirBatchBound) {
   const ModelConfig config = NmcPreset(6);
-  for (int64_t prime_max : {-2, 8, 0, 3}) {  // -2: the default policy
-    SchedulePolicy policy = SchedulePolicy::Default();
-    if (prime_max >= 0) policy.tiles = {{"prime_qkv_max_batch", prime_max}};
-    if (prime_max < 0) prime_max = 2;
-    for (int64_t batch : {1, 3, 4, 8, 9, 64}) {
-      const Schedule schedule = Build(config, batch, 8192, 132, policy);
-      int qkv = 0, primed = 0;
-      for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
-        if (task->opcode != kQkv) continue;
-        ++qkv;
-        primed += (task->flags & kFlagPrimeWeights) != 0;
+  const struct {
+    const char* knob;
+    uint32_t opcode;
+    int64_t by_default;
+  } kinds[] = {{"prime_qkv_max_batch", kQkv, 2}, {"prime_lm_head_max_batch", kLmHead, 0}};
+  for (const auto& kind : kinds) {
+    for (int64_t prime_max : {-2, 8, 0, 3}) {  // -2: the default policy
+      SchedulePolicy policy = SchedulePolicy::Default();
+      if (prime_max >= 0) policy.tiles = {{kind.knob, prime_max}};
+      if (prime_max < 0) prime_max = kind.by_default;
+      for (int64_t batch : {1, 3, 4, 8, 9, 64}) {
+        const Schedule schedule = Build(config, batch, 8192, 132, policy);
+        int tiles = 0, primed = 0;
+        for (const TaskDescriptor* task : InGlobalOrder(schedule)) {
+          if (task->opcode == kLmHeadClaim) EXPECT_EQ(task->flags & kFlagPrimeWeights, 0u);
+          if (task->opcode != kind.opcode) continue;
+          ++tiles;
+          primed += (task->flags & kFlagPrimeWeights) != 0;
+        }
+        EXPECT_GT(tiles, 0) << kind.knob;
+        EXPECT_EQ(primed, batch <= prime_max ? tiles : 0)
+            << kind.knob << " batch " << batch << " max " << prime_max;
+        ExpectVerifies(config, schedule);
       }
-      EXPECT_GT(qkv, 0);
-      EXPECT_EQ(primed, batch <= prime_max ? qkv : 0) << "batch " << batch << " max " << prime_max;
-      ExpectVerifies(config, schedule);
     }
+    ExpectBuildRefuses(config, 1, {{kind.knob, 9}});
+    ExpectBuildRefuses(config, 1, {{kind.knob, -1}});
   }
-  ExpectBuildRefuses(config, 1, {{"prime_qkv_max_batch", 9}});
-  ExpectBuildRefuses(config, 1, {{"prime_qkv_max_batch", -1}});
 }
 
 // early_expert_items: every SM that holds no QKV task of a MoE layer takes a bounded copy of the

@@ -231,14 +231,14 @@ struct ByPick {
     }
   }
 
-  // The schedule with `change` applied to its first `opcode` task of layer 1 (the first MoE
-  // layer), verified with the first instance.
+  // The schedule with `change` applied to its first `opcode` task of `layer` (1: the first MoE
+  // layer; the LM head's is the number of layers), verified with the first instance.
   template <class Change>
-  VerifyReport Planted(uint32_t opcode, Change change) const {
+  VerifyReport Planted(uint32_t opcode, Change change, uint32_t layer = 1) const {
     Schedule bad = good;
     for (auto& list : bad.sm_tasks) {
       for (TaskDescriptor& task : list) {
-        if (task.opcode == opcode && task.layer == 1) {
+        if (task.opcode == opcode && task.layer == layer) {
           change(task);
           return VerifySchedule(config, bad, work[0]);
         }
@@ -316,20 +316,29 @@ TEST(VerifierTest, BoundedClaimsPassAndTheirMistakesAreCaught) {
   }
 }
 
-// Primed weights (kFlagPrimeWeights) only on router tasks and on QKV tiles of up to 8 rows, which
-// the GEMM body's ring path runs: a primed QKV tile of more rows, or a primed attention task, is
-// a bad descriptor.
+// Primed weights (kFlagPrimeWeights) only on router tasks and on QKV, O-proj and static LM head
+// tiles of up to 8 rows, which the GEMM body's ring path runs: a primed tile of more rows, a
+// primed attention task or a primed LM head claim is a bad descriptor.
 TEST(VerifierTest, PrimedWeightsOnlyWhereTheKernelPrimesThem) {
   const ByPick primed(1, 1);
-  auto planted = [&](uint32_t opcode, auto change) { return primed.Planted(opcode, change); };
+  auto planted = [&](uint32_t opcode, auto change) {
+    const bool lm_head = opcode == kLmHead || opcode == kLmHeadClaim;
+    return primed.Planted(opcode, change,
+                          lm_head ? static_cast<uint32_t>(primed.config.num_layers) : 1u);
+  };
   EXPECT_TRUE(planted(kQkv, [](TaskDescriptor& t) {
                 t.flags |= kFlagPrimeWeights;
-                t.row_end = t.row_begin + kMaxPrimedQkvRows + 1;
+                t.row_end = t.row_begin + kMaxPrimedTileRows + 1;
               }).Has(Kind::kBadDescriptor));
   EXPECT_TRUE(planted(kAttention, [](TaskDescriptor& t) {
                 t.flags |= kFlagPrimeWeights;
               }).Has(Kind::kBadDescriptor));
-  EXPECT_TRUE(planted(kQkv, [](TaskDescriptor& t) { t.flags |= kFlagPrimeWeights; }).ok());
+  EXPECT_TRUE(planted(kLmHeadClaim, [](TaskDescriptor& t) {
+                t.flags |= kFlagPrimeWeights;
+              }).Has(Kind::kBadDescriptor));
+  for (uint32_t opcode : {kQkv, kLmHead}) {
+    EXPECT_TRUE(planted(opcode, [](TaskDescriptor& t) { t.flags |= kFlagPrimeWeights; }).ok());
+  }
 }
 
 TEST(VerifierTest, AnUnknownCounterStopsTheCheckWithAClearFailure) {

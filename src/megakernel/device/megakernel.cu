@@ -379,7 +379,8 @@ __device__ void RunLmHead(const StepParams& p, const TaskDescriptor& d, KernelSm
     }
     const int v0 = claims ? static_cast<int>(LmHeadItemBegin(d, index, p.tiles.lm_head))
                           : TileBegin(d, p.tiles.lm_head);
-    OpLmHead(p, d, v0, s.op.gemv, RingRounds{WeightRing(s)});
+    const bool primed = !claims && (d.flags & kFlagPrimeWeights) != 0;
+    RunGemv(LmHeadTile(p, d, v0), s.op.gemv, RingRounds{WeightRing(s), primed});
     if (!claims) continue;
     WorkerSync();
     if (threadIdx.x == 0) {
@@ -483,10 +484,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     uint64_t start = 0;
     if (threadIdx.x == 0) start = GlobalTimerNs();
     if ((d.flags & kFlagPrimeWeights) != 0) {  // weights depend on nothing: copied before the wait
-      if (d.opcode == kQkv) {
-        PrimeQkvWeights(p, d, WeightRing(s));
-      } else {
+      if (d.opcode == kRouter) {
         PrimeRouterWeights(p, d, WeightRing(s));
+      } else {
+        PrimeTileWeights(p, d, WeightRing(s));
       }
     }
     uint64_t ready_at = 0;

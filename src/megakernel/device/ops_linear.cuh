@@ -152,10 +152,6 @@ __device__ inline PlainTile QkvTile(const StepParams& p, const TaskDescriptor& d
 // kFlagPrimeWeights on a kQkv task (up to 8 rows: the ring body): its weights' first ring rounds,
 // copied before its wait. The QKV tiles wait for the previous layer's end, and in a batch-1
 // sliding layer they head the chain to the O-proj that ends the layer (QKV, attention, combine).
-__device__ inline void PrimeQkvWeights(const StepParams& p, const TaskDescriptor& d, uint4* ring) {
-  PrimeGemvRing(QkvTile(p, d, false), ring);
-}
-
 __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
                              RingRounds ring) {
   const bool fused = (d.flags & kFlagFusedNorm) != 0;
@@ -222,23 +218,31 @@ __device__ inline void OpDenseDown(const StepParams& p, const TaskDescriptor& d,
 
 // The LM head tile of vocabulary entries [v0, v0 + the tile width): a kLmHead's own or a claimed
 // one.
-__device__ inline void OpLmHead(const StepParams& p, const TaskDescriptor& d, int v0, GemvSmem& s,
-                                RingRounds ring) {
-  const PlainTile tile{p.x_norm,
-                       p.hidden,
-                       p.lm_head,
-                       cuda::PanelElementsFor(p.hidden),
-                       p.logits,
-                       p.vocab,
-                       v0,
-                       v0 + p.tiles.lm_head,
-                       0,
-                       p.hidden,
-                       static_cast<int>(d.row_begin),
-                       Rows(d),
-                       p.logit_scale,
-                       false};
-  RunGemv(tile, s, ring);
+__device__ inline PlainTile LmHeadTile(const StepParams& p, const TaskDescriptor& d, int v0) {
+  return {p.x_norm,
+          p.hidden,
+          p.lm_head,
+          cuda::PanelElementsFor(p.hidden),
+          p.logits,
+          p.vocab,
+          v0,
+          v0 + p.tiles.lm_head,
+          0,
+          p.hidden,
+          static_cast<int>(d.row_begin),
+          Rows(d),
+          p.logit_scale,
+          false};
+}
+
+// kFlagPrimeWeights on a QKV or static LM head tile: its warps' first ring rounds, issued before
+// the task's wait (weights depend on nothing the step computes).
+__device__ inline void PrimeTileWeights(const StepParams& p, const TaskDescriptor& d, uint4* ring) {
+  if (d.opcode == kQkv) {
+    PrimeGemvRing(QkvTile(p, d, false), ring);
+  } else {
+    PrimeGemvRing(LmHeadTile(p, d, TileBegin(d, p.tiles.lm_head)), ring);
+  }
 }
 
 // One claimed expert item: gate/up (down == false) or down of expert item.expert for the bucket

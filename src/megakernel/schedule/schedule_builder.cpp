@@ -162,6 +162,7 @@ class Builder {
       TaskDescriptor task = lm_head_task(kLmHead);
       SetTile(task, tile, tile * lm_width, lm_width);
       task.signal_counter = lm_done;
+      if (batch_ <= tiles_.prime_lm_head_max_batch) task.flags |= kFlagPrimeWeights;
       lm_head.push_back({task, lm_tile_bytes});
     }
     if (lm_claimed > 0) {

@@ -163,6 +163,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
       {"fused_norm_max_batch", &TileShapes::fused_norm_max_batch},
       {"prime_router", &TileShapes::prime_router},
       {"prime_qkv_max_batch", &TileShapes::prime_qkv_max_batch},
+      {"prime_lm_head_max_batch", &TileShapes::prime_lm_head_max_batch},
       {"sample_team", &TileShapes::sample_team},
       {"early_expert_items", &TileShapes::early_expert_items},
       {"lm_head_claimed_per_sm", &TileShapes::lm_head_claimed_per_sm},
@@ -223,8 +224,12 @@ void ValidateTileShapes(const TileShapes& tiles, const ModelConfig& config, int6
                 std::to_string(kMaxPrimedRouterBytes) + " bytes, got " +
                 std::to_string(router_slice_bytes));
   }
-  Require(tiles.prime_qkv_max_batch >= 0 && tiles.prime_qkv_max_batch <= kMaxPrimedQkvRows,
-          "prime_qkv_max_batch must be 0.." + std::to_string(kMaxPrimedQkvRows));
+  for (const auto& [max_batch, name] :
+       {std::pair{tiles.prime_qkv_max_batch, "prime_qkv_max_batch"},
+        std::pair{tiles.prime_lm_head_max_batch, "prime_lm_head_max_batch"}}) {
+    Require(max_batch >= 0 && max_batch <= kMaxPrimedTileRows,
+            std::string(name) + " must be 0.." + std::to_string(kMaxPrimedTileRows));
+  }
   Require(tiles.fused_norm_max_batch >= 0 && tiles.fused_norm_max_batch <= kMaxFusedNormBatch,
           "fused_norm_max_batch must be 0.." + std::to_string(kMaxFusedNormBatch));
   Require(tiles.sample_team >= 0 && tiles.sample_team <= kMaxSampleTeam,

@@ -53,9 +53,12 @@ struct TileShapes {
   // 1: router tasks copy their weight slice into shared memory before their wait
   // (kFlagPrimeWeights; at most kMaxPrimedRouterBytes a task).
   int64_t prime_router = 0;
-  // Batches up to this size (at most kMaxPrimedQkvRows) have QKV tasks copy their first weight
+  // Batches up to this size (at most kMaxPrimedTileRows) have QKV tasks copy their first weight
   // rounds into the ring before their wait (kFlagPrimeWeights). 0: never.
   int64_t prime_qkv_max_batch = 0;
+  // The same for the LM head's static tiles (the claimed ones are not known before their
+  // claim). 0: never.
+  int64_t prime_lm_head_max_batch = 0;
   // The most members a row's sampling team (kSample) has; 0: kMaxSampleTeam. Fewer where the
   // SMs do not give every member of every row its own.
   int64_t sample_team = 0;

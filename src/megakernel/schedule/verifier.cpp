@@ -315,13 +315,14 @@ class Verifier {
       return "kArgMaxItems on a task that is not a gate/up claim whose items never wait";
     }
     if ((task.flags & kFlagPrimeWeights) != 0) {  // copied blind, before the wait
-      if (task.opcode != kQkv && task.opcode != kRouter) {
-        return "kFlagPrimeWeights on a task that is not a router's or a QKV tile's";
+      const bool gemm_tile = task.opcode == kQkv || task.opcode == kLmHead;
+      if (!gemm_tile && task.opcode != kRouter) {
+        return "kFlagPrimeWeights on a task that is not a router's, a QKV or LM head tile";
       }
       const uint32_t rows = task.row_end - task.row_begin;
-      if (task.opcode == kQkv && rows > kMaxPrimedQkvRows) {  // the ring body's tiles only
-        return "primes a QKV tile of " + std::to_string(rows) + " rows, at most " +
-               std::to_string(kMaxPrimedQkvRows);
+      if (gemm_tile && rows > kMaxPrimedTileRows) {  // the ring body's tiles only
+        return "primes a " + std::string(OpcodeName(task.opcode)) + " tile of " +
+               std::to_string(rows) + " rows, at most " + std::to_string(kMaxPrimedTileRows);
       }
       const uint64_t router_bytes =  // the slice lies in the weight ring
           static_cast<uint64_t>(schedule_.tiles.router_tile) * (task.k_end - task.k_begin) * 2;

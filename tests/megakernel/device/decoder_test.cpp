@@ -402,6 +402,26 @@ TEST_F(MegakernelVsLayered, FiveLayersWithEarlyExpertClaims) {
   }
 }
 
+// Static LM head tiles that copy their first weight rounds before their wait
+// (prime_lm_head_max_batch): the step computes what the layered path does, at the batches that
+// prime (up to 8) and one that does not.
+TEST_F(MegakernelVsLayered, FiveLayersWithPrimedLmHeadTiles) {
+  SchedulePolicy policy = SchedulePolicy::Default();
+  policy.tiles = {{"prime_lm_head_max_batch", 8}};
+  Load(5, /*timeline=*/true, policy);
+  for (int64_t batch : {1, 3, 8, 16}) {
+    CompareStep(batch);
+    ExpectFullTimeline(*decoder_);
+    int primed = 0;
+    for (const auto& list : decoder_->last_schedule()->sm_tasks) {
+      for (const TaskDescriptor& task : list) {
+        primed += task.opcode == kLmHead && (task.flags & kFlagPrimeWeights) != 0 ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(primed > 0, batch <= 8) << "batch " << batch;
+  }
+}
+
 // The whole North Mini Code geometry (49 layers).
 TEST_F(MegakernelVsLayered, FullDepth) {
   Load(49);
