@@ -149,9 +149,6 @@ __device__ inline PlainTile QkvTile(const StepParams& p, const TaskDescriptor& d
           staged};
 }
 
-// kFlagPrimeWeights on a kQkv task (up to 8 rows: the ring body): its weights' first ring rounds,
-// copied before its wait. The QKV tiles wait for the previous layer's end, and in a batch-1
-// sliding layer they head the chain to the O-proj that ends the layer (QKV, attention, combine).
 __device__ inline void OpQkv(const StepParams& p, const TaskDescriptor& d, GemvSmem& s,
                              RingRounds ring) {
   const bool fused = (d.flags & kFlagFusedNorm) != 0;
@@ -235,8 +232,11 @@ __device__ inline PlainTile LmHeadTile(const StepParams& p, const TaskDescriptor
           false};
 }
 
-// kFlagPrimeWeights on a QKV or static LM head tile: its warps' first ring rounds, issued before
-// the task's wait (weights depend on nothing the step computes).
+// kFlagPrimeWeights on a QKV or static LM head tile (up to 8 rows: the ring body): its warps'
+// first ring rounds, issued before the task's wait (weights depend on nothing the step computes).
+// The QKV tiles wait for the previous layer's end, and in a batch-1 sliding layer they head the
+// chain to the O-proj that ends the layer; an LM head tile's wait is met for all but an SM's
+// first, and its first rounds then travel while it stages the final norm's rows.
 __device__ inline void PrimeTileWeights(const StepParams& p, const TaskDescriptor& d, uint4* ring) {
   if (d.opcode == kQkv) {
     PrimeGemvRing(QkvTile(p, d, false), ring);
