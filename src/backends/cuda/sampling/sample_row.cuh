@@ -131,7 +131,10 @@ __device__ void ApplyEdits(const Slice& slice, const SampleRowParams& p, const L
   Team::Sync();  // the slice's writes are visible to the whole CTA after this
 }
 
-// Temperature -> top-k -> top-p -> min-p -> draw; returns the token.
+// Temperature -> top-k -> top-p -> min-p -> draw; returns the token. The draw's members are the
+// top-p prefix, so its descent starts from top-p's level-0 bins (`narrowed`, radix_descent.cuh)
+// instead of a pass with an exp an entry; top-k counts only (its members then cost top-p no
+// exp), and min-p's floor changes the members, so a draw after it makes its own pass.
 template <class Team>
 __device__ int32_t DrawToken(Team& team, const Slice& slice, const SampleRowParams& p,
                              SampleScratch& s) {
@@ -147,23 +150,29 @@ __device__ int32_t DrawToken(Team& team, const Slice& slice, const SampleRowPara
                                      Goal{Goal::kCount, static_cast<uint32_t>(p.top_k)}, s.descent);
     if (d.found) member.cut = CutOf(team, members, d, s.descent);
   }
+  Descent top_p;
+  const Descent* narrowed = nullptr;  // the descent whose prefix the members are now
   if (p.top_p < 1.0f) {
     auto members = MakeMembers(slice, value, member, max);
     Goal goal{Goal::kMassFraction};
     goal.fraction = static_cast<double>(p.top_p);
-    const Descent d = Descend<true>(team, members, goal, s.descent);
+    top_p = Descend<true>(team, members, goal, s.descent);
     // CutOf takes every tie past the top-k cut's key when top-p takes all tied members.
-    if (d.found) member.cut = member.cut.Narrower(CutOf(team, members, d, s.descent));
+    if (top_p.found) {
+      member.cut = member.cut.Narrower(CutOf(team, members, top_p, s.descent));
+      narrowed = &top_p;
+    }
   }
   if (p.min_p > 0.0f) {
     member.use_min_p = true;
     member.floor = static_cast<double>(p.min_p);
     member.log_floor = log(member.floor);
+    narrowed = nullptr;
   }
   auto members = MakeMembers(slice, value, member, max);
   Goal goal{Goal::kMassAbove};
   goal.uniform = p.uniform;
-  Descent d = Descend<true>(team, members, goal, s.descent);
+  Descent d = Descend<true>(team, members, goal, s.descent, narrowed);
   if (d.all.count == 0) return max_id;  // min-p above 1 keeps only the first token
   if (!d.found) {  // rounding put u * mass at the very end: the last kept token
     d = Descend<false>(team, members, Goal{Goal::kCount, d.all.count}, s.descent);
