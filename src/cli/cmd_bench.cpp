@@ -208,16 +208,18 @@ const cuda::DecodePoint* LayeredPoint(const std::vector<cuda::DecodePoint>& deco
 }
 
 // Other paths route like the layered one (same weights, same inputs) but leave no routing where
-// CountDistinctExperts reads it: their SoL bytes come from the layered point.
-void TakeLayeredBytes(std::vector<cuda::DecodePoint>& decode, const std::string& reference) {
+// CountDistinctExperts reads it: their SoL bytes come from the layered point of the run, or, in a
+// run without one, from one step of the same batch on the backend's path (a layered one here).
+void TakeLayeredBytes(std::vector<cuda::DecodePoint>& decode, const std::string& reference,
+                      cuda::CudaBackend& backend, const SamplingParams& sampling, bool same_token,
+                      double read_bw) {
   for (auto& p : decode) {
     if (p.path.rfind("layered", 0) == 0) continue;
     const cuda::DecodePoint* layered = LayeredPoint(decode, reference, p);
-    if (layered == nullptr) continue;
-    p.distinct_experts = layered->distinct_experts;
-    p.bytes_per_step = layered->bytes_per_step;
-    p.sol_tokens_per_second = layered->sol_tokens_per_second;
-    p.percent_of_sol = 100.0 * p.tokens_per_second / p.sol_tokens_per_second;
+    const int64_t experts = layered != nullptr
+                                ? layered->distinct_experts
+                                : cuda::CountRoutedExperts(backend, p, sampling, same_token);
+    cuda::SetSpeedOfLight(p, backend.config(), experts, read_bw);
   }
 }
 
@@ -348,8 +350,8 @@ int RunBench(std::span<const std::string> argv) {
       }
     }
   }
-  TakeLayeredBytes(decode, reference);
   backend->set_decode_path("eager");
+  TakeLayeredBytes(decode, reference, *backend, sampling, o.same_token, read_bw);
   const std::vector<cuda::StepBreakdown> breakdowns = RunBreakdowns(*backend, *hooks, o);
   std::vector<cuda::PrefillPoint> prefill;
   for (int64_t tokens : o.prefills)

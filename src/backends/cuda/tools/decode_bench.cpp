@@ -164,11 +164,25 @@ DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tok
   point.context_tokens = context_tokens;
   point.step_ms = MedianMs(ms);
   point.tokens_per_second = batch / (point.step_ms / 1e3);
-  point.distinct_experts = CountDistinctExperts(backend, batch);
-  point.bytes_per_step = DecodeStepBytes(config, batch, context_tokens, point.distinct_experts);
-  point.sol_tokens_per_second = batch / (point.bytes_per_step / read_bytes_per_second);
-  point.percent_of_sol = 100.0 * point.tokens_per_second / point.sol_tokens_per_second;
+  SetSpeedOfLight(point, config, CountDistinctExperts(backend, batch), read_bytes_per_second);
   return point;
+}
+
+void SetSpeedOfLight(DecodePoint& point, const ModelConfig& config, int64_t distinct_experts,
+                     double read_bytes_per_second) {
+  point.distinct_experts = distinct_experts;
+  point.bytes_per_step =
+      DecodeStepBytes(config, point.batch, point.context_tokens, point.distinct_experts);
+  point.sol_tokens_per_second = point.batch / (point.bytes_per_step / read_bytes_per_second);
+  point.percent_of_sol = 100.0 * point.tokens_per_second / point.sol_tokens_per_second;
+}
+
+int64_t CountRoutedExperts(CudaBackend& backend, const DecodePoint& point,
+                           const SamplingParams& sampling, bool same_token) {
+  const auto decode_batch =
+      MakeDecodeBatch(backend, point.batch, point.context_tokens, sampling, same_token);
+  backend.Step(decode_batch->inputs);
+  return CountDistinctExperts(backend, point.batch);
 }
 
 PrefillPoint BenchPrefill(CudaBackend& backend, int64_t prompt_tokens, int timed_runs) {

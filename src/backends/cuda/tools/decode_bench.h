@@ -61,6 +61,16 @@ SamplingParams BenchSampledParams();
 double DecodeStepBytes(const ModelConfig& config, int64_t batch, int64_t context_tokens,
                        int64_t distinct_experts);
 
+// The point's distinct experts, bytes per step, SoL tok/s and % of SoL at that expert count.
+void SetSpeedOfLight(DecodePoint& point, const ModelConfig& config, int64_t distinct_experts,
+                     double read_bytes_per_second);
+
+// The experts the point's batch routes to, from one step of the same inputs on the backend's
+// current decode path, which must be a layered one (only its kernels leave the routing where
+// CountDistinctExperts reads it).
+int64_t CountRoutedExperts(CudaBackend& backend, const DecodePoint& point,
+                           const SamplingParams& sampling, bool same_token);
+
 DecodePoint BenchDecode(CudaBackend& backend, int64_t batch, int64_t context_tokens,
                         int warmup_steps, int timed_steps, double read_bytes_per_second,
                         const SamplingParams& sampling = GreedyParams(), bool same_token = false);
