@@ -50,7 +50,7 @@ struct TileWidths {
 
 // What one row's sampling team (kSample) exchanges, per batch row. A team meets at most
 // kSampleRounds times and merges at most kSampleHistograms histograms in a step (the deepest
-// request, top logprobs then top-k, top-p and a draw that descends twice, takes 28 and 15).
+// request, top logprobs then top-k, top-p, min-p and a draw that descends twice, takes 28 and 15).
 inline constexpr int kSampleRounds = 32;
 inline constexpr int kSampleHistograms = 16;
 inline constexpr int kSampleBins = 2048;  // the radix descent's widest digit: 11 bits
