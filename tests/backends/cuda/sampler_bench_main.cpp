@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "backends/cuda/core/device_buffer.h"
 #include "backends/cuda/sampling/gpu_sampler.h"
 #include "backends/cuda/sampling/sample_rows.h"
+#include "common/args.h"
 #include "engine/sampler.h"
 #include "gpu_test_util.h"
 #include "sampling_cases.h"
@@ -110,29 +110,14 @@ int Run(int64_t batch, int64_t vocab, int runs, int checked) {
 }  // namespace mkserve::cuda::testing
 
 int main(int argc, char** argv) {
-  int64_t batch = 64, vocab = 262144;
-  int runs = 20, checked = 4;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const long long value = std::atoll(argv[i + 1]);
-    if (flag == "--batch") {
-      batch = value;
-    } else if (flag == "--vocab") {
-      vocab = value;
-    } else if (flag == "--runs") {
-      runs = static_cast<int>(value);
-    } else if (flag == "--checked") {
-      checked = static_cast<int>(value);
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
-  if (batch < 1 || vocab < 2 || vocab > mkserve::cuda::kGpuSamplerMaxVocab || runs < 1) {
-    std::fprintf(stderr, "bad --batch, --vocab or --runs\n");
-    return 2;
-  }
   try {
+    const std::vector<std::string> words(argv + 1, argv + argc);
+    mkserve::Args args(words);
+    const int64_t batch = args.Int("batch", 64, 1, 1024);
+    const int64_t vocab = args.Int("vocab", 262144, 2, mkserve::cuda::kGpuSamplerMaxVocab);
+    const int runs = static_cast<int>(args.Int("runs", 20, 1, 10000));
+    const int checked = static_cast<int>(args.Int("checked", 4, 0, 1024));
+    args.Finish();
     return mkserve::cuda::testing::Run(batch, vocab, runs, checked);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_sampler_bench: %s\n", e.what());

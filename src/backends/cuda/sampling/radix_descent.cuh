@@ -172,7 +172,7 @@ __device__ inline uint32_t TiesTaken(const Goal& goal, const Totals& above, cons
 // Level 0's totals without a pass: the members are those of `from` (the last descent over this
 // scratch, with masses) cut to its prefix. Bins above the prefix's digit keep every member,
 // bins below keep none, and the prefix's own bin keeps what the prefix holds past the higher
-// bins. Every level-0 histogram is kept for the next descent.
+// bins. Every descent with masses keeps its level-0 histogram for the next one.
 template <class Team>
 __device__ inline void Level0Totals(const Descent* from, DescentScratch& s) {
   Team::Sync();  // the bins may still be read by the previous level
@@ -192,11 +192,12 @@ __device__ inline void Level0Totals(const Descent* from, DescentScratch& s) {
   Team::Sync();
 }
 
-// `narrowed_from`: null, or the last descent over `s` (with masses, found), whose prefix `m`'s
-// members are (its members cut to it); then level 0 needs no pass.
+// `narrowed_from` (with masses only): null, or the last descent over `s` (with masses, found),
+// whose prefix `m`'s members are (its members cut to it); then level 0 needs no pass.
 template <bool kWithMass, class Team, typename ValueFn, typename MemberFn>
 __device__ Descent Descend(Team& team, const Members<ValueFn, MemberFn>& m, const Goal& goal,
                            DescentScratch& s, const Descent* narrowed_from = nullptr) {
+  const Descent* from = kWithMass ? narrowed_from : nullptr;
   Descent d;
   Totals above;
   uint32_t prefix = 0, mask = 0;
@@ -204,11 +205,11 @@ __device__ Descent Descend(Team& team, const Members<ValueFn, MemberFn>& m, cons
   for (int level = 0; level < kNumLevels; ++level) {
     shift -= LevelBits(level);
     const uint32_t digit_mask = (1u << LevelBits(level)) - 1;
-    if (level > 0 || narrowed_from == nullptr) {
+    if (level > 0 || from == nullptr) {
       FillHistogram<kWithMass>(team, m, prefix, mask, shift, digit_mask, s);
     }
     if (level == 0) {
-      Level0Totals<Team>(narrowed_from, s);
+      if (kWithMass) Level0Totals<Team>(from, s);  // a count-only descent keeps nothing
       d.all = SumBins<Team>(s);
       if (!goal.Reached(d.all, d.all)) return d;
     }
