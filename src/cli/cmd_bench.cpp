@@ -210,9 +210,9 @@ const cuda::DecodePoint* LayeredPoint(const std::vector<cuda::DecodePoint>& deco
 // Other paths route like the layered one (same weights, same inputs) but leave no routing where
 // CountDistinctExperts reads it: their SoL bytes come from the layered point of the run, or, in a
 // run without one, from one step of the same batch on the backend's path (a layered one here).
-void TakeLayeredBytes(std::vector<cuda::DecodePoint>& decode, const std::string& reference,
-                      cuda::CudaBackend& backend, const SamplingParams& sampling, bool same_token,
-                      double read_bw) {
+void SetOtherPathsSpeedOfLight(std::vector<cuda::DecodePoint>& decode, const std::string& reference,
+                               cuda::CudaBackend& backend, const SamplingParams& sampling,
+                               bool same_token, double read_bw) {
   for (auto& p : decode) {
     if (p.path.rfind("layered", 0) == 0) continue;
     const cuda::DecodePoint* layered = LayeredPoint(decode, reference, p);
@@ -351,7 +351,7 @@ int RunBench(std::span<const std::string> argv) {
     }
   }
   backend->set_decode_path("eager");
-  TakeLayeredBytes(decode, reference, *backend, sampling, o.same_token, read_bw);
+  SetOtherPathsSpeedOfLight(decode, reference, *backend, sampling, o.same_token, read_bw);
   const std::vector<cuda::StepBreakdown> breakdowns = RunBreakdowns(*backend, *hooks, o);
   std::vector<cuda::PrefillPoint> prefill;
   for (int64_t tokens : o.prefills)
