@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "megakernel/schedule/schedule_builder.h"
 #include "model/presets.h"
 
@@ -125,6 +127,25 @@ TEST(VerifierTest, AWriterOfTheNextLayerThatDoesNotWaitForReadersIsCaught) {
   const VerifyReport report = tiny.Verify();
   EXPECT_TRUE(report.Has(Kind::kWriteAfterRead)) << report.Summary();
   EXPECT_TRUE(report.Has(Kind::kReadWithoutDependency)) << report.Summary();
+}
+
+// The device keeps one array of expert items that every MoE layer's finalize rewrites (the
+// decoder's UploadedFor): a finalize that could run while the layer before still claims its
+// items is caught here, before a schedule is used.
+TEST(VerifierTest, AFinalizeThatOverwritesItemsStillBeingClaimedIsCaught) {
+  Tiny tiny(8);
+  ASSERT_EQ(tiny.schedule.tiles.pick_items, 0);  // items by finalize, not by pick
+  ASSERT_TRUE(tiny.Verify().ok()) << tiny.Verify().Summary();
+  TaskDescriptor& finalize = tiny.First(kMoeFinalize, 2);
+  const TaskDescriptor& early = tiny.First(kMoeFinalize, 1);
+  finalize.wait0_counter = early.wait0_counter;
+  finalize.wait0_target = early.wait0_target;
+  finalize.wait1_counter = early.wait1_counter;
+  finalize.wait1_target = early.wait1_target;
+  const VerifyReport report = tiny.Verify();
+  EXPECT_TRUE(report.Has(Kind::kWriteAfterRead)) << report.Summary();
+  EXPECT_NE(report.Summary().find("overwrites expert_queues of layer 1"), std::string::npos)
+      << report.Summary();
 }
 
 TEST(VerifierTest, FusedNormTasksWaitForBothBranchesAndThePreviousJoin) {

@@ -144,8 +144,10 @@ struct StepParams {
   SampleHistograms* sample_histograms = nullptr;  // [batch]
   SampleSlots* sample_slots = nullptr;            // [batch]
 
-  // Work queues. Expert queue q holds its items at expert_items + queue_offsets[q]; every
-  // attention queue of a step reads the one attention item array (items are layer-independent).
+  // Work queues. Expert queue q holds its items at expert_items + queue_offsets[q] (every layer's
+  // gate/up queue at one offset, its down queue at another: each layer overwrites the items of
+  // the layer before); every attention queue of a step reads the one attention item array (items
+  // are layer-independent).
   ExpertWorkItem* expert_items = nullptr;
   const AttentionWorkItem* attention_items = nullptr;
   const uint32_t* queue_offsets = nullptr;  // [queues]
