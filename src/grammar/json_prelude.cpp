@@ -1,5 +1,7 @@
 #include "grammar/json_prelude.h"
 
+#include <algorithm>
+
 namespace mkserve::grammar {
 namespace {
 
@@ -158,9 +160,7 @@ class PreludeWriter {
     r.date_time = Alternatives({Join({{quote, Rule(date)}, Lit("T"), {Rule(time), quote}})});
 
     // local@domain.tld: dot-separated atoms of the common address characters; a domain label
-    // (RFC 1123) is 1-63 letters, digits and hyphens with a letter or digit at each end. (No
-    // hostname format: its 253-byte limit on the whole name is a count this grammar cannot keep
-    // cheaply, and validators check it.)
+    // (RFC 1123) is 1-63 letters, digits and hyphens with a letter or digit at each end.
     const Element atom_char =
         Set(Range('a', 'z') | Range('A', 'Z') | Range('0', '9') | Chars("!#$%&'*+/=?^_`{|}~-"));
     const Element alnum = Set(Range('a', 'z') | Range('A', 'Z') | Range('0', '9'));
@@ -173,6 +173,7 @@ class PreludeWriter {
     const int32_t domain =
         Alternatives({{Rule(label), Rule(Rep(Join({Lit("."), {Rule(label)}}), 1, -1))}});
     r.email = Alternatives({Join({{quote, Rule(local)}, Lit("@"), {Rule(domain), quote}})});
+    r.hostname = Hostname(alnum);
 
     // IPv4 dotted decimal (0-255, no leading zeros) and IPv6 (RFC 3986's IPv6address: eight
     // groups of 1-4 hex digits, one run of zero groups written "::", the last 32 bits may be
@@ -251,6 +252,43 @@ class PreludeWriter {
                                  Lit("-"),
                                  hexes(12),
                                  {quote}})});
+  }
+
+  // A host name (RFC 1123 labels, dot-separated) of at most 253 bytes, as validators check. A
+  // label is a letter or digit and then rounds of a counted loop, each a letter or digit with or
+  // without one hyphen before it (so no label ends in a hyphen; "--" is not written). A round is
+  // at most 2 bytes, so a label of r rounds has at most 1 + 2r. The name is written within a
+  // budget of 15 units: a label of 0-7 rounds (at most 15 bytes) costs 1, 8-15 rounds 2, 16-23
+  // rounds 3, 24-31 rounds 4 (a label and its dot take at most 16 bytes a unit), which bounds a
+  // name at 239 bytes and still allows three labels of 63 bytes or fifteen of 15. The last label
+  // starts with a letter (validators refuse an all-numeric top-level label). What follows a
+  // label's loop (a dot, the quote) never starts a round, so the loop's counted token caches
+  // decide every token that stays in it.
+  int32_t Hostname(Element alnum) {
+    constexpr int kUnits = 15, kClasses = 4, kRoundsPerUnit = 8;
+    const Element letter = Set(Range('a', 'z') | Range('A', 'Z'));
+    const int32_t rounds = Loop({{alnum}, {Set(Chars("-")), alnum}});
+    auto label = [&](int c, Element first) {
+      return Alternatives(
+          {{first, g_.Counted(rounds, kRoundsPerUnit * (c - 1), kRoundsPerUnit * c - 1)}});
+    };
+    int32_t labels[kClasses + 1], last_labels[kClasses + 1];
+    for (int c = 1; c <= kClasses; ++c) {
+      labels[c] = label(c, alnum);
+      last_labels[c] = label(c, letter);
+    }
+    int32_t within[kUnits + 1];  // within[u]: a name of at most u units
+    for (int u = 1; u <= kUnits; ++u) {
+      within[u] = g_.NewRule();
+      for (int c = 1; c <= std::min(u, kClasses); ++c) {
+        g_.AddAlternative(within[u], {Rule(last_labels[c])});
+        if (c < u) {
+          g_.AddAlternative(within[u], Join({{Rule(labels[c])}, Lit("."), {Rule(within[u - c])}}));
+        }
+      }
+    }
+    const Element quote = Set(Chars("\""));
+    return Alternatives({{quote, Rule(within[kUnits]), quote}});
   }
 
   Grammar& g_;

@@ -40,6 +40,7 @@ struct JsonRules {
   int32_t time = -1;       // 13:45:00Z: optional fraction, then Z or +hh:mm (RFC 3339)
   int32_t date_time = -1;  // date T time
   int32_t email = -1;
+  int32_t hostname = -1;  // RFC 1123 labels, at most 239 bytes (json_prelude.cpp)
   int32_t uuid = -1;
   int32_t ipv4 = -1;
   int32_t ipv6 = -1;

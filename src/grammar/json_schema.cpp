@@ -565,13 +565,15 @@ int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string&
   if (name == "date") return rules_.date;
   if (name == "time") return rules_.time;
   if (name == "email") return rules_.email;
+  if (name == "hostname") return rules_.hostname;
   if (name == "uuid") return rules_.uuid;
   if (name == "ipv4") return rules_.ipv4;
   if (name == "ipv6") return rules_.ipv6;
   if (name == "duration") return rules_.duration;
   throw SchemaError(where + ".format", "format " + Quoted(name) +
                                            " is not supported (supported: date-time, date, "
-                                           "time, duration, email, ipv4, ipv6, uuid)");
+                                           "time, duration, email, hostname, ipv4, ipv6, "
+                                           "uuid)");
 }
 
 int32_t JsonGrammarBuilder::LiteralRule(const Json& value) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <functional>
 #include <random>
 #include <string>
@@ -166,6 +167,101 @@ TEST(JsonSchemaTest, Formats) {
   ExpectCase({R"({"type": "string", "format": "email"})",
               {R"("a@b.io")", R"("x@a-b.c0")", long_label.c_str()},
               {R"("x@-a.io")", R"("x@a-.io")", R"("x@a..io")", too_long_label.c_str()}});
+}
+
+// Host names: RFC 1123 labels of 1-63 bytes, dot-separated, at most 253 bytes in all, the last
+// label not all digits. The grammar writes a subset (json_prelude.cpp): labels of a letter or
+// digit and up to 31 more, each maybe after one hyphen, within a budget that keeps the name
+// under 240 bytes, the last label starting with a letter.
+TEST(JsonSchemaTest, Hostnames) {
+  auto repeat = [](const std::string& part, int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i) out += part;
+    return out;
+  };
+  const std::string label63 = "a" + repeat("-b", 31), label15 = "c" + repeat("-d", 7);
+  const std::string label16 = repeat("e", 16);
+  auto quoted = [](const std::string& name) { return "\"" + name + "\""; };
+  auto join = [&](const std::string& label, int count, const std::string& last) {
+    return repeat(label + ".", count) + last;
+  };
+  const std::vector<std::string> accepted = {
+      quoted("localhost"),
+      quoted("example.com"),
+      quoted("a-b.c0.io"),
+      quoted("x"),
+      quoted("API.Example.COM"),
+      quoted("1.2.3.host"),
+      quoted("0a.b-c.d"),
+      quoted("ec2-52-1-2-3.compute-1.amazonaws.com"),
+      quoted(join(label63, 2, label63)),        // 191 bytes: three labels of 63
+      quoted(join(label15, 14, label15)),       // 239 bytes: fifteen labels of 15
+      quoted(join(label16, 6, "a" + label15)),  // 118 bytes: 2 units a label
+      quoted(join(label63, 3, "a"))};           // 193 bytes
+  const std::vector<std::string> rejected = {
+      quoted(""),
+      quoted("-a.com"),
+      quoted("a-.com"),
+      quoted("a..com"),
+      quoted(".com"),
+      quoted("com."),
+      quoted("a_b.com"),
+      quoted("a b.com"),
+      quoted("10.0.0.1"),
+      quoted("example.123"),
+      quoted("caf\xc3\xa9.fr"),
+      quoted("a" + label63 + ".com"),      // a label of 64
+      quoted(join(label15, 15, label15)),  // 255 bytes: past 253
+      quoted(join(label63, 4, "a")),       // four labels of 63 and one more: 257 bytes
+      quoted("xn--bcher-kva.example"),     // valid, not written: "--"
+      quoted(repeat("f", 40) + ".com")};   // valid, not written: 39 rounds without a hyphen
+  auto grammar = CompileSchema(Json::parse(R"({"type": "string", "format": "hostname"})"));
+  for (const std::string& text : accepted) EXPECT_TRUE(Matches(grammar, text)) << text;
+  for (const std::string& text : rejected) EXPECT_FALSE(Matches(grammar, text)) << text;
+  // Whatever the grammar writes, RFC 1123's rules hold: random walks through it that close the
+  // quote rarely, so most run into the length budget.
+  std::mt19937 random(7);
+  std::vector<uint32_t> mask(MaskWords(256));
+  int forced_ends = 0;  // walks that ran into the budget: only the quote was left
+  for (int walk = 0; walk < 200; ++walk) {
+    GrammarMatcher matcher(grammar);
+    std::string name;
+    while (!matcher.can_end()) {
+      matcher.FillMask({}, mask);
+      std::vector<int32_t> allowed;
+      for (int32_t b = 0; b < 256; ++b) {
+        if (MaskAllows(mask, b) && (b != '"' || name.empty() || random() % 50 == 0)) {
+          allowed.push_back(b);
+        }
+      }
+      if (allowed.empty()) {
+        allowed.push_back('"');
+        ++forced_ends;
+      }
+      const int32_t b = allowed[random() % allowed.size()];
+      ASSERT_TRUE(matcher.Accept(b)) << name;
+      name.push_back(static_cast<char>(b));
+    }
+    ASSERT_GE(name.size(), 3u) << name;
+    const std::string host = name.substr(1, name.size() - 2);
+    EXPECT_LE(host.size(), 253u) << host;
+    size_t start = 0;
+    while (true) {
+      const size_t dot = host.find('.', start);
+      const std::string label = host.substr(start, dot == std::string::npos ? dot : dot - start);
+      ASSERT_GE(label.size(), 1u) << host;
+      EXPECT_LE(label.size(), 63u) << host;
+      EXPECT_NE(label.front(), '-') << host;
+      EXPECT_NE(label.back(), '-') << host;
+      for (char ch : label) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-');
+      if (dot == std::string::npos) {
+        EXPECT_TRUE(std::isalpha(static_cast<unsigned char>(label.front()))) << host;
+        break;
+      }
+      start = dot + 1;
+    }
+  }
+  EXPECT_GT(forced_ends, 100);
 }
 
 TEST(JsonSchemaTest, AddressesAndDurations) {
@@ -508,8 +604,8 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");
   ExpectError(R"({"type": "string", "format": "uri"})", "schema.format",
               "format 'uri' is not supported");
-  ExpectError(R"({"type": "string", "format": "hostname"})", "schema.format",
-              "format 'hostname' is not supported");
+  ExpectError(R"({"type": "string", "format": "idn-hostname"})", "schema.format",
+              "format 'idn-hostname' is not supported");
   ExpectError(R"({"type": "decimal"})", "schema.type", "unknown type 'decimal'");
   ExpectError(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})",
               "schema.required", "'b', which is not in 'properties'");
