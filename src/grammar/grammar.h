@@ -37,7 +37,10 @@ struct Element {
 // empty (the way out) or bytes and special tokens ending in a reference to the rule itself (a
 // round). A round counts from its first byte, so a count is the rounds begun (grammar/stack_set.h
 // keeps it on the stack). `probe` is a loop of the same rule with no bounds, whose count the token
-// caches read (grammar_matcher.h).
+// caches read (grammar_matcher.h). What follows a counted element must never begin a round: a
+// counted cache judges a token that can stay in the loop by those parses alone, so a parse that
+// leaves the loop within the token and goes on would be lost (the mask would refuse a token the
+// grammar accepts).
 struct CountedLoop {
   int32_t rule = -1;
   int32_t min = 0;
