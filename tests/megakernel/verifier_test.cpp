@@ -42,6 +42,14 @@ struct Tiny {
   }
 };
 
+// `task` waits for what `earlier` waits for (a task of the layer before, say).
+void WaitAsFor(TaskDescriptor& task, const TaskDescriptor& earlier) {
+  task.wait0_counter = earlier.wait0_counter;
+  task.wait0_target = earlier.wait0_target;
+  task.wait1_counter = earlier.wait1_counter;
+  task.wait1_target = earlier.wait1_target;
+}
+
 TEST(VerifierTest, BuiltSchedulesPassForEveryInstance) {
   for (int64_t batch : {1, 2, 5, 8}) {
     for (int64_t sms : {1, 3, 16}) {
@@ -118,12 +126,7 @@ TEST(VerifierTest, AWriterOfTheNextLayerThatDoesNotWaitForReadersIsCaught) {
   // Layer 2's router adds into router_logits as soon as layer 2's input exists... if it waits
   // for layer 1's input instead, it can overwrite what layer 1's top-k still reads (and read
   // stale input).
-  TaskDescriptor& router = tiny.First(kRouter, 2);
-  const TaskDescriptor& early = tiny.First(kRouter, 1);
-  router.wait0_counter = early.wait0_counter;
-  router.wait0_target = early.wait0_target;
-  router.wait1_counter = early.wait1_counter;
-  router.wait1_target = early.wait1_target;
+  WaitAsFor(tiny.First(kRouter, 2), tiny.First(kRouter, 1));
   const VerifyReport report = tiny.Verify();
   EXPECT_TRUE(report.Has(Kind::kWriteAfterRead)) << report.Summary();
   EXPECT_TRUE(report.Has(Kind::kReadWithoutDependency)) << report.Summary();
@@ -136,12 +139,7 @@ TEST(VerifierTest, AFinalizeThatOverwritesItemsStillBeingClaimedIsCaught) {
   Tiny tiny(8);
   ASSERT_EQ(tiny.schedule.tiles.pick_items, 0);  // items by finalize, not by pick
   ASSERT_TRUE(tiny.Verify().ok()) << tiny.Verify().Summary();
-  TaskDescriptor& finalize = tiny.First(kMoeFinalize, 2);
-  const TaskDescriptor& early = tiny.First(kMoeFinalize, 1);
-  finalize.wait0_counter = early.wait0_counter;
-  finalize.wait0_target = early.wait0_target;
-  finalize.wait1_counter = early.wait1_counter;
-  finalize.wait1_target = early.wait1_target;
+  WaitAsFor(tiny.First(kMoeFinalize, 2), tiny.First(kMoeFinalize, 1));
   const VerifyReport report = tiny.Verify();
   EXPECT_TRUE(report.Has(Kind::kWriteAfterRead)) << report.Summary();
   EXPECT_NE(report.Summary().find("overwrites expert_queues of layer 1"), std::string::npos)
