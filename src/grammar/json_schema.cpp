@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/multiple_of.h"
 #include "grammar/numeric_range.h"
 
 namespace mkserve::grammar {
@@ -156,21 +157,24 @@ std::optional<int> PowerOfTen(double value) {
   return power;
 }
 
-// multipleOf as the exponent of its power of ten; nullopt without one. Other integer steps are
-// SpelledStep's; fractions other than powers of ten would need a remainder count in the grammar,
-// which it does not keep.
+void CheckStep(const Json& step, const std::string& at) {
+  if (!step.is_number() || !(step.get<double>() > 0)) {
+    throw SchemaError(at, "must be a number greater than 0");
+  }
+}
+
+// multipleOf as the exponent of its power of ten; nullopt without one. Other steps are
+// SpelledStep's (whole, between two bounds) or UnboundedStep's.
 std::optional<int> MultipleOfPower(const Json& schema, const std::string& where) {
   const auto it = schema.find("multipleOf");
   if (it == schema.end()) return std::nullopt;
   const std::string at = where + ".multipleOf";
-  if (!it->is_number() || !(it->get<double>() > 0)) {
-    throw SchemaError(at, "must be a number greater than 0");
-  }
+  CheckStep(*it, at);
   const std::optional<int> power = PowerOfTen(it->get<double>());
   if (!power) {
     throw SchemaError(at,
-                      "only powers of ten (0.01, 0.1, 1, 10, 100, ...) and whole numbers between "
-                      "two bounds are supported, got " +
+                      "with bounds, only powers of ten (0.01, 0.1, 1, 10, 100, ...) and whole "
+                      "numbers (between two bounds) are supported, got " +
                           it->dump());
   }
   if (*power > kMaxMultipleOfPower) {
@@ -191,6 +195,28 @@ std::optional<int64_t> SpelledStep(const Json& schema) {
     return std::nullopt;
   }
   return static_cast<int64_t>(value);
+}
+
+// multipleOf other than a power of ten, on a schema without bounds: the step, whose multiples a
+// rule keeps the remainder of (multiple_of.h); nullopt for a power of ten or no multipleOf.
+std::optional<DecimalStep> UnboundedStep(const Json& schema, const std::string& where) {
+  const auto it = schema.find("multipleOf");
+  if (it == schema.end() || HasBounds(schema)) return std::nullopt;
+  const std::string at = where + ".multipleOf";
+  CheckStep(*it, at);
+  if (PowerOfTen(it->get<double>())) return std::nullopt;
+  const std::optional<DecimalStep> step = ParseDecimalStep(it->dump());
+  if (!step) throw SchemaError(at, "has more than 18 significant digits: " + it->dump());
+  const int64_t remainders = MultipleOfRemainders(*step);
+  if (remainders > kMaxMultipleOfRemainders) {
+    throw SchemaError(at,
+                      "without bounds, the grammar keeps the remainder of a number's digits, "
+                      "at most " +
+                          std::to_string(kMaxMultipleOfRemainders) + " of them (" + it->dump() +
+                          " has " + std::to_string(remainders) +
+                          "); a whole-number step takes a lower and an upper bound instead");
+  }
+  return step;
 }
 
 }  // namespace
@@ -312,6 +338,9 @@ int32_t JsonGrammarBuilder::CompileType(const std::string& type, const Json& sch
 // limits a number's fraction digits (0.01: two) and asks nothing of an integer.
 int32_t JsonGrammarBuilder::CompileNumeric(const std::string& type, const Json& schema,
                                            const std::string& where) {
+  if (const std::optional<DecimalStep> step = UnboundedStep(schema, where)) {
+    return MultipleOfRule(grammar_, *step, type == "integer" || step->exponent >= 0);
+  }
   if (const std::optional<int64_t> step = SpelledStep(schema)) {  // integers, even for a number
     const NumericRange range =
         HasBounds(schema) ? Bounds(schema, "integer", where) : NumericRange{};

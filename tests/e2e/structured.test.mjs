@@ -167,23 +167,45 @@ const PRICES = {
   additionalProperties: false,
 };
 
-test('multipleOf powers of ten: every answer is a multiple, with no more digits than the step', async () => {
+// Six seeded answers under `schema`; each finished one must match every pattern and the schema.
+async function expectMultiples(name, schema, prompt, patterns) {
   const results = [];
   for (const seed of SEEDS) {
     const response = await openai.chat.completions.create({
-      messages: user('Price a product.'), max_tokens: 300, seed, temperature: 1, ...NO_THINKING,
-      response_format: { type: 'json_schema', json_schema: { name: 'prices', schema: PRICES, strict: true } },
+      messages: user(prompt), max_tokens: 300, seed, temperature: 1, ...NO_THINKING,
+      response_format: { type: 'json_schema', json_schema: { name, schema, strict: true } },
     });
     const { content } = response.choices[0].message;
     results.push({ finish: response.choices[0].finish_reason, content });
     if (response.choices[0].finish_reason === 'stop') {
-      // The spelling itself: the fraction digits the step allows, integers where it is 10 or more.
-      assert.match(content, /"price"\s*:\s*-?\d+(\.\d{1,2})?\s*[,}]/, content);
-      assert.match(content, /"lot"\s*:\s*-?\d+\s*[,}]/, content);
-      assert.match(content, /"round"\s*:\s*-?\d+\s*[,}]/, content);
+      for (const pattern of patterns) assert.match(content, pattern, content);
     }
   }
-  checkAnswers(results, PRICES);
+  checkAnswers(results, schema);
+}
+
+// The spelling itself: the fraction digits the step allows, integers where it is 10 or more.
+test('multipleOf powers of ten: every answer is a multiple, with no more digits than the step', async () => {
+  await expectMultiples('prices', PRICES, 'Price a product.', [
+    /"price"\s*:\s*-?\d+(\.\d{1,2})?\s*[,}]/, /"lot"\s*:\s*-?\d+\s*[,}]/, /"round"\s*:\s*-?\d+\s*[,}]/]);
+});
+
+const STEPS = {
+  type: 'object',
+  properties: {
+    quarter: { type: 'number', multipleOf: 0.25 },
+    half: { type: 'number', multipleOf: 0.5 },
+    five: { type: 'integer', multipleOf: 5 },
+    hour: { type: 'number', multipleOf: 60 },
+  },
+  required: ['quarter', 'half', 'five', 'hour'],
+  additionalProperties: false,
+};
+
+// Steps exact in binary, so that the check's division is exact too (0.3 is checked in C++).
+test('multipleOf without bounds: every answer is a multiple of its step', async () => {
+  await expectMultiples('steps', STEPS, 'Pick some amounts.', [
+    /"quarter"\s*:\s*-?\d+(\.\d{1,2})?\s*[,}]/, /"half"\s*:\s*-?\d+(\.\d)?\s*[,}]/, /"hour"\s*:\s*-?\d+\s*[,}]/]);
 });
 
 test('reasoning comes first, then the constrained answer', async () => {
@@ -265,7 +287,7 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_schema' } }),
     { status: 400, param: 'response_format.json_schema', message: /is required/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), tool_choice: 'required',
-    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } } } } }] }),
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2, minimum: 0 } } } } }] }),
     { status: 400, param: 'tools[0].function.parameters.properties.n.multipleOf', message: /needs a lower and an upper bound/ });
   await expectApiError(openai.chat.completions.create({ messages: user('x'), response_format: { type: 'json_object' }, ignore_eos: true }),
     { status: 400, param: null, message: /ignore_eos cannot be combined with a constrained output/ });

@@ -115,6 +115,17 @@ TEST(GrammarMatcherTest, MaskEqualsBruteForceForHostnames) {
   for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 120);
 }
 
+// multipleOf without bounds: a rule per remainder and digit count (multiple_of.h), entered and
+// left by tokens of several digits.
+TEST(GrammarMatcherTest, MaskEqualsBruteForceForUnboundedMultiples) {
+  JsonGrammarBuilder builder;
+  int32_t root = builder.AddSchema(Json::parse(R"({"type": "array", "items": {"anyOf": [
+      {"type": "number", "multipleOf": 0.25}, {"type": "integer", "multipleOf": 7}]}})"),
+                                   "schema");
+  Grammar grammar = std::move(builder).Finish(root);
+  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 120);
+}
+
 // Nesting up to the matcher's depth limit and past it: a cache's token opens levels above its
 // element, so near the limit a token the cache accepts may be cut off on the real stack. The mask
 // must still equal trying each token (a mismatch failed the request with "sampled token ... which

@@ -521,6 +521,82 @@ void ExpectError(const char* schema, const std::string& where, const std::string
   }
 }
 
+// The JSON spellings an unbounded multipleOf should write: an optional minus, an integer part
+// without leading zeros, at most `fraction_digits` fraction digits; true when the value (its
+// digits as N / 10^fraction_digits) is a multiple, N a multiple of `modulus`.
+bool SpellsAMultiple(const std::string& text, int64_t modulus, int fraction_digits) {
+  size_t i = text[0] == '-' ? 1 : 0;
+  const size_t dot = text.find('.');
+  const std::string whole = text.substr(i, dot == std::string::npos ? dot : dot - i);
+  const std::string fraction = dot == std::string::npos ? "" : text.substr(dot + 1);
+  if (whole.empty() || (whole.size() > 1 && whole[0] == '0')) return false;
+  if (dot != std::string::npos &&
+      (fraction.empty() || static_cast<int>(fraction.size()) > fraction_digits)) {
+    return false;
+  }
+  const std::string digits = whole + fraction + std::string(fraction_digits - fraction.size(), '0');
+  return std::stoll(digits) % modulus == 0;
+}
+
+// multipleOf without bounds, any step (multiple_of.h): exactly the multiples, checked over every
+// integer in [-1100, 1100] and every number with up to one fraction digit more than the step's
+// between -12 and 12; a whole-number step writes integers for a number too.
+TEST(JsonSchemaTest, MultipleOfWithoutBoundsAcceptsExactlyTheMultiples) {
+  struct Step {
+    const char* value;
+    int64_t modulus;
+    int fraction_digits;
+  };
+  const Step steps[] = {{"5", 5, 0},    {"60", 60, 0},  {"7", 7, 0},     {"0.25", 25, 2},
+                        {"0.3", 3, 1},  {"2.5", 25, 1}, {"0.75", 75, 2}, {"1.5", 15, 1},
+                        {"0.07", 7, 2}, {"6e-3", 6, 3}, {"0.5", 5, 1},   {"99", 99, 0}};
+  for (const Step& step : steps) {
+    for (const char* type : {"integer", "number"}) {
+      const Json schema = Json::parse(std::string(R"({"type": ")") + type + R"(", "multipleOf": )" +
+                                      step.value + "}");
+      auto grammar = CompileSchema(schema);
+      const bool integral = std::string(type) == "integer" || step.fraction_digits == 0;
+      const int fraction_digits = integral ? 0 : step.fraction_digits;
+      for (int v = -1100; v <= 1100; ++v) {
+        const std::string text = std::to_string(v);
+        const bool wanted =
+            std::stoll(text + std::string(step.fraction_digits, '0')) % step.modulus == 0;
+        ASSERT_EQ(Matches(grammar, text), wanted) << schema.dump() << " at " << text;
+      }
+      if (integral) {
+        for (const char* never : {"-0.0", "5.0", "00", "05", "1e1"}) {
+          EXPECT_FALSE(Matches(grammar, never)) << schema.dump() << " accepted " << never;
+        }
+        continue;
+      }
+      int checked = 0;
+      for (int whole = -12; whole <= 12; ++whole) {
+        for (int places = 1; places <= step.fraction_digits + 1; ++places) {
+          int64_t count = 1;
+          for (int p = 0; p < places; ++p) count *= 10;
+          for (int64_t f = 0; f < count; ++f) {
+            std::string fraction = std::to_string(f);
+            fraction = std::string(places - fraction.size(), '0') + fraction;
+            const std::string text =
+                (whole < 0 ? "-" : "") + std::to_string(std::abs(whole)) + "." + fraction;
+            ASSERT_EQ(Matches(grammar, text), SpellsAMultiple(text, step.modulus, fraction_digits))
+                << schema.dump() << " at " << text;
+            ++checked;
+          }
+        }
+      }
+      EXPECT_GT(checked, 0);
+      for (const char* never : {"-", ".25", "0.", "1e-1", "00.5", "+1"}) {
+        EXPECT_FALSE(Matches(grammar, never)) << schema.dump() << " accepted " << never;
+      }
+    }
+  }
+  // 21 digits are past the prelude's integer limit, as for every number.
+  auto fives = CompileSchema(Json::parse(R"({"type": "integer", "multipleOf": 5})"));
+  EXPECT_TRUE(Matches(fives, std::string(19, '9') + "5"));
+  EXPECT_FALSE(Matches(fives, std::string(20, '9') + "5"));
+}
+
 // multipleOf a whole number other than a power of ten (3, 7, 25, 250), with random bounds on both
 // sides: the multiples between them spelled out, every integer in [-1100, 1100] checked; a number
 // takes them as integers. Without both bounds, or with more than 4096 multiples, a 400.
@@ -591,10 +667,13 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
               "'minLength' together with 'format'");
   ExpectError(R"({"type": "string", "minLength": 1, "pattern": "a*"})", "schema",
               "'minLength' together with 'pattern'");
-  ExpectError(R"({"type": "integer", "multipleOf": 2})", "schema.multipleOf",
+  ExpectError(R"({"type": "integer", "multipleOf": 2, "maximum": 9})", "schema.multipleOf",
               "needs a lower and an upper bound");
-  ExpectError(R"({"type": "number", "multipleOf": 0.25})", "schema.multipleOf",
+  ExpectError(R"({"type": "number", "multipleOf": 0.25, "minimum": 0})", "schema.multipleOf",
               "only powers of ten");
+  ExpectError(R"({"type": "number", "multipleOf": 0.125})", "schema.multipleOf", "0.125 has 125");
+  ExpectError(R"({"type": "integer", "multipleOf": 1000007})", "schema.multipleOf",
+              "takes a lower and an upper bound instead");
   ExpectError(R"({"type": "number", "multipleOf": 0})", "schema.multipleOf", "greater than 0");
   ExpectError(R"({"type": "number", "multipleOf": "1"})", "schema.multipleOf", "greater than 0");
   ExpectError(R"({"type": "integer", "multipleOf": 1e18})", "schema.multipleOf", "above 1e17");
