@@ -209,7 +209,7 @@ test('fields that need a stored response or a hosted tool are refused by name', 
   assert.equal(unknown.json.error.param, 'previous_response_id');
   // A schema the grammar cannot enforce is named under text.format, not chat's response_format.
   const unsupported = await rawPost(server, '/v1/responses', JSON.stringify({
-    input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'number', multipleOf: 3 } } },
+    input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'number', multipleOf: 3, minimum: 0 } } },
   }));
   assert.equal(unsupported.status, 400);
   assert.match(unsupported.json.error.param, /^text\.format\.schema/);
