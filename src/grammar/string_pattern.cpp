@@ -1,11 +1,14 @@
 #include "grammar/string_pattern.h"
 
+#include <algorithm>
 #include <bitset>
 #include <cctype>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/utf8.h"
 #include "grammar/json_schema.h"
 
 namespace mkserve::grammar {
@@ -18,7 +21,57 @@ using CharSet = std::bitset<128>;  // the ASCII characters of a class
 constexpr size_t kMaxPatternBytes = 1024;
 constexpr int kMaxGroupDepth = 32;
 
+using CodeRanges = std::vector<std::pair<int32_t, int32_t>>;  // inclusive, all >= 0x80
+
 CharSet Single(unsigned char c) { return CharSet().set(c); }
+
+// A code point's UTF-8 bytes.
+std::string Utf8(int32_t code) {
+  std::string out;
+  AppendUtf8(out, static_cast<char32_t>(code));
+  return out;
+}
+
+// The UTF-8 spellings of the code points [lo, hi] (lo >= 0x80) as sequences of byte ranges, one
+// byte set a position: the range is split where the encoding's length changes, around the
+// surrogates, and wherever a continuation byte would not run over its whole span.
+void Utf8Sequences(int32_t lo, int32_t hi, std::vector<std::vector<ByteSet>>& out) {
+  for (int32_t max : {0x7ff, 0xffff}) {
+    if (lo <= max && hi > max) {
+      Utf8Sequences(lo, max, out);
+      Utf8Sequences(max + 1, hi, out);
+      return;
+    }
+  }
+  if (lo <= 0xdfff && hi >= 0xd800) {
+    if (lo < 0xd800) Utf8Sequences(lo, 0xd7ff, out);
+    if (hi > 0xdfff) Utf8Sequences(0xe000, hi, out);
+    return;
+  }
+  for (int i = 1; i < 4; ++i) {
+    const int32_t mask = (1 << (6 * i)) - 1;
+    if ((lo & ~mask) != (hi & ~mask)) {
+      if ((lo & mask) != 0) {
+        Utf8Sequences(lo, lo | mask, out);
+        Utf8Sequences((lo | mask) + 1, hi, out);
+        return;
+      }
+      if ((hi & mask) != mask) {
+        Utf8Sequences(lo, (hi & ~mask) - 1, out);
+        Utf8Sequences(hi & ~mask, hi, out);
+        return;
+      }
+    }
+  }
+  const std::string a = Utf8(lo), b = Utf8(hi);
+  std::vector<ByteSet> sequence(a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    for (int x = static_cast<unsigned char>(a[k]); x <= static_cast<unsigned char>(b[k]); ++x) {
+      sequence[k].set(x);
+    }
+  }
+  out.push_back(std::move(sequence));
+}
 
 // The characters JSON writes as themselves inside a string.
 CharSet Plain(const CharSet& set) {
@@ -33,6 +86,7 @@ struct Node {
   enum class Kind { kSet, kBytes, kSequence, kAlternatives, kRepeat };
   Kind kind = Kind::kSequence;
   CharSet set;                 // kSet
+  CodeRanges wide;             // kSet: its non-ASCII characters (a class's), as ranges
   std::string bytes;           // kBytes: a non-ASCII character's UTF-8
   std::vector<Node> children;  // kSequence, kAlternatives; kRepeat: the one repeated
   int min = 0, max = 0;        // kRepeat; max -1: unbounded
@@ -162,7 +216,7 @@ class Parser {
       }
       case '[':
         ++i_;
-        return SetNode(Class());
+        return Class();
       case '.':
         ++i_;
         return SetNode(~(Single('\n') | Single('\r')));
@@ -185,14 +239,9 @@ class Parser {
       ++i_;
       return SetNode(Single(static_cast<unsigned char>(c)));
     }
-    // A non-ASCII character, whole (the pattern is a JSON string's value: valid UTF-8).
-    const unsigned char lead = static_cast<unsigned char>(c);
-    const size_t length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
-    if (length == 0 || i_ + length > p_.size()) Fail("the pattern is not valid UTF-8");
     Node node;
     node.kind = Node::Kind::kBytes;
-    node.bytes = std::string(p_.substr(i_, length));
-    i_ += length;
+    node.bytes = Utf8(NonAsciiCharacter());
     return node;
   }
 
@@ -276,27 +325,27 @@ class Parser {
     return value;
   }
 
+  // A character written as an escape: in a class, a set of it; outside, its bytes.
   Node CodePoint(int code, bool in_class) {
     if (code < 0x80) return SetNode(Single(static_cast<unsigned char>(code)));
-    if (in_class) Fail("non-ASCII characters in a class are not supported");
     if (code >= 0xd800 && code <= 0xdfff) Fail("surrogate escapes are not supported");
     Node node;
-    node.kind = Node::Kind::kBytes;
-    if (code < 0x800) {
-      node.bytes = {static_cast<char>(0xc0 | code >> 6), static_cast<char>(0x80 | (code & 0x3f))};
-    } else {
-      node.bytes = {static_cast<char>(0xe0 | code >> 12),
-                    static_cast<char>(0x80 | (code >> 6 & 0x3f)),
-                    static_cast<char>(0x80 | (code & 0x3f))};
+    if (in_class) {
+      node.kind = Node::Kind::kSet;
+      node.wide = {{code, code}};
+      return node;
     }
+    node.kind = Node::Kind::kBytes;
+    node.bytes = Utf8(code);
     return node;
   }
 
-  // After '[': members up to the closing ']', a leading '^' negating them.
-  CharSet Class() {
+  // After '[': members up to the closing ']', a leading '^' negating them. A negated class
+  // keeps its ASCII complement only (it writes no non-ASCII character).
+  Node Class() {
     const bool negated = More() && Peek() == '^';
     if (negated) ++i_;
-    CharSet set;
+    Node node = SetNode(CharSet());
     for (bool first = true;; first = false) {
       if (!More()) Fail("unmatched '['");
       if (Peek() == ']') {
@@ -304,36 +353,60 @@ class Parser {
         ++i_;
         break;
       }
-      CharSet member;
-      const int low = Member(member);
+      Node member;
+      const int32_t low = Member(member);
       if (low >= 0 && i_ + 1 < p_.size() && Peek() == '-' && p_[i_ + 1] != ']') {
         ++i_;
-        CharSet ignored;
-        const int high = Member(ignored);
+        Node ignored;
+        const int32_t high = Member(ignored);
         if (high < 0) Fail("a class range must end with a character");
         if (high < low) Fail("a class range must run upwards, as in a-z");
-        for (int x = low; x <= high; ++x) member.set(x);
+        for (int32_t x = low; x <= std::min<int32_t>(high, 0x7f); ++x) member.set.set(x);
+        if (high >= 0x80) member.wide = {{std::max<int32_t>(low, 0x80), high}};
       }
-      set |= member;
+      node.set |= member.set;
+      node.wide.insert(node.wide.end(), member.wide.begin(), member.wide.end());
     }
-    return negated ? ~set : set;
+    if (negated) {
+      node.set = ~node.set;
+      node.wide.clear();
+    }
+    return node;
   }
 
-  // One class member into `member`; returns its character when it is a single one (a range may
-  // start there), else -1.
-  int Member(CharSet& member) {
+  // One class member into `member` (a set node); returns its character when it is a single one
+  // (a range may start there), else -1.
+  int32_t Member(Node& member) {
     const unsigned char c = static_cast<unsigned char>(Peek());
-    if (c >= 0x80) Fail("non-ASCII characters in a class are not supported");
+    if (c >= 0x80) {
+      const int32_t code = NonAsciiCharacter();
+      member = SetNode(CharSet());
+      member.wide = {{code, code}};
+      return code;
+    }
     ++i_;
     if (c != '\\') {
-      member = Single(c);
+      member = SetNode(Single(c));
       return c;
     }
-    member = Escape(true).set;
-    for (int x = 0; member.count() == 1 && x < 128; ++x) {
-      if (member[x]) return x;
+    member = Escape(true);
+    if (member.set.none() && member.wide.size() == 1 &&
+        member.wide[0].first == member.wide[0].second) {
+      return member.wide[0].first;
+    }
+    for (int x = 0; member.wide.empty() && member.set.count() == 1 && x < 128; ++x) {
+      if (member.set[x]) return x;
     }
     return -1;
+  }
+
+  // The pattern's next character, non-ASCII and whole (the pattern is a JSON string's value:
+  // valid UTF-8), as a code point.
+  int32_t NonAsciiCharacter() {
+    if (!IsValidUtf8(p_.substr(i_, Utf8SequenceLength(static_cast<unsigned char>(Peek()))))) {
+      Fail("the pattern is not valid UTF-8");
+    }
+    return static_cast<int32_t>(NextCodePoint(p_, i_));
   }
 
   std::string_view p_;
@@ -345,8 +418,9 @@ class Parser {
 class Automaton {
  public:
   struct Edge {
-    CharSet set;  // one character of this set, or, when `bytes` is set, those bytes
-    std::string bytes;
+    CharSet set;        // one character of this set, or, when `bytes` is set, those bytes, or, when
+    std::string bytes;  // `utf8` is, a byte of each of its sets in turn (one
+    std::vector<ByteSet> utf8;  // spelling of a range of non-ASCII characters)
     int to = 0;
   };
 
@@ -363,11 +437,17 @@ class Automaton {
   // States `begin` and `end` with `node` between them.
   void Build(const Node& node, int begin, int end) {
     switch (node.kind) {
-      case Node::Kind::kSet:
-        edges_[begin].push_back({node.set, "", end});
+      case Node::Kind::kSet: {
+        edges_[begin].push_back({node.set, "", {}, end});
+        std::vector<std::vector<ByteSet>> sequences;
+        for (const auto& [lo, hi] : node.wide) Utf8Sequences(lo, hi, sequences);
+        for (std::vector<ByteSet>& sequence : sequences) {
+          edges_[begin].push_back({CharSet(), "", std::move(sequence), end});
+        }
         return;
+      }
       case Node::Kind::kBytes:
-        edges_[begin].push_back({CharSet(), node.bytes, end});
+        edges_[begin].push_back({CharSet(), node.bytes, {}, end});
         return;
       case Node::Kind::kSequence: {
         int at = begin;
@@ -493,12 +573,9 @@ class Writer {
         for (const Automaton::Edge& edge : a_.edges(t)) {
           Seq alternative = EdgeSeq(edge);
           if (alternative.empty() || !live_[edge.to]) continue;
-          if (!written.insert({edge.bytes.empty() ? edge.set.to_string() : edge.bytes, edge.to})
-                   .second) {
-            continue;
-          }
-          if (edge.bytes.empty() && Plain(edge.set).count() > kMaxNarrowWidth &&
-              --wide_positions_left_ < 0) {
+          if (!written.insert({EdgeKey(edge), edge.to}).second) continue;
+          if (edge.bytes.empty() && edge.utf8.empty() &&
+              Plain(edge.set).count() > kMaxNarrowWidth && --wide_positions_left_ < 0) {
             throw PatternError("the schema's patterns read a class of more than " +
                                std::to_string(kMaxNarrowWidth) +
                                " characters (such as ., \\w or [a-z]) in more than " +
@@ -529,9 +606,21 @@ class Writer {
     return rules_[state];
   }
 
+  static std::string EdgeKey(const Automaton::Edge& edge) {
+    if (!edge.bytes.empty()) return "b" + edge.bytes;
+    std::string key = "s" + edge.set.to_string();
+    for (const ByteSet& set : edge.utf8) key += set.to_string();
+    return key;
+  }
+
   // The elements that write one crossing of `edge`; empty when JSON cannot write it here.
   Seq EdgeSeq(const Automaton::Edge& edge) {
     if (!edge.bytes.empty()) return g_.Literal(edge.bytes);
+    if (!edge.utf8.empty()) {
+      Seq out;
+      for (const ByteSet& set : edge.utf8) out.push_back(Element::Bytes(g_.Intern(set)));
+      return out;
+    }
     const CharSet plain = Plain(edge.set);
     if (plain.any()) {
       ByteSet bytes;

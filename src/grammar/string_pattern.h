@@ -3,15 +3,17 @@
 // in the value unless it is anchored with ^ at its start and $ at its end.
 //
 // Supported: literal characters (UTF-8 too), escaped metacharacters, \d \D \w \W \s \S, \t \n \r
-// \f \v \0, \xHH, \uXXXX; classes [a-z0-9_] and [^...] of ASCII characters and those escapes; the
+// \f \v \0, \xHH, \uXXXX; classes [a-z0-9_] and [^...] of characters, ranges and those escapes
+// (non-ASCII ones written as UTF-8, a range as byte sets a position: [à-ÿ], [\u4e00-\u9fff]); the
 // dot; groups ( ) and (?: ); alternatives |; quantifiers * + ? {n} {n,} {n,m} (counts up to
 // kMaxCountedItems; a lazy ? after one changes nothing here). Anything else (backreferences,
 // lookaround, \b, named groups, \p{...}, anchors inside the pattern) is refused by name.
 //
 // The pattern becomes an automaton and the automaton a right-linear grammar (string_pattern.cpp
-// says why). What is generated always matches; not every match is generated: a class (the dot,
-// \w, [^a], ...) writes its printable ASCII characters, or, holding none, its short escapes
-// (\" \\ \b \f \n \r \t); so [^a] writes no non-ASCII character and \s only the space.
+// says why). What is generated always matches; not every match is generated: a class writes its
+// printable ASCII characters and its non-ASCII ones, or, holding none, its short escapes
+// (\" \\ \b \f \n \r \t); a negated class, the dot and \W write only ASCII (so [^a] writes
+// no non-ASCII character) and \s only the space.
 #pragma once
 
 #include <string_view>

@@ -126,6 +126,16 @@ TEST(GrammarMatcherTest, MaskEqualsBruteForceForUnboundedMultiples) {
   for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 120);
 }
 
+// Pattern classes of non-ASCII characters: a byte set a UTF-8 position (string_pattern.cpp).
+TEST(GrammarMatcherTest, MaskEqualsBruteForceForNonAsciiClasses) {
+  JsonGrammarBuilder builder;
+  int32_t root = builder.AddSchema(
+      Json::parse(R"({"type": "string", "pattern": "^[a-z\u00e0-\u00ff\u4e00-\u9fff]+$"})"),
+      "schema");
+  Grammar grammar = std::move(builder).Finish(root);
+  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 80);
+}
+
 // Nesting up to the matcher's depth limit and past it: a cache's token opens levels above its
 // element, so near the limit a token the cache accepts may be cut off on the real stack. The mask
 // must still equal trying each token (a mismatch failed the request with "sampled token ... which

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/utf8.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar_test_util.h"
 
@@ -433,6 +435,51 @@ void ExpectPattern(const std::string& pattern, std::vector<std::string> accepted
 // `rejected` holds values the pattern does not match and, marked, matching ones the grammar does
 // not write (string_pattern.h: a class writes its plain characters, or its short escapes when it
 // holds none).
+std::string Utf8Of(int32_t code) {
+  std::string out;
+  AppendUtf8(out, static_cast<char32_t>(code));
+  return out;
+}
+
+// Classes of non-ASCII characters, written as their UTF-8: every code point around ranges that
+// cross the encoding's lengths and the surrogates is accepted exactly when it is in the class.
+TEST(JsonSchemaTest, PatternClassesOfNonAsciiCharacters) {
+  // Escapes in the pattern (\u, \x), and the characters themselves (UTF-8 in the pattern).
+  ExpectPattern(R"(^[\u00e0-\u00ff]+$)", {"\"\xc3\xa9\xc3\xbc\""}, {R"("e")", "\"\xc4\x80\""});
+  ExpectPattern(R"(^[a-z\u00e0-\u00ff]+$)", {"\"caf\xc3\xa9\""}, {R"("Cafe")"});
+  ExpectPattern(R"(^[\xe0-\xff]$)", {"\"\xc3\xa0\""}, {"\"\xc3\x9f\""});
+  ExpectPattern("^[\u0430-\u044f\u0410-\u042f]+$",  // Cyrillic а-я А-Я, as UTF-8
+                {"\"\xd0\x9f\xd1\x80\xd0\xb8\""}, {R"("Hello")"});
+  ExpectPattern(
+      "^[\xc3\xa9\xc3\xa8"
+      "e]$",
+      {"\"\xc3\xa9\"", "\"\xc3\xa8\"", R"("e")"}, {"\"\xc3\xaa\""});
+  ExpectPattern(R"(^[^\u00e9]$)", {R"("a")"}, {/* not written: */ "\"\xc3\xa8\""});
+  struct Range {
+    int32_t lo, hi;
+  };
+  for (const Range range : {Range{0x80, 0x7ff}, Range{0x7f0, 0x810}, Range{0xfff0, 0x10010},
+                            Range{0xd7f0, 0xe010}, Range{0x1f600, 0x1f64f}}) {
+    char pattern[64];
+    auto escape = [](int32_t code) {  // \uXXXX, or the character itself past the BMP
+      char out[16];
+      if (code < 0x10000) {
+        std::snprintf(out, sizeof(out), "\\u%04x", code);
+        return std::string(out);
+      }
+      return Utf8Of(code);
+    };
+    std::snprintf(pattern, sizeof(pattern), "^[%s-%s]$", escape(range.lo).c_str(),
+                  escape(range.hi).c_str());
+    auto grammar = CompileSchema(Json{{"type", "string"}, {"pattern", pattern}});
+    for (int32_t code = range.lo - 40; code <= range.hi + 40; ++code) {
+      if (code < 0x80 || (code >= 0xd800 && code <= 0xdfff)) continue;
+      ASSERT_EQ(Matches(grammar, "\"" + Utf8Of(code) + "\""), code >= range.lo && code <= range.hi)
+          << pattern << " at U+" << std::hex << code;
+    }
+  }
+}
+
 TEST(JsonSchemaTest, PatternsMatchTheirStrings) {
   ExpectPattern("^[a-z]+$", {R"("abc")", R"("z")"}, {R"("")", R"("aBc")", R"("abc1")", "abc"});
   ExpectPattern(R"(^\d{3}-\d{4}$)", {R"("555-1234")"}, {R"("55-1234")", R"("5555-12345")"});
@@ -486,7 +533,6 @@ TEST(JsonSchemaTest, PatternsOutsideTheSubsetAreNamed) {
       {"[]", "empty class"},
       {"[z-a]", "run upwards"},
       {R"(\p{L})", "property escapes"},
-      {"[\xc3\xa9]", "non-ASCII characters in a class"},
       {R"(\q)", "the escape \\q"},
       {std::string(40, '(') + "a" + std::string(40, ')'), "nest deeper"},
       {std::string(2000, 'a'), "longer than 1024"},
