@@ -551,17 +551,15 @@ int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string&
   if (has_max && max_length < min_length) {
     throw SchemaError(where + ".maxLength", "is less than minLength");
   }
-  // A pattern or a format says how long its strings are (a format's are never empty).
-  for (const char* other : {"pattern", "format"}) {
-    const bool pattern = std::string_view(other) == "pattern";
-    if (schema.contains(other) && (counted || (min_length == 1 && pattern))) {
-      throw SchemaError(where, std::string(has_max ? "'maxLength'" : "'minLength'") +
-                                   " together with " + Quoted(other) +
-                                   " is not supported; let the " + other +
-                                   " say how long the string is");
-    }
+  // A format says how long its strings are (they are never empty); a pattern takes the lengths
+  // into its automaton (string_pattern.h says which patterns can).
+  if (schema.contains("format") && counted) {
+    throw SchemaError(where, std::string(has_max ? "'maxLength'" : "'minLength'") +
+                                 " together with 'format' is not supported; let the format say "
+                                 "how long the string is");
   }
-  if (counted) {
+  const bool pattern_lengths = counted || min_length == 1;
+  if (counted && !schema.contains("pattern")) {
     // No maximum: the loop's largest count, which stops counting rather than ending the loop.
     Element characters;
     try {
@@ -580,9 +578,11 @@ int32_t JsonGrammarBuilder::CompileString(const Json& schema, const std::string&
     if (schema.contains("format")) {
       throw SchemaError(where, "'pattern' together with 'format' is not supported");
     }
+    std::optional<PatternLengths> lengths;
+    if (pattern_lengths) lengths = PatternLengths{min_length, has_max ? max_length : -1};
     try {
       return StringPatternRule(grammar_, rules_, pattern->get<std::string>(),
-                               wide_pattern_positions_left_);
+                               wide_pattern_positions_left_, lengths);
     } catch (const PatternError& e) {
       throw SchemaError(where + ".pattern", e.what());
     }

@@ -647,16 +647,100 @@ class Writer {
   int alternatives_ = 0;
 };
 
+// The characters every string of `node` has, or -1 when they vary. A set or a non-ASCII
+// character's bytes is one character (a JSON escape such as \n too).
+int FixedLength(const Node& node) {
+  switch (node.kind) {
+    case Node::Kind::kSet:
+    case Node::Kind::kBytes:
+      return 1;
+    case Node::Kind::kSequence: {
+      int total = 0;
+      for (const Node& child : node.children) {
+        const int length = FixedLength(child);
+        if (length < 0) return -1;
+        total += length;
+      }
+      return total;
+    }
+    case Node::Kind::kAlternatives: {
+      const int first = FixedLength(node.children[0]);
+      for (const Node& child : node.children) {
+        if (FixedLength(child) != first) return -1;
+      }
+      return first;
+    }
+    case Node::Kind::kRepeat: {
+      const int child = FixedLength(node.children[0]);
+      return node.min == node.max && child >= 0 ? node.min * child : -1;
+    }
+  }
+  return -1;
+}
+
+// minLength and maxLength as the count of the pattern's one repetition of varying count (the rest
+// fixed): a repetition of a part of c characters beside f fixed ones takes counts n with
+// f + n * c inside the lengths. Anything else is refused.
+void BoundLength(Node& root, bool anchored, const PatternLengths& lengths) {
+  const char* kShape =
+      "minLength or maxLength beside a pattern needs it anchored at both ends (^...$), with a "
+      "fixed length but for one repetition, as in ^[a-z][a-z0-9_]*$";
+  if (!anchored) throw PatternError(kShape);
+  std::vector<Node*> parts;
+  if (root.kind == Node::Kind::kSequence) {
+    for (Node& child : root.children) parts.push_back(&child);
+  } else {
+    parts.push_back(&root);
+  }
+  int fixed = 0;
+  Node* repeat = nullptr;
+  for (Node* part : parts) {
+    const int length = FixedLength(*part);
+    if (length >= 0) {
+      fixed += length;
+    } else if (repeat == nullptr && part->kind == Node::Kind::kRepeat &&
+               FixedLength(part->children[0]) > 0) {
+      repeat = part;
+    } else {
+      throw PatternError(kShape);
+    }
+  }
+  const auto outside = [] {
+    return PatternError(
+        "no string the pattern matches has a length within minLength and maxLength");
+  };
+  if (repeat == nullptr) {
+    if (fixed < lengths.min || (lengths.max >= 0 && fixed > lengths.max)) throw outside();
+    return;
+  }
+  const int each = FixedLength(repeat->children[0]);
+  const int fewest = std::max(repeat->min, (std::max(lengths.min - fixed, 0) + each - 1) / each);
+  int most = repeat->max;
+  if (lengths.max >= 0) {
+    if (lengths.max < fixed) throw outside();
+    const int fit = (lengths.max - fixed) / each;
+    most = most < 0 ? fit : std::min(most, fit);
+  }
+  if (most >= 0 && most < fewest) throw outside();
+  if (most > kMaxCountedItems) {
+    throw PatternError("maxLength beside a pattern allows a repetition of more than " +
+                       std::to_string(kMaxCountedItems) + " counts");
+  }
+  repeat->min = fewest;
+  repeat->max = most;
+}
+
 }  // namespace
 
 int32_t StringPatternRule(Grammar& grammar, const JsonRules& rules, std::string_view pattern,
-                          int& wide_positions_left) {
+                          int& wide_positions_left, std::optional<PatternLengths> lengths) {
   if (pattern.size() > kMaxPatternBytes) {
     throw PatternError("patterns longer than " + std::to_string(kMaxPatternBytes) +
                        " bytes are not supported");
   }
   bool anchored_start = false, anchored_end = false;
-  const Node root = Parser(pattern).Parse(anchored_start, anchored_end);
+  Node root = Parser(pattern).Parse(anchored_start, anchored_end);
+  if (lengths) BoundLength(root, anchored_start && anchored_end, *lengths);
   Automaton automaton;
   const int start = automaton.NewState(), final = automaton.NewState();
   automaton.Build(root, start, final);

@@ -16,6 +16,7 @@
 // no non-ASCII character) and \s only the space.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "common/error.h"
@@ -35,9 +36,17 @@ class PatternError : public Error {
 // 0.1 s for 262K entries, the first time a generation reaches it.
 inline constexpr int kMaxWidePatternPositions = 32;
 
+// minLength and maxLength beside a pattern, in characters (code points); max -1: none.
+struct PatternLengths {
+  int min = 0, max = -1;
+};
+
 // The rule of the JSON strings whose value `pattern` matches; takes its wide places from
-// `wide_positions_left` (start it at kMaxWidePatternPositions). Throws PatternError.
+// `wide_positions_left` (start it at kMaxWidePatternPositions). With `lengths`, the pattern must
+// be anchored at both ends, and all of it but one repetition must have a fixed length (as in
+// ^[a-z][a-z0-9_]*$): the lengths then bound that repetition's count. Throws PatternError.
 int32_t StringPatternRule(Grammar& grammar, const JsonRules& rules, std::string_view pattern,
-                          int& wide_positions_left);
+                          int& wide_positions_left,
+                          std::optional<PatternLengths> lengths = std::nullopt);
 
 }  // namespace mkserve::grammar

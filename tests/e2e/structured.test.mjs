@@ -275,7 +275,7 @@ test('unsupported schemas and formats are 400s that name them; text is plain', a
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', patternProperties: { x: {} } })),
     { status: 400, param: 'response_format.json_schema.schema', message: /'patternProperties' is not supported/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', maxLength: 8, pattern: 'a+' } } })),
-    { status: 400, param: 'response_format.json_schema.schema.properties.s', message: /'maxLength' together with 'pattern' is not supported/ });
+    { status: 400, param: 'response_format.json_schema.schema.properties.s.pattern', message: /needs it anchored at both ends/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'string', minLength: 5, maxLength: 4 })),
     { status: 400, param: 'response_format.json_schema.schema.maxLength', message: /is less than minLength/ });
   await expectApiError(openai.chat.completions.create(withSchema({ type: 'object', properties: { s: { type: 'string', pattern: '(a)\\1' } } })),

@@ -480,6 +480,32 @@ TEST(JsonSchemaTest, PatternClassesOfNonAsciiCharacters) {
   }
 }
 
+// minLength and maxLength beside an anchored pattern bound its one repetition (in characters:
+// code points, a JSON escape one).
+TEST(JsonSchemaTest, LengthsBesideAPatternBoundItsRepetition) {
+  auto expect = [](const char* schema, std::vector<std::string> accepted,
+                   std::vector<std::string> rejected) {
+    auto grammar = CompileSchema(Json::parse(schema));
+    for (const std::string& text : accepted) EXPECT_TRUE(Matches(grammar, text)) << schema << text;
+    for (const std::string& text : rejected) EXPECT_FALSE(Matches(grammar, text)) << schema << text;
+  };
+  expect(R"({"type": "string", "pattern": "^[a-z0-9_]+$", "maxLength": 5})",
+         {R"("abc")", R"("a_1b2")", R"("x")"}, {R"("abcdef")", R"("")"});
+  expect(R"({"type": "string", "pattern": "^[A-Z][a-z]*$", "minLength": 3, "maxLength": 4})",
+         {R"("Abc")", R"("Abcd")"}, {R"("Ab")", R"("Abcde")", R"("A")"});
+  expect(R"({"type": "string", "pattern": "^(ab)+$", "maxLength": 5})", {R"("ab")", R"("abab")"},
+         {R"("ababab")", R"("")"});
+  expect(R"({"type": "string", "pattern": "^[a-z]{2,10}$", "minLength": 4})",
+         {R"("abcd")", R"("abcdefghij")"}, {R"("abc")", R"("abcdefghijk")"});
+  expect(R"({"type": "string", "pattern": "^a*$", "minLength": 1})", {R"("a")"}, {R"("")"});
+  expect(R"({"type": "string", "pattern": "^x\\d*$", "maxLength": 3})", {R"("x12")"},
+         {R"("x123")"});
+  expect(R"({"type": "string", "pattern": "^\\u00e9+$", "maxLength": 2})", {"\"\xc3\xa9\xc3\xa9\""},
+         {"\"\xc3\xa9\xc3\xa9\xc3\xa9\""});
+  expect(R"({"type": "string", "pattern": "^(a|\\n){0,9}$", "maxLength": 2})", {R"("a\n")"},
+         {R"("a\na")"});  // an escape is one character
+}
+
 TEST(JsonSchemaTest, PatternsMatchTheirStrings) {
   ExpectPattern("^[a-z]+$", {R"("abc")", R"("z")"}, {R"("")", R"("aBc")", R"("abc1")", "abc"});
   ExpectPattern(R"(^\d{3}-\d{4}$)", {R"("555-1234")"}, {R"("55-1234")", R"("5555-12345")"});
@@ -707,12 +733,18 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "string", "maxLength": -1})", "schema.maxLength", "non-negative integer");
   ExpectError(R"({"type": "string", "maxLength": 2.5})", "schema.maxLength",
               "non-negative integer");
-  ExpectError(R"({"type": "string", "maxLength": 8, "pattern": "a*"})", "schema",
-              "'maxLength' together with 'pattern'");
+  ExpectError(R"({"type": "string", "maxLength": 8, "pattern": "a*"})", "schema.pattern",
+              "needs it anchored at both ends");
+  ExpectError(R"({"type": "string", "maxLength": 8, "pattern": "^a+b+$"})", "schema.pattern",
+              "a fixed length but for one repetition");
+  ExpectError(R"({"type": "string", "maxLength": 2, "pattern": "^abc$"})", "schema.pattern",
+              "no string the pattern matches has a length within");
+  ExpectError(R"({"type": "string", "maxLength": 300, "pattern": "^a+$"})", "schema.pattern",
+              "more than 256 counts");
   ExpectError(R"({"type": "string", "minLength": 2, "format": "date"})", "schema",
               "'minLength' together with 'format'");
-  ExpectError(R"({"type": "string", "minLength": 1, "pattern": "a*"})", "schema",
-              "'minLength' together with 'pattern'");
+  ExpectError(R"({"type": "string", "minLength": 1, "pattern": "a*"})", "schema.pattern",
+              "needs it anchored at both ends");
   ExpectError(R"({"type": "integer", "multipleOf": 2, "maximum": 9})", "schema.multipleOf",
               "needs a lower and an upper bound");
   ExpectError(R"({"type": "number", "multipleOf": 0.25, "minimum": 0})", "schema.multipleOf",
