@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -164,7 +165,7 @@ void CheckStep(const Json& step, const std::string& at) {
 }
 
 // multipleOf as the exponent of its power of ten; nullopt without one. Other steps are
-// SpelledStep's (whole, between two bounds) or UnboundedStep's.
+// BoundedStep's or UnboundedStep's.
 std::optional<int> MultipleOfPower(const Json& schema, const std::string& where) {
   const auto it = schema.find("multipleOf");
   if (it == schema.end()) return std::nullopt;
@@ -182,19 +183,6 @@ std::optional<int> MultipleOfPower(const Json& schema, const std::string& where)
         at, "values above 1e" + std::to_string(kMaxMultipleOfPower) + " are not supported");
   }
   return power;
-}
-
-// multipleOf as a whole number that is not a power of ten (3, 25, 1000007), whose multiples the
-// grammar spells out between the schema's bounds; nullopt for any other multipleOf.
-std::optional<int64_t> SpelledStep(const Json& schema) {
-  const auto it = schema.find("multipleOf");
-  if (it == schema.end() || !it->is_number()) return std::nullopt;
-  const double value = it->get<double>();
-  if (!(value >= 2) || value != std::floor(value) || value > static_cast<double>(kMaxRangeBound) ||
-      PowerOfTen(value)) {
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(value);
 }
 
 // multipleOf other than a power of ten, on a schema without bounds: the step, whose multiples a
@@ -217,6 +205,35 @@ std::optional<DecimalStep> UnboundedStep(const Json& schema, const std::string& 
                           "); a whole-number step takes a lower and an upper bound instead");
   }
   return step;
+}
+
+// multipleOf other than a power of ten (3, 25, 0.25, 0.3), on a schema with bounds, whose
+// multiples between the bounds are spelled out; nullopt for a power of ten or no multipleOf.
+std::optional<DecimalStep> BoundedStep(const Json& schema, const std::string& where) {
+  const auto it = schema.find("multipleOf");
+  if (it == schema.end() || !HasBounds(schema)) return std::nullopt;
+  const std::string at = where + ".multipleOf";
+  CheckStep(*it, at);
+  if (PowerOfTen(it->get<double>())) return std::nullopt;
+  const std::optional<DecimalStep> step = ParseDecimalStep(it->dump());
+  if (!step) throw SchemaError(at, "has more than 18 significant digits: " + it->dump());
+  return step;
+}
+
+// The integers among the multiples of `step`: a whole step itself; for a fraction, multiples of
+// digits / gcd(digits, 10^fraction digits) (0.25: every integer; 0.3: multiples of 3).
+int64_t IntegerStep(const DecimalStep& step, const std::string& where) {
+  if (step.exponent >= 0) {
+    __int128 value = step.digits;
+    for (int i = 0; i < step.exponent && value <= kMaxRangeBound; ++i) value *= 10;
+    if (value > kMaxRangeBound) {
+      throw SchemaError(where + ".multipleOf", "values above 10^18 - 1 are not supported");
+    }
+    return static_cast<int64_t>(value);
+  }
+  int64_t scale = 1;
+  for (int i = 0; i < -step.exponent && scale % step.digits != 0; ++i) scale *= 10;
+  return step.digits / std::gcd(step.digits, scale);
 }
 
 }  // namespace
@@ -341,16 +358,18 @@ int32_t JsonGrammarBuilder::CompileNumeric(const std::string& type, const Json& 
   if (const std::optional<DecimalStep> step = UnboundedStep(schema, where)) {
     return MultipleOfRule(grammar_, *step, type == "integer" || step->exponent >= 0);
   }
-  if (const std::optional<int64_t> step = SpelledStep(schema)) {  // integers, even for a number
-    const NumericRange range =
-        HasBounds(schema) ? Bounds(schema, "integer", where) : NumericRange{};
+  if (const std::optional<DecimalStep> step = BoundedStep(schema, where)) {
+    const bool integers = type == "integer" || step->exponent >= 0;  // a whole step: integers
+    const NumericRange range = Bounds(schema, integers ? "integer" : type, where);
     if (!range.lower || !range.upper) {
       throw SchemaError(where + ".multipleOf",
-                        "a multipleOf other than a power of ten needs a lower and an upper "
-                        "bound, the multiples between them spelled out (at most " +
+                        "a multipleOf other than a power of ten with bounds needs a lower and an "
+                        "upper bound, the multiples between them spelled out (at most " +
                             std::to_string(kMaxSpelledMultiples) + ")");
     }
-    const std::optional<int32_t> rule = MultiplesRule(grammar_, range, *step);
+    const std::optional<int32_t> rule =
+        integers ? MultiplesRule(grammar_, range, IntegerStep(*step, where))
+                 : MultiplesRule(grammar_, range, step->digits, -step->exponent);
     if (!rule) {
       throw SchemaError(where + ".multipleOf",
                         "more than " + std::to_string(kMaxSpelledMultiples) +

@@ -301,20 +301,34 @@ int32_t TrieRule(Grammar& grammar, const std::vector<std::string>& sorted, size_
 
 }  // namespace
 
-std::optional<int32_t> MultiplesRule(Grammar& grammar, const NumericRange& range, int64_t step) {
-  const InclusiveBounds bounds(range);
-  const int64_t lo = bounds.lo.value(), hi = bounds.hi.value();  // both bounds: the caller's
+std::optional<int32_t> MultiplesRule(Grammar& grammar, const NumericRange& range, int64_t step,
+                                     int fraction_digits) {
+  // In units of 10^-fraction_digits: N = value * scale, a multiple when N % step == 0. The
+  // bounds are integers, so an exclusive one only drops the bound itself. No overflow: |bound| <=
+  // kMaxRangeBound and scale <= 10^18 in 128 bits.
+  __int128 scale = 1;
+  for (int i = 0; i < fraction_digits; ++i) scale *= 10;
+  const __int128 lo =
+      static_cast<__int128>(range.lower->value) * scale + (range.lower->exclusive ? 1 : 0);
+  const __int128 hi =
+      static_cast<__int128>(range.upper->value) * scale - (range.upper->exclusive ? 1 : 0);
   if (lo > hi) return -1;
-  // The first multiple at or above lo, then on by step while at most hi (no overflow: |lo|, |hi|
-  // <= kMaxRangeBound < INT64_MAX / 9).
-  const int64_t remainder = ((lo % step) + step) % step;
-  const int64_t first = remainder == 0 ? lo : lo + (step - remainder);
+  const __int128 remainder = ((lo % step) + step) % step;
+  const __int128 first = remainder == 0 ? lo : lo + (step - remainder);
   if (first > hi) return -1;
   if ((hi - first) / step >= kMaxSpelledMultiples) return std::nullopt;
   std::vector<std::string> spellings;
-  for (int64_t value = first; value <= hi; value += step) {
-    spellings.push_back(std::to_string(value));
-    if (hi - value < step) break;
+  for (__int128 n = first; n <= hi; n += step) {
+    const __int128 magnitude = n < 0 ? -n : n;
+    std::string spelling =
+        (n < 0 ? "-" : "") + std::to_string(static_cast<int64_t>(magnitude / scale));
+    if (fraction_digits > 0) {
+      std::string fraction = std::to_string(static_cast<int64_t>(magnitude % scale));
+      fraction.insert(0, fraction_digits - fraction.size(), '0');
+      while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+      if (!fraction.empty()) spelling += "." + fraction;
+    }
+    spellings.push_back(spelling);
   }
   std::sort(spellings.begin(), spellings.end());
   return TrieRule(grammar, spellings, 0, spellings.size(), 0);

@@ -47,10 +47,12 @@ int32_t ScaledIntegerRule(Grammar& grammar, const NumericRange& range, int zeros
 // The most multiples MultiplesRule spells out.
 inline constexpr int64_t kMaxSpelledMultiples = 4096;
 
-// A rule matching the JSON integers in `range`, which must have both bounds, that are multiples
-// of `step` (>= 1, any step: multipleOf 3, 25, 1000007), each spelled out, the spellings sharing
-// their prefixes (a trie: a parse holds one stack per next digit, not one per value). -1 when
-// none lies in the range; nullopt when more than kMaxSpelledMultiples do.
-std::optional<int32_t> MultiplesRule(Grammar& grammar, const NumericRange& range, int64_t step);
+// A rule matching the JSON numbers in `range`, which must have both bounds, that are multiples
+// of step x 10^-fraction_digits (step >= 1, any step: multipleOf 3, 25, 1000007, or 0.25 as 25
+// and 2), each spelled out with the fraction digits it needs (1.5 and 2, not 1.50 or 2.0), the
+// spellings sharing their prefixes (a trie: a parse holds one stack per next digit, not one per
+// value). -1 when none lies in the range; nullopt when more than kMaxSpelledMultiples do.
+std::optional<int32_t> MultiplesRule(Grammar& grammar, const NumericRange& range, int64_t step,
+                                     int fraction_digits = 0);
 
 }  // namespace mkserve::grammar

@@ -669,6 +669,55 @@ TEST(JsonSchemaTest, MultipleOfWithoutBoundsAcceptsExactlyTheMultiples) {
   EXPECT_FALSE(Matches(fives, std::string(20, '9') + "5"));
 }
 
+// multipleOf a fraction other than a power of ten between two bounds: each multiple spelled once,
+// with the fraction digits it needs (1.5, 2; not 1.50, 2.0), every spelling on a grid checked;
+// an integer takes the integers among the multiples.
+TEST(JsonSchemaTest, MultipleOfFractionsBetweenBoundsAcceptExactlyTheirMultiples) {
+  struct Step {
+    const char* value;
+    int64_t digits;
+    int fraction_digits;
+  };
+  std::mt19937 random(19);
+  const Step steps[] = {{"0.25", 25, 2}, {"0.3", 3, 1}, {"2.5", 25, 1}, {"0.07", 7, 2}};
+  for (int round = 0; round < 16; ++round) {
+    const Step& step = steps[round % 4];
+    RandomBounds bounds(random, round, -20, 20, 5, 30);
+    bounds.has_lo = bounds.has_hi = true;
+    const bool integer = round % 8 >= 4;
+    Json schema = bounds.Schema(integer ? "integer" : "number");
+    schema["multipleOf"] = Json::parse(step.value);
+    int64_t scale = 1;
+    for (int i = 0; i < step.fraction_digits; ++i) scale *= 10;
+    auto wanted = [&](int64_t n) {  // n / scale, when written as the grammar should
+      return (integer ? n % scale == 0 : true) && n % step.digits == 0 &&
+             bounds.Inside(static_cast<double>(n) / static_cast<double>(scale));
+    };
+    bool any = false;
+    for (int64_t n = -40 * scale; n <= 40 * scale; ++n) any = any || wanted(n);
+    if (!any) {
+      JsonGrammarBuilder builder;
+      EXPECT_THROW(builder.AddSchema(schema, "schema"), SchemaError) << schema.dump();
+      continue;
+    }
+    auto grammar = CompileSchema(schema);
+    for (int64_t n = -40 * scale; n <= 40 * scale; ++n) {
+      const int64_t magnitude = n < 0 ? -n : n;
+      std::string fraction = std::to_string(magnitude % scale);
+      fraction.insert(0, step.fraction_digits - fraction.size(), '0');
+      const std::string whole = (n < 0 ? "-" : "") + std::to_string(magnitude / scale);
+      std::string trimmed = fraction;
+      while (!trimmed.empty() && trimmed.back() == '0') trimmed.pop_back();
+      const std::string canonical = trimmed.empty() ? whole : whole + "." + trimmed;
+      ASSERT_EQ(Matches(grammar, canonical), wanted(n)) << schema.dump() << " at " << canonical;
+      if (trimmed.size() < fraction.size()) {  // padded spellings are never written
+        EXPECT_FALSE(Matches(grammar, whole + "." + fraction)) << schema.dump();
+      }
+    }
+    EXPECT_FALSE(Matches(grammar, "-0")) << schema.dump();
+  }
+}
+
 // multipleOf a whole number other than a power of ten (3, 7, 25, 250), with random bounds on both
 // sides: the multiples between them spelled out, every integer in [-1100, 1100] checked; a number
 // takes them as integers. Without both bounds, or with more than 4096 multiples, a 400.
@@ -748,7 +797,11 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"type": "integer", "multipleOf": 2, "maximum": 9})", "schema.multipleOf",
               "needs a lower and an upper bound");
   ExpectError(R"({"type": "number", "multipleOf": 0.25, "minimum": 0})", "schema.multipleOf",
-              "only powers of ten");
+              "needs a lower and an upper bound");
+  ExpectError(R"({"type": "number", "multipleOf": 0.003, "minimum": 0, "maximum": 1000})",
+              "schema.multipleOf", "more than 4096 multiples");
+  ExpectError(R"({"type": "number", "multipleOf": 0.3, "minimum": 1, "maximum": 1})", "schema",
+              "no multiple");
   ExpectError(R"({"type": "number", "multipleOf": 0.125})", "schema.multipleOf", "0.125 has 125");
   ExpectError(R"({"type": "integer", "multipleOf": 1000007})", "schema.multipleOf",
               "takes a lower and an upper bound instead");
