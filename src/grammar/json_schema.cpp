@@ -158,62 +158,29 @@ std::optional<int> PowerOfTen(double value) {
   return power;
 }
 
-void CheckStep(const Json& step, const std::string& at) {
-  if (!step.is_number() || !(step.get<double>() > 0)) {
-    throw SchemaError(at, "must be a number greater than 0");
-  }
-}
-
-// multipleOf as the exponent of its power of ten; nullopt without one. Other steps are
-// BoundedStep's or UnboundedStep's.
+// multipleOf as the exponent of its power of ten; nullopt without one (other steps are
+// NonPowerStep's, compiled before this is asked).
 std::optional<int> MultipleOfPower(const Json& schema, const std::string& where) {
   const auto it = schema.find("multipleOf");
   if (it == schema.end()) return std::nullopt;
-  const std::string at = where + ".multipleOf";
-  CheckStep(*it, at);
   const std::optional<int> power = PowerOfTen(it->get<double>());
-  if (!power) {
-    throw SchemaError(at,
-                      "with bounds, only powers of ten (0.01, 0.1, 1, 10, 100, ...) and whole "
-                      "numbers (between two bounds) are supported, got " +
-                          it->dump());
-  }
-  if (*power > kMaxMultipleOfPower) {
+  if (power && *power > kMaxMultipleOfPower) {
     throw SchemaError(
-        at, "values above 1e" + std::to_string(kMaxMultipleOfPower) + " are not supported");
+        where + ".multipleOf",
+        "values above 1e" + std::to_string(kMaxMultipleOfPower) + " are not supported");
   }
   return power;
 }
 
-// multipleOf other than a power of ten, on a schema without bounds: the step, whose multiples a
-// rule keeps the remainder of (multiple_of.h); nullopt for a power of ten or no multipleOf.
-std::optional<DecimalStep> UnboundedStep(const Json& schema, const std::string& where) {
+// multipleOf other than a power of ten (3, 25, 0.25, 0.3) as digits and an exponent; nullopt for
+// a power of ten or no multipleOf.
+std::optional<DecimalStep> NonPowerStep(const Json& schema, const std::string& where) {
   const auto it = schema.find("multipleOf");
-  if (it == schema.end() || HasBounds(schema)) return std::nullopt;
+  if (it == schema.end()) return std::nullopt;
   const std::string at = where + ".multipleOf";
-  CheckStep(*it, at);
-  if (PowerOfTen(it->get<double>())) return std::nullopt;
-  const std::optional<DecimalStep> step = ParseDecimalStep(it->dump());
-  if (!step) throw SchemaError(at, "has more than 18 significant digits: " + it->dump());
-  const int64_t remainders = MultipleOfRemainders(*step);
-  if (remainders > kMaxMultipleOfRemainders) {
-    throw SchemaError(at,
-                      "without bounds, the grammar keeps the remainder of a number's digits, "
-                      "at most " +
-                          std::to_string(kMaxMultipleOfRemainders) + " of them (" + it->dump() +
-                          " has " + std::to_string(remainders) +
-                          "); a whole-number step takes a lower and an upper bound instead");
+  if (!it->is_number() || !(it->get<double>() > 0)) {
+    throw SchemaError(at, "must be a number greater than 0");
   }
-  return step;
-}
-
-// multipleOf other than a power of ten (3, 25, 0.25, 0.3), on a schema with bounds, whose
-// multiples between the bounds are spelled out; nullopt for a power of ten or no multipleOf.
-std::optional<DecimalStep> BoundedStep(const Json& schema, const std::string& where) {
-  const auto it = schema.find("multipleOf");
-  if (it == schema.end() || !HasBounds(schema)) return std::nullopt;
-  const std::string at = where + ".multipleOf";
-  CheckStep(*it, at);
   if (PowerOfTen(it->get<double>())) return std::nullopt;
   const std::optional<DecimalStep> step = ParseDecimalStep(it->dump());
   if (!step) throw SchemaError(at, "has more than 18 significant digits: " + it->dump());
@@ -355,10 +322,20 @@ int32_t JsonGrammarBuilder::CompileType(const std::string& type, const Json& sch
 // limits a number's fraction digits (0.01: two) and asks nothing of an integer.
 int32_t JsonGrammarBuilder::CompileNumeric(const std::string& type, const Json& schema,
                                            const std::string& where) {
-  if (const std::optional<DecimalStep> step = UnboundedStep(schema, where)) {
-    return MultipleOfRule(grammar_, *step, type == "integer" || step->exponent >= 0);
-  }
-  if (const std::optional<DecimalStep> step = BoundedStep(schema, where)) {
+  if (const std::optional<DecimalStep> step = NonPowerStep(schema, where)) {
+    if (!HasBounds(schema)) {  // the remainder of the digits, kept by the rule
+      const int64_t remainders = MultipleOfRemainders(*step);
+      if (remainders > kMaxMultipleOfRemainders) {
+        throw SchemaError(where + ".multipleOf",
+                          "without bounds, the grammar keeps the remainder of a number's "
+                          "digits, at most " +
+                              std::to_string(kMaxMultipleOfRemainders) + " of them (" +
+                              schema.at("multipleOf").dump() + " has " +
+                              std::to_string(remainders) +
+                              "); a whole-number step takes a lower and an upper bound instead");
+      }
+      return MultipleOfRule(grammar_, *step, type == "integer" || step->exponent >= 0);
+    }
     const bool integers = type == "integer" || step->exponent >= 0;  // a whole step: integers
     const NumericRange range = Bounds(schema, integers ? "integer" : type, where);
     if (!range.lower || !range.upper) {

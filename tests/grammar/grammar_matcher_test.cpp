@@ -92,48 +92,40 @@ TEST(GrammarMatcherTest, MaskEqualsBruteForceForJsonObject) {
   for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 60);
 }
 
-TEST(GrammarMatcherTest, MaskEqualsBruteForceForSchema) {
+// The mask of `schema`'s grammar against trying every token, along random walks of six seeds.
+void CheckSchemaMasks(const char* schema, int steps) {
   JsonGrammarBuilder builder;
-  int32_t root = builder.AddSchema(Json::parse(R"({"type": "object", "properties": {
+  const int32_t root = builder.AddSchema(Json::parse(schema), "schema");
+  const Grammar grammar = std::move(builder).Finish(root);
+  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, steps);
+}
+
+TEST(GrammarMatcherTest, MaskEqualsBruteForceForSchema) {
+  CheckSchemaMasks(R"({"type": "object", "properties": {
       "name": {"type": "string"}, "age": {"type": ["integer", "null"]},
       "when": {"type": "string", "format": "date-time"},
       "tags": {"type": "array", "items": {"enum": ["a", "b\"c", 1.5]}, "maxItems": 3}},
-      "required": ["name", "tags"], "additionalProperties": false})"),
-                                   "schema");
-  Grammar grammar = std::move(builder).Finish(root);
-  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 60);
+      "required": ["name", "tags"], "additionalProperties": false})",
+                   60);
 }
 
 // A host name's labels are counted loops inside a budget of rules (json_prelude.cpp): tokens that
 // span labels and dots must be masked as trying them says.
 TEST(GrammarMatcherTest, MaskEqualsBruteForceForHostnames) {
-  JsonGrammarBuilder builder;
-  int32_t root = builder.AddSchema(
-      Json::parse(R"({"type": "array", "items": {"type": "string", "format": "hostname"}})"),
-      "schema");
-  Grammar grammar = std::move(builder).Finish(root);
-  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 120);
+  CheckSchemaMasks(R"({"type": "array", "items": {"type": "string", "format": "hostname"}})", 120);
 }
 
 // multipleOf without bounds: a rule per remainder and digit count (multiple_of.h), entered and
 // left by tokens of several digits.
 TEST(GrammarMatcherTest, MaskEqualsBruteForceForUnboundedMultiples) {
-  JsonGrammarBuilder builder;
-  int32_t root = builder.AddSchema(Json::parse(R"({"type": "array", "items": {"anyOf": [
-      {"type": "number", "multipleOf": 0.25}, {"type": "integer", "multipleOf": 7}]}})"),
-                                   "schema");
-  Grammar grammar = std::move(builder).Finish(root);
-  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 120);
+  CheckSchemaMasks(R"({"type": "array", "items": {"anyOf": [
+      {"type": "number", "multipleOf": 0.25}, {"type": "integer", "multipleOf": 7}]}})",
+                   120);
 }
 
 // Pattern classes of non-ASCII characters: a byte set a UTF-8 position (string_pattern.cpp).
 TEST(GrammarMatcherTest, MaskEqualsBruteForceForNonAsciiClasses) {
-  JsonGrammarBuilder builder;
-  int32_t root = builder.AddSchema(
-      Json::parse(R"({"type": "string", "pattern": "^[a-z\u00e0-\u00ff\u4e00-\u9fff]+$"})"),
-      "schema");
-  Grammar grammar = std::move(builder).Finish(root);
-  for (uint32_t seed = 1; seed <= 6; ++seed) CheckMaskAgainstBruteForce(grammar, seed, 80);
+  CheckSchemaMasks(R"({"type": "string", "pattern": "^[a-z\u00e0-\u00ff\u4e00-\u9fff]+$"})", 80);
 }
 
 // Nesting up to the matcher's depth limit and past it: a cache's token opens levels above its
