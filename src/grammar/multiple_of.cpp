@@ -63,7 +63,7 @@ class RemainderWriter {
         [&](int64_t r) { return int_live_[1][r]; });
     const int32_t root = g_.NewRule();
     g_.AddAlternative(root, {Element::Rule(magnitude)});
-    g_.AddAlternative(root, {Element::Bytes(g_.Intern(Set("-"))), Element::Rule(magnitude)});
+    g_.AddAlternative(root, {g_.Byte('-'), Element::Rule(magnitude)});
     return root;
   }
 
@@ -73,11 +73,6 @@ class RemainderWriter {
   bool AfterEnds(int64_t r) const { return r * Power10Mod(s_, m_) % m_ == 0; }
   bool FracEnds(int64_t r, int j) const { return j >= 1 && r * Power10Mod(s_ - j, m_) % m_ == 0; }
 
-  static ByteSet Set(const char* chars) {
-    ByteSet set;
-    for (const char* c = chars; *c != '\0'; ++c) set.set(static_cast<unsigned char>(*c));
-    return set;
-  }
   // The digits whose bits are set in `digits` (bit d: digit d).
   Element Digits(uint32_t digits) {
     ByteSet set;
@@ -120,7 +115,7 @@ class RemainderWriter {
     const int32_t made = rule;
     if (AfterEnds(r)) g_.AddAlternative(made, {});
     if (fractions_ && frac_live_[0][r]) {
-      g_.AddAlternative(made, {Element::Bytes(g_.Intern(Set("."))), Element::Rule(Frac(r, 0))});
+      g_.AddAlternative(made, {g_.Byte('.'), Element::Rule(Frac(r, 0))});
     }
     return made;
   }

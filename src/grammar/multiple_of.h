@@ -2,7 +2,7 @@
 // step, whatever the step (5, 60, 0.25, 0.3). A number's digits are read as one integer N (its
 // integer part, then its fraction digits, padded to the step's), and N's remainder modulo the
 // step's digits is the rule's state: a finite automaton, one rule a state and a digit count.
-// (Bounded multiples of a whole step are numeric_range.h's MultiplesRule.)
+// (Multiples between two bounds are numeric_range.h's MultiplesRule.)
 #pragma once
 
 #include <cstdint>
