@@ -10,6 +10,7 @@
 
 #include "grammar/multiple_of.h"
 #include "grammar/numeric_range.h"
+#include "grammar/schema_shape.h"
 
 namespace mkserve::grammar {
 namespace {
@@ -212,6 +213,7 @@ JsonGrammarBuilder::JsonGrammarBuilder() {
 }
 
 int32_t JsonGrammarBuilder::AddSchema(const Json& schema, const std::string& where) {
+  CheckSchemaShape(schema, where);  // a document that is no JSON Schema, before what is supported
   document_ = &schema;
   document_where_ = where;
   int32_t rule = Compile(schema, where);

@@ -5,6 +5,8 @@
 #include <functional>
 #include <set>
 
+#include "grammar/schema_shape.h"
+#include "server/error.h"
 #include "server/generation_request.h"
 #include "server/json_fields.h"
 
@@ -47,6 +49,12 @@ ToolDefinition ParseFunctionTool(const JsonFields& function,
                      "a function's parameters are an object: give the schema 'type': 'object'");
       }
       definition.parameters["type"] = "object";
+    }
+    // Checked whether or not a call is forced: the template shows the schema to the model.
+    try {
+      grammar::CheckSchemaShape(*parameters, definition.parameters_param);
+    } catch (const grammar::SchemaError& e) {
+      throw ApiError(ErrorKind::kInvalidRequest, e.what(), e.where());
     }
   }
   function.Bool("strict");  // typed; the schema binds whenever the output is constrained

@@ -246,6 +246,24 @@ TEST(ChatRequestTest, ToolParametersAreAnObjectAndNamesArePlain) {
   EXPECT_EQ(ParseChatRequest(body).tools[0].name, std::string(64, 'a'));
 }
 
+// A schema that is no JSON Schema is refused even when no call is forced (the template would
+// show it to the model as it is), naming the culprit inside it.
+TEST(ChatRequestTest, ToolParametersMustBeJsonSchema) {
+  Json body = MinimalChat();
+  body["tools"] = {WeatherTool()};
+  body["tools"][0]["function"]["parameters"]["properties"]["city"]["type"] = "strnig";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(),
+            "tools[0].function.parameters.properties.city.type");
+  body["tools"] = {WeatherTool()};
+  body["tools"][0]["function"]["parameters"]["required"] = "city";
+  EXPECT_EQ(ExpectApiError([&] { ParseChatRequest(body); }).param(),
+            "tools[0].function.parameters.required");
+  // Valid JSON Schema the grammar compiler would refuse passes while nothing is constrained.
+  body["tools"] = {WeatherTool()};
+  body["tools"][0]["function"]["parameters"]["properties"]["city"]["oneOf"] = {{{"minLength", 1}}};
+  EXPECT_EQ(ParseChatRequest(body).tools.size(), 1u);
+}
+
 TEST(ChatRequestTest, AssistantToolCallsAndToolResults) {
   Json body = MinimalChat();
   body["messages"].push_back(
