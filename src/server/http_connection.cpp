@@ -46,10 +46,27 @@ std::string_view OriginForm(std::string_view target) {
   return path == std::string_view::npos ? std::string_view("/") : target.substr(path);
 }
 
-// A body this server can read: by Content-Length, or by the chunked coding alone. Any other
-// transfer coding (gzip, identity, chunked not last) is refused before the body is read, and the
-// connection closed: an unread body would otherwise be taken for the next request.
-std::optional<HttpResponse> FramingError(const http::request<http::string_body>& head) {
+// A request head refused before its body is read (the connection then closes: an unread body
+// would otherwise be taken for the next request). A body this server can read comes by
+// Content-Length or by the chunked coding alone (any other transfer coding: 501) and is not
+// compressed (any content coding but identity: 415, rather than a gzip body read as bad JSON);
+// an HTTP/1.1 request names exactly one Host (RFC 9112 asks a 400 otherwise).
+std::optional<HttpResponse> HeadError(const http::request<http::string_body>& head) {
+  auto refuse = [](int status, const std::string& message) {
+    HttpResponse response = ErrorResponse(ApiError(ErrorKind::kInvalidRequest, message));
+    response.status = status;
+    return std::optional<HttpResponse>(std::move(response));
+  };
+  if (head.version() >= 11 && head.count(http::field::host) != 1) {
+    return refuse(400, "an HTTP/1.1 request needs exactly one Host header");
+  }
+  for (const auto& field : head) {
+    if (field.name() != http::field::content_encoding) continue;
+    const std::string coding = Lower(field.value());
+    if (coding.find_first_not_of(" \t") == std::string::npos || coding == "identity") continue;
+    return refuse(415, "Content-Encoding '" + std::string(field.value()) +
+                           "' is not supported: send the body uncompressed");
+  }
   std::string codings;
   for (const auto& field : head) {
     if (field.name() != http::field::transfer_encoding) continue;
@@ -61,21 +78,18 @@ std::optional<HttpResponse> FramingError(const http::request<http::string_body>&
   for (char c : codings) {
     if (c != ' ' && c != '\t') compact += c;
   }
-  std::optional<HttpResponse> error;
   if (compact != "chunked") {
-    error = ErrorResponse(ApiError(ErrorKind::kInvalidRequest,
-                                   "Transfer-Encoding '" + codings +
-                                       "' is not supported: send the body with Content-Length "
-                                       "or 'Transfer-Encoding: chunked' alone"));
-    error->status = 501;  // a coding the server does not implement
-  } else if (head.count(http::field::content_length) > 0 || head.version() < 11) {
-    error = ErrorResponse(ApiError(
-        ErrorKind::kInvalidRequest,
-        head.version() < 11 ? "HTTP/1.0 has no chunked transfer coding"
-                            : "a request with both Transfer-Encoding and Content-Length is "
-                              "ambiguous; send one of them"));
+    return refuse(501, "Transfer-Encoding '" + codings +
+                           "' is not supported: send the body with Content-Length or "
+                           "'Transfer-Encoding: chunked' alone");
   }
-  return error;
+  if (head.count(http::field::content_length) > 0 || head.version() < 11) {
+    return refuse(400, head.version() < 11
+                           ? "HTTP/1.0 has no chunked transfer coding"
+                           : "a request with both Transfer-Encoding and Content-Length is "
+                             "ambiguous; send one of them");
+  }
+  return std::nullopt;
 }
 
 HttpRequest ToHttpRequest(http::request<http::string_body>& message) {
@@ -195,7 +209,7 @@ void HttpConnection::EndReadDeadline() {
 
 void HttpConnection::OnHead(beast::error_code error) {
   if (error) return OnRead(error);
-  if (std::optional<HttpResponse> refused = FramingError(parser_->get())) {
+  if (std::optional<HttpResponse> refused = HeadError(parser_->get())) {
     EndReadDeadline();
     return AnswerAndClose(std::move(*refused));
   }

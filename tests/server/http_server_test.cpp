@@ -211,6 +211,31 @@ TEST_F(HttpServerTest, OtherTransferCodingsAreRefusedAndTheConnectionClosed) {
   EXPECT_EQ(chunked.rfind("HTTP/1.1 200", 0), 0u) << chunked;
 }
 
+// A compressed body is refused by name (415) rather than read as text; "identity" is no coding.
+// An HTTP/1.1 request without a Host, or with two, is a 400 (RFC 9112); HTTP/1.0 needs none.
+TEST_F(HttpServerTest, CompressedBodiesAndHostlessRequestsAreRefusedByName) {
+  const std::string body = "{\"ok\":true}";
+  auto post = [&](const std::string& headers) {
+    return Exchange("POST /echo HTTP/1.1\r\nAuthorization: Bearer sekret\r\n" + headers +
+                        "Content-Length: " + std::to_string(body.size()) +
+                        "\r\nConnection: close\r\n\r\n" + body,
+                    "\r\n\r\n{");
+  };
+  for (const char* coding : {"gzip", "br", "Deflate", "gzip, identity"}) {
+    const std::string answer = post("Host: x\r\nContent-Encoding: " + std::string(coding) + "\r\n");
+    EXPECT_EQ(answer.rfind("HTTP/1.1 415", 0), 0u) << coding << ": " << answer;
+    EXPECT_NE(answer.find("send the body uncompressed"), std::string::npos) << answer;
+  }
+  EXPECT_EQ(post("Host: x\r\nContent-Encoding: identity\r\n").rfind("HTTP/1.1 200", 0), 0u);
+  for (const char* hosts : {"", "Host: x\r\nHost: y\r\n"}) {
+    const std::string answer = post(hosts);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << hosts << ": " << answer;
+    EXPECT_NE(answer.find("Host header"), std::string::npos) << answer;
+  }
+  const std::string old = Exchange("GET /public HTTP/1.0\r\n\r\n", "{\"ok\":true}");
+  EXPECT_EQ(old.rfind("HTTP/1.0 200", 0), 0u) << old;
+}
+
 // A proxy may send the absolute form of a target; a server must take it (RFC 9112).
 TEST_F(HttpServerTest, AnAbsoluteFormTargetIsServedAsItsPath) {
   const std::string answer =
