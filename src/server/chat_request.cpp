@@ -344,7 +344,7 @@ void RejectUnhonouredFields(const JsonFields& fields) {
                    "this model has no verbosity control; send 'medium' or leave it out");
     }
   }
-  fields.Object("metadata");
+  fields.Metadata("metadata");  // checked as OpenAI checks it; nothing is stored
   fields.Object("prediction");
 }
 

@@ -36,21 +36,6 @@ ConversationStore& EnabledStore(const ServerState& state) {
   return store;
 }
 
-// OpenAI's metadata: at most 16 string values, keys of at most 64 characters, values of 512.
-Json ParseMetadata(const Json& body) {
-  const auto it = body.find("metadata");
-  if (it == body.end() || it->is_null()) return Json::object();
-  if (!it->is_object()) ThrowInvalid("metadata", "expected an object, got " + JsonTypeName(*it));
-  if (it->size() > 16) ThrowInvalid("metadata", "at most 16 keys");
-  for (const auto& [key, value] : it->items()) {
-    if (key.size() > 64) ThrowInvalid("metadata", "keys are at most 64 characters");
-    if (!value.is_string() || value.get<std::string>().size() > 512) {
-      ThrowInvalid("metadata." + key, "must be a string of at most 512 characters");
-    }
-  }
-  return *it;
-}
-
 Json ConversationJson(const Conversation& conversation) {
   return {{"id", conversation.id},
           {"object", "conversation"},
@@ -129,7 +114,7 @@ HttpResponse HandleConversations(const ServerState& state, const HttpRequest& ht
   Conversation conversation;
   conversation.id = meta.id;
   conversation.created_at = meta.created_unix_s;
-  conversation.metadata = ParseMetadata(body);
+  conversation.metadata = JsonFields(body, "").Metadata("metadata");
   AddItems(conversation, BodyItems(body, /*required=*/false));
   if (!store.Put(conversation)) {
     ThrowInvalid("items", "the conversation is larger than the whole store (--response-store-mb)");
@@ -153,7 +138,7 @@ HttpResponse HandleConversation(const ServerState& state, const HttpRequest& htt
     if (method == "POST") {  // metadata, replaced whole
       const Json body = ParseJsonBody(http.body);
       if (!body.contains("metadata")) ThrowInvalid("metadata", "is required");
-      const Json metadata = ParseMetadata(body);
+      const Json metadata = JsonFields(body, "").Metadata("metadata");
       Conversation updated;
       if (!store.Update(path.id, [&](Conversation& c) {
             c.metadata = metadata;

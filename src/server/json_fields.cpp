@@ -219,4 +219,17 @@ const Json* JsonFields::Object(const std::string& name) const {
   return value;
 }
 
+Json JsonFields::Metadata(const std::string& name) const {
+  const Json* metadata = Object(name);
+  if (metadata == nullptr) return Json::object();
+  if (metadata->size() > 16) ThrowInvalid(Param(name), "at most 16 keys");
+  for (const auto& [key, value] : metadata->items()) {
+    if (key.size() > 64) ThrowInvalid(Param(name), "keys are at most 64 characters");
+    if (!value.is_string() || value.get<std::string>().size() > 512) {
+      ThrowInvalid(Param(name) + "." + key, "must be a string of at most 512 characters");
+    }
+  }
+  return *metadata;
+}
+
 }  // namespace mkserve::server

@@ -39,6 +39,9 @@ class JsonFields {
   // Present and of JSON type array / object; throws when present with another type.
   const Json* Array(const std::string& name) const;
   const Json* Object(const std::string& name) const;
+  // OpenAI's metadata: at most 16 string values, keys of at most 64 bytes, values of 512; an
+  // empty object when absent.
+  Json Metadata(const std::string& name) const;
 
  private:
   const Json& object_;

@@ -254,7 +254,6 @@ void RejectUnhonouredFields(const JsonFields& fields) {
       ThrowInvalid("service_tier", "this server has one tier; send 'auto' or 'default'");
     }
   }
-  fields.Object("metadata");
   if (const Json* n = fields.Get("n"); n != nullptr && *n != 1) {
     ThrowInvalid("n", "a response has one output; send several requests for several");
   }
@@ -406,7 +405,7 @@ ResponsesRequest ParseResponsesRequest(const Json& body, const Json& context) {
   echo["temperature"] = chat.generation.sampling.temperature;
   echo["top_p"] = chat.generation.sampling.top_p;
   echo["parallel_tool_calls"] = chat.parallel_tool_calls;
-  echo["metadata"] = fields.Get("metadata") != nullptr ? *fields.Get("metadata") : Json::object();
+  echo["metadata"] = fields.Metadata("metadata");
   echo["user"] = chat.generation.user.empty() ? Json(nullptr) : Json(chat.generation.user);
   const Json* previous = fields.Get("previous_response_id");
   echo["previous_response_id"] = previous != nullptr ? *previous : Json(nullptr);

@@ -68,6 +68,28 @@ TEST(JsonFieldsTest, RangeChecksBothEnds) {
   EXPECT_DOUBLE_EQ(*fields.Number("ok", 0, 2), 1.5);
 }
 
+// OpenAI's metadata rule, one reader for chat, responses and conversations.
+TEST(JsonFieldsTest, MetadataIsAtMostSixteenShortStrings) {
+  Json body = {{"metadata", {{"k", "v"}}}};
+  EXPECT_EQ(JsonFields(body, "").Metadata("metadata"), body["metadata"]);
+  EXPECT_EQ(JsonFields(Json::object(), "").Metadata("metadata"), Json::object());
+  body["metadata"] = nullptr;
+  EXPECT_EQ(JsonFields(body, "").Metadata("metadata"), Json::object());
+  auto culprit = [](const Json& metadata) {
+    Json request = {{"metadata", metadata}};
+    return ExpectApiError([&] { JsonFields(request, "").Metadata("metadata"); }).param();
+  };
+  Json many = Json::object();
+  for (int i = 0; i < 16; ++i) many["k" + std::to_string(i)] = "v";
+  EXPECT_EQ(JsonFields(Json{{"metadata", many}}, "").Metadata("metadata").size(), 16u);
+  many["k16"] = "v";
+  EXPECT_EQ(culprit(many), "metadata");
+  EXPECT_EQ(culprit({{std::string(65, 'k'), "v"}}), "metadata");
+  EXPECT_EQ(culprit({{"n", 3}}), "metadata.n");
+  EXPECT_EQ(culprit({{"s", std::string(513, 'v')}}), "metadata.s");
+  EXPECT_EQ(culprit("text"), "metadata");
+}
+
 TEST(JsonFieldsTest, IntegerAcceptsWholeDoublesOnly) {
   Json object = {{"whole", 3.0}, {"fraction", 3.5}, {"big", 1e30}};
   JsonFields fields(object, "");
