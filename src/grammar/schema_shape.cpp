@@ -18,14 +18,16 @@ enum class Shape {
   kNumber,            // minimum, maximum
   kNumberOrBool,      // exclusiveMinimum, exclusiveMaximum (booleans in draft 4)
   kPositiveNumber,    // multipleOf
-  kString,            // $ref, format, pattern, title, ...
-  kArray,             // enum, examples
+  kString,            // $ref, format, pattern, ...
+  kArray,             // enum
   kNames,             // required: an array of distinct strings
-  kBool,              // uniqueItems, readOnly, ...
+  kBool,              // uniqueItems
   kNamesMap,          // dependentRequired: an object of name arrays
   kSchemaOrNamesMap,  // dependencies (before 2019-09): an object of schemas or name arrays
 };
 
+// Annotations (title, description, examples, readOnly, ...) are left out: a wrong type there
+// changes no schema's meaning, and the compiler ignores them too.
 const std::map<std::string, Shape>& KeywordShapes() {
   static const std::map<std::string, Shape> kShapes = {
       {"additionalProperties", Shape::kSchema},
@@ -68,20 +70,11 @@ const std::map<std::string, Shape>& KeywordShapes() {
       {"$anchor", Shape::kString},
       {"$dynamicRef", Shape::kString},
       {"$dynamicAnchor", Shape::kString},
-      {"$comment", Shape::kString},
-      {"title", Shape::kString},
-      {"description", Shape::kString},
       {"format", Shape::kString},
       {"pattern", Shape::kString},
-      {"contentMediaType", Shape::kString},
-      {"contentEncoding", Shape::kString},
       {"enum", Shape::kArray},
-      {"examples", Shape::kArray},
       {"required", Shape::kNames},
       {"uniqueItems", Shape::kBool},
-      {"deprecated", Shape::kBool},
-      {"readOnly", Shape::kBool},
-      {"writeOnly", Shape::kBool},
       {"dependentRequired", Shape::kNamesMap},
       {"dependencies", Shape::kSchemaOrNamesMap},
   };

@@ -4,9 +4,9 @@
 // call is forced or strict, when json_schema.h compiles it and refuses what it cannot generate.
 // A schema that is not valid JSON Schema ("type": "strnig", "required": "city") is a client error
 // in both cases: OpenAI refuses it up front, and a model shown it could only guess. This check
-// follows the meta-schema's value types for the keywords of drafts 4 to 2020-12 (a schema is an
-// object or a boolean; "type" names JSON types; counts are non-negative integers; subschemas
-// are schemas) and leaves unknown keywords alone, as JSON Schema does.
+// follows the meta-schema's value types for the keywords of drafts 4 to 2020-12 that constrain
+// values (a schema is an object or a boolean; "type" names JSON types; counts are non-negative
+// integers; subschemas are schemas) and leaves annotations and unknown keywords alone.
 #pragma once
 
 #include <string>

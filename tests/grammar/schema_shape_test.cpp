@@ -39,6 +39,7 @@ TEST(SchemaShapeTest, AcceptsValidSchemasWhateverTheCompilerSupports) {
           R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "definitions": {}, "$ref": "#/$defs/a"})",
           R"({"dependentRequired": {"a": ["b"]}, "dependencies": {"c": ["d"], "e": {}}})",
           R"({"if": {}, "then": {}, "else": false, "x-vendor": [1, {"type": 7}]})",
+          R"({"description": 5, "title": ["t"], "examples": "e", "readOnly": "no"})",
           R"({"properties": {"type": {"type": "string"}, "required": {"type": "boolean"}}})",
       }) {
     EXPECT_EQ(Culprit(schema), "") << schema;
@@ -75,7 +76,6 @@ TEST(SchemaShapeTest, NamesThePathOfWhatIsNoJsonSchema) {
       {R"({"enum": "a"})", "p.enum"},
       {R"({"$ref": 5})", "p.$ref"},
       {R"({"pattern": 5})", "p.pattern"},
-      {R"({"description": ["d"]})", "p.description"},
       {R"({"uniqueItems": "yes"})", "p.uniqueItems"},
       {R"({"additionalProperties": "no"})", "p.additionalProperties"},
       {R"({"$defs": {"a": {"not": null}}})", "p.$defs.a.not"},
