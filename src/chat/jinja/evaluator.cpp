@@ -26,35 +26,50 @@ auto WithLine(int line, Fn&& fn) -> decltype(fn()) {
   }
 }
 
-// The `loop` object of one iteration. Its keys are distinct, so the entries are filled in place
-// without Set's search: a long agent conversation makes millions of these (21 % of a 2,500-round
-// render went to the searches).
-Value MakeLoopObject(size_t index, const std::vector<Value>& items) {
-  static const std::string kKeys[] = {"index",  "index0",   "revindex", "revindex0",
-                                      "first",  "last",     "length",   "depth",
-                                      "depth0", "previtem", "nextitem", "cycle"};
-  auto loop = std::make_shared<Object>();
-  int64_t i = static_cast<int64_t>(index), n = static_cast<int64_t>(items.size());
-  const Value values[] = {Value(i + 1),
-                          Value(i),
-                          Value(n - i),
-                          Value(n - i - 1),
-                          Value(i == 0),
-                          Value(i == n - 1),
-                          Value(n),
-                          Value(1),
-                          Value(0),
-                          i > 0 ? items[index - 1] : Value::MakeUndefined("previtem"),
-                          i + 1 < n ? items[index + 1] : Value::MakeUndefined("nextitem"),
-                          Value(Function([i](CallArgs& args) {
-                            if (args.positional.empty())
-                              throw TemplateError("loop.cycle() needs at least one value");
-                            return args.positional[i % args.positional.size()];
-                          }))};
-  loop->entries.resize(std::size(kKeys));
-  for (size_t k = 0; k < std::size(kKeys); ++k) loop->entries[k] = {kKeys[k], values[k]};
-  return Value(std::move(loop));
-}
+// The `loop` object of a for statement: one for all its iterations, as jinja2's LoopContext is,
+// its values rewritten in place as the loop moves on. North's template scans every earlier call
+// id for each tool result, so a long agent conversation runs millions of iterations: a new
+// object each (12 entries and a cycle() closure) took 20 % of a 700-round render.
+class LoopObject {
+ public:
+  explicit LoopObject(const std::vector<Value>& items)
+      : items_(items), object_(std::make_shared<Object>()), index_(std::make_shared<int64_t>(0)) {
+    static const std::string kKeys[] = {"index",  "index0",   "revindex", "revindex0",
+                                        "first",  "last",     "length",   "depth",
+                                        "depth0", "previtem", "nextitem", "cycle"};
+    object_->entries.resize(std::size(kKeys));
+    for (size_t k = 0; k < std::size(kKeys); ++k) object_->entries[k].first = kKeys[k];
+    const int64_t n = static_cast<int64_t>(items.size());
+    object_->entries[6].second = Value(n);
+    object_->entries[7].second = Value(1);
+    object_->entries[8].second = Value(0);
+    object_->entries[11].second = Value(Function([index = index_](CallArgs& args) {
+      if (args.positional.empty()) throw TemplateError("loop.cycle() needs at least one value");
+      return args.positional[*index % args.positional.size()];
+    }));
+  }
+
+  Value value() const { return Value(object_); }
+
+  void MoveTo(size_t index) {
+    const int64_t i = static_cast<int64_t>(index), n = static_cast<int64_t>(items_.size());
+    *index_ = i;
+    auto& entries = object_->entries;
+    entries[0].second = Value(i + 1);
+    entries[1].second = Value(i);
+    entries[2].second = Value(n - i);
+    entries[3].second = Value(n - i - 1);
+    entries[4].second = Value(i == 0);
+    entries[5].second = Value(i == n - 1);
+    entries[9].second = i > 0 ? items_[index - 1] : Value::MakeUndefined("previtem");
+    entries[10].second = i + 1 < n ? items_[index + 1] : Value::MakeUndefined("nextitem");
+  }
+
+ private:
+  const std::vector<Value>& items_;
+  std::shared_ptr<Object> object_;
+  std::shared_ptr<int64_t> index_;  // cycle()'s: the closure must not own the object it sits in
+};
 
 }  // namespace
 
@@ -149,11 +164,13 @@ Evaluator::Flow Evaluator::ExecuteFor(const ForStmt& stmt, std::string& out) {
     BindLoopTargets(stmt, item);
     if (!stmt.filter || Eval(*stmt.filter).Truthy()) items.push_back(item);
   }
+  LoopObject loop(items);
   for (size_t i = 0; i < items.size(); ++i) {
     if (++loop_iterations_ > kMaxLoopIterations)
       throw TemplateError("the template runs too many loop iterations");
     BindLoopTargets(stmt, items[i]);
-    Assign("loop", MakeLoopObject(i, items));
+    loop.MoveTo(i);
+    Assign("loop", loop.value());
     if (Execute(stmt.body, out) == Flow::kBreak) break;
   }
   frames_.pop_back();

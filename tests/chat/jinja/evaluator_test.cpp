@@ -32,6 +32,13 @@ TEST(EvaluatorTest, LoopVariablesAndFilters) {
           "{{ loop.revindex0 }}{{ loop.length }}{{ loop.first }}{{ loop.last }}{{ loop.previtem }}-"
           "{{ loop.nextitem }}{{ loop.cycle('a', 'b') }};{% endfor %}"),
       "10323TrueFalse-7a;21213FalseFalse5-8b;32103FalseTrue7-a;");
+  // As jinja2's LoopContext, `loop` is one object that moves on: a kept reference sees the last
+  // iteration, and a nested loop's own `loop` leaves the outer one as it was.
+  EXPECT_EQ(RenderText("{% set ns = namespace(l=none) %}{% for x in 'abc' %}{% if loop.first %}"
+                       "{% set ns.l = loop %}{% endif %}{% for y in 'de' %}{% endfor %}"
+                       "{{ loop.index }}{% endfor %}{{ ns.l.index }}{{ ns.l.previtem }}"
+                       "{{ ns.l.cycle(1, 2, 3, 4) }}"),
+            "1233b3");
   EXPECT_EQ(RenderText("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}{{ v }}{% endfor %}"),
             "a1b2");
   EXPECT_EQ(RenderText("{% for c in 'hé' %}[{{ c }}]{% endfor %}{% for x in missing %}no{% else "
