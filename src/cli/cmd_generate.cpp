@@ -266,7 +266,8 @@ std::unique_ptr<Engine> MakeEngine(const GenerateOptions& options, int64_t promp
   EngineOptions engine_options;
   engine_options.max_batch = 1;
   if (tokenizer) {
-    engine_options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(tokenizer);
+    engine_options.text_decoder =
+        std::make_shared<server::TokenizerTextDecoder>(tokenizer, chat::Command4Markers());
   }
   return std::make_unique<Engine>(std::move(backend), engine_options);
 }

@@ -480,7 +480,8 @@ std::unique_ptr<server::ServedModel> LoadModel(const ServeFlags& flags) {
   options.step_timeout = Milliseconds(flags.step_timeout_s);
   options.first_step_timeout = Milliseconds(flags.first_step_timeout_s);
   options.decode_lookahead = flags.decode_lookahead;
-  options.text_decoder = std::make_shared<server::TokenizerTextDecoder>(model->tokenizer);
+  options.text_decoder =
+      std::make_shared<server::TokenizerTextDecoder>(model->tokenizer, chat::Command4Markers());
   model->engine = std::make_unique<Engine>(std::move(backend), options);
   warm_grammar.get();
   return model;

@@ -2,7 +2,8 @@
 //
 //  - EOS ids (unless ignore_eos) and stop_token_ids end with "stop"; the token is not emitted.
 //  - Stop strings end with "stop"; the text after the match is never emitted, nor the match
-//    itself unless include_stop_str_in_output. Text that could still be the start of a stop
+//    itself unless include_stop_str_in_output. A whole token's text (a special token, a chat
+//    marker) is matched whole or not at all. Text that could still be the start of a stop
 //    string is withheld until the next tokens decide it. Every piece of text released is
 //    checked, including what the decoder held back (e.g. an incomplete UTF-8 sequence, released
 //    as U+FFFD) and lets go only at the end.
@@ -17,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -55,12 +57,19 @@ class StopChecker {
   // When a stop string is in the pending text: the text before it (pending is cleared) and the
   // string in `matched`.
   std::optional<std::string> CutAtStopString(std::string& matched);
+  // Whether a stop string may start at `begin` of pending_ and end at `end` (past pending_'s end
+  // while undecided): it must not cut a whole token's text in two.
+  bool MatchKeepsWholeTokens(size_t begin, size_t end) const;
+  void AddPending(TokenText piece);
+  std::string TakePending();  // all of pending_
 
   const SamplingParams& params_;
   std::vector<int32_t> stop_token_ids_;
   int64_t max_model_len_;
   std::unique_ptr<TokenTextStream> text_;
   std::string pending_;
+  // [begin, end) of each whole token's text in pending_ (TokenText::whole_bytes).
+  std::vector<std::pair<size_t, size_t>> pending_whole_;
   bool stop_strings_apply_ = false;  // min_tokens reached as of the last token
 };
 

@@ -21,12 +21,20 @@ inline bool IsHidden(const HiddenTokens* hidden, int32_t token_id) {
          (*hidden)[static_cast<size_t>(token_id)];
 }
 
+// The text that became final with one token. When the token is a whole token (a special token
+// or a chat marker such as <|START_TEXT|>), its text is the last `whole_bytes` bytes: a stop
+// string matches that text whole or not at all, so "TEXT" never cuts a marker in two.
+struct TokenText {
+  std::string text;
+  size_t whole_bytes = 0;
+};
+
 // Incremental detokenization of one sequence's output.
 class TokenTextStream {
  public:
   virtual ~TokenTextStream() = default;
-  // The text that became final with `token_id`; empty while e.g. a UTF-8 character is incomplete.
-  virtual std::string Append(int32_t token_id) = 0;
+  // Empty text while e.g. a UTF-8 character is incomplete.
+  virtual TokenText Append(int32_t token_id) = 0;
   // Whatever is still held back when generation ends (e.g. U+FFFD for a dangling byte sequence).
   virtual std::string Flush() = 0;
 };

@@ -212,6 +212,21 @@ test('include_stop_str_in_output ends the text with the match, streaming and not
   assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'one two STOP');
 });
 
+// "TEXT" and "THINKING|>" occur only inside the script's markers, which a stop string matches
+// whole or not at all: the answer is parsed as without them, up to the real "STOP".
+test('stop strings never cut a marker in two, streaming and not', async () => {
+  const body = { messages: user('stopword'), stop: ['TEXT', 'THINKING|>', '|><|', 'STOP'], max_tokens: 100 };
+  const response = await openai.chat.completions.create(body);
+  assert.equal(response.choices[0].message.reasoning_content, 'Thinking.');
+  assert.equal(response.choices[0].message.content, 'one two ');
+  assert.equal(response.choices[0].finish_reason, 'stop');
+  const chunks = await collect(await openai.chat.completions.create({ ...body, stream: true }));
+  assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'one two ');
+  const marker = await openai.chat.completions.create({ ...body, stop: ['<|END_TEXT|>'], include_stop_str_in_output: true });
+  assert.equal(marker.choices[0].message.content, 'one two STOP three');
+  assert.equal(marker.choices[0].finish_reason, 'stop');
+});
+
 test('reasoning off through chat_template_kwargs', async () => {
   const response = await openai.chat.completions.create({
     messages: user('direct'), max_tokens: 50, chat_template_kwargs: { enable_thinking: false } });

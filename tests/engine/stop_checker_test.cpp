@@ -142,9 +142,9 @@ TEST(StopCheckerTest, MinTokensDefersEveryStop) {
 // UTF-8 sequence and releases it as U+FFFD at the end.
 class HoldingStream : public TokenTextStream {
  public:
-  std::string Append(int32_t) override {
+  TokenText Append(int32_t) override {
     held_ += "\xEF\xBF\xBD";
-    return "";
+    return {};
   }
   std::string Flush() override { return std::exchange(held_, {}); }
 
@@ -184,6 +184,62 @@ TEST(StopCheckerTest, AStopTokenNamesTheStopStringItsReleasedTextHeld) {
   EXPECT_EQ(last.text, "");
   EXPECT_EQ(last.finish, FinishReason::kStop);
   EXPECT_EQ(last.stop_string, params.stop[0]);
+}
+
+// Ids 0 "a ", 1 "<|START_TEXT|>" and 3 "<|END_TEXT|>" (whole tokens, as chat's markers), 2 "TEXT",
+// 4 "|>", 5 "b".
+const testing::FakeTextDecoder kMarkerDecoder({"a ", "<|START_TEXT|>", "TEXT", "<|END_TEXT|>", "|>",
+                                               "b"},
+                                              {1, 3});
+
+Outcome FeedMarkers(const SamplingParams& params, const std::vector<int32_t>& tokens) {
+  std::vector<int32_t> eos = {kEos};
+  StopChecker checker(params, eos, 1000, kMarkerDecoder.NewStream({}, nullptr));
+  Outcome run;
+  for (size_t i = 0; i < tokens.size() && run.finish == FinishReason::kNone; ++i) {
+    StopOutcome out = checker.Append(tokens[i], i + 1, i + 6);
+    run.text += out.text;
+    run.finish = out.finish;
+    run.stop_string = out.stop_string;
+  }
+  return run;
+}
+
+TEST(StopCheckerTest, AStopStringNeverCutsAMarkerInTwo) {
+  Outcome run = FeedMarkers(Params({"TEXT"}), {1, 0, 2, 0});
+  EXPECT_EQ(run.text, "<|START_TEXT|>a ");  // the marker's "TEXT" is not a match
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+  // Across a marker's edge: no match at all.
+  run = FeedMarkers(Params({"|>a", "T|"}), {1, 0, 3, 5});
+  EXPECT_EQ(run.text, "<|START_TEXT|>a <|END_TEXT|>b");
+  EXPECT_EQ(run.finish, FinishReason::kNone);
+  // Ordinary tokens still match across their edges: "|>" then "b".
+  run = FeedMarkers(Params({"|>b"}), {0, 4, 5});
+  EXPECT_EQ(run.text, "a ");
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+}
+
+TEST(StopCheckerTest, AStopStringMatchesWholeMarkers) {
+  Outcome run = FeedMarkers(Params({"<|END_TEXT|>"}), {0, 3, 5});
+  EXPECT_EQ(run.text, "a ");
+  EXPECT_EQ(run.stop_string, "<|END_TEXT|>");
+  run = FeedMarkers(Params({"a <|END_TEXT|>b"}), {0, 3, 5});
+  EXPECT_EQ(run.text, "");
+  EXPECT_EQ(run.finish, FinishReason::kStop);
+}
+
+// Text is withheld only while a match that keeps markers whole could still come: a stop string
+// that would start inside the marker does not hold it back.
+TEST(StopCheckerTest, AMarkersTailIsNotWithheld) {
+  std::vector<int32_t> eos = {kEos};
+  SamplingParams params = Params({"TEXT|>b", "<|START_TEXT|>a"});
+  StopChecker checker(params, eos, 1000, kMarkerDecoder.NewStream({}, nullptr));
+  EXPECT_EQ(checker.Append(0, 1, 6).text, "a ");
+  EXPECT_EQ(checker.Append(3, 2, 7).text, "<|END_TEXT|>");
+  EXPECT_EQ(checker.Append(1, 3, 8).text, "");  // may start "<|START_TEXT|>a"
+  StopOutcome out = checker.Append(0, 4, 9);
+  EXPECT_EQ(out.text, "");
+  EXPECT_EQ(out.finish, FinishReason::kStop);
 }
 
 }  // namespace
