@@ -1,6 +1,6 @@
 // libFuzzer target for the safetensors header reader: any input must either parse into views
 // that stay inside the input, or raise mkserve::Error. Build with -DMKSERVE_FUZZ=ON and clang;
-// run e.g. `build-fuzz/fuzz/safetensors_fuzz -max_total_time=60 fuzz/corpus/safetensors`.
+// run with `bash scripts/fuzz.sh safetensors_fuzz`.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
