@@ -9,9 +9,12 @@ namespace {
 bool IsJsonWhitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
+// The validator sees one byte at a time: a byte of a multi-byte character is named by its value,
+// so that the message stays valid UTF-8.
 std::string Describe(char c) {
-  if (static_cast<unsigned char>(c) < 0x20)
-    return "control character " + std::to_string(static_cast<int>(c));
+  const auto byte = static_cast<unsigned char>(c);
+  if (byte < 0x20) return "control character " + std::to_string(byte);
+  if (byte >= 0x80) return "byte " + std::to_string(byte) + " (not JSON syntax)";
   return std::string("'") + c + "'";
 }
 

@@ -12,10 +12,12 @@ namespace mkserve::grammar {
 
 // Whitespace between JSON tokens is at most this many bytes, so a model cannot pad forever.
 inline constexpr int kMaxWhitespaceBytes = 20;
-// Digits of an integer part, a fraction and an exponent.
+// Digits of an integer part, a fraction and an exponent. Two exponent digits keep every number
+// inside a double's range (below 1e120): a parser refuses 17e634 (nlohmann, and so the tool call
+// reader), others turn it into infinity.
 inline constexpr int kMaxIntegerDigits = 20;
 inline constexpr int kMaxFractionDigits = 20;
-inline constexpr int kMaxExponentDigits = 3;
+inline constexpr int kMaxExponentDigits = 2;
 
 struct JsonRules {
   int32_t text = -1;  // any bytes, no special token (e.g. free reasoning before a JSON answer)

@@ -107,5 +107,13 @@ TEST(JsonStreamValidatorTest, ErrorNamesTheProblem) {
       << validator.error();
 }
 
+// The validator reads bytes: a multi-byte character outside a string is named by its first
+// byte's value, never by half a character (the message must stay valid UTF-8).
+TEST(JsonStreamValidatorTest, ErrorNamesAByteOfACharacterByItsValue) {
+  JsonStreamValidator validator;
+  for (char c : std::string("[1, \xc3\xa9]")) validator.Push(c);
+  EXPECT_EQ(validator.error(), "expected a JSON value, found byte 195 (not JSON syntax)");
+}
+
 }  // namespace
 }  // namespace mkserve::chat

@@ -227,7 +227,7 @@ Value Evaluator::CallMacro(const MacroStmt& macro, const CallArgs& args) {
     if (i < args.positional.size()) {
       value = args.positional[i];
     } else if (auto it = std::find_if(args.keyword.begin(), args.keyword.end(),
-                                      [&](auto& kw) { return kw.first == name; });
+                                      [&name = name](auto& kw) { return kw.first == name; });
                it != args.keyword.end()) {
       value = it->second;
     } else if (default_expr) {
