@@ -13,8 +13,8 @@ namespace mkserve::grammar {
 // Whitespace between JSON tokens is at most this many bytes, so a model cannot pad forever.
 inline constexpr int kMaxWhitespaceBytes = 20;
 // Digits of an integer part, a fraction and an exponent. Two exponent digits keep every number
-// inside a double's range (below 1e120): a parser refuses 17e634 (nlohmann, and so the tool call
-// reader), others turn it into infinity.
+// inside a double's range (below 1e120): nlohmann refuses 17e634 (so a tool call holding it,
+// sent back in the next turn, would reach the template as a string), others read infinity.
 inline constexpr int kMaxIntegerDigits = 20;
 inline constexpr int kMaxFractionDigits = 20;
 inline constexpr int kMaxExponentDigits = 2;
