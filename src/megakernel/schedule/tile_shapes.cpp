@@ -170,7 +170,7 @@ TileShapes WithTileOverrides(TileShapes tiles, const std::map<std::string, int64
   };
   for (const auto& [name, value] : overrides) {
     const auto* field = std::find_if(std::begin(fields), std::end(fields),
-                                     [&](const auto& f) { return name == f.first; });
+                                     [&name = name](const auto& f) { return name == f.first; });
     Require(field != std::end(fields), "no tile shape field \"" + name + "\"");
     tiles.*(field->second) = value;
   }
