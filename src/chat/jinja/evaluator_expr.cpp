@@ -1,4 +1,6 @@
 // Expression evaluation: one small function per expression kind.
+#include <limits>
+
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/evaluator.h"
 #include "chat/jinja/methods.h"
@@ -124,6 +126,8 @@ Value Evaluator::EvalUnary(const UnaryExpr& expr) {
     throw TemplateError("bad operand type for unary " + expr.op + ": '" + operand.TypeName() + "'");
   if (expr.op == "+") return operand.IsBool() ? Value(operand.AsInt()) : operand;
   if (operand.IsFloat()) return Value(-operand.AsDouble());
+  if (operand.AsInt() == std::numeric_limits<int64_t>::min())
+    throw TemplateError("integer overflow in unary - (64-bit integers)");
   return Value(-operand.AsInt());
 }
 

@@ -1,6 +1,8 @@
 // Filters on scalars and strings: text transforms, conversions, JSON.
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <string>
 
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/json_dump.h"
@@ -55,11 +57,23 @@ Value Escape(const Value& v, const ArgReader&) {
   return out;
 }
 
+// The indent of indent and tojson: the text itself, or a count of spaces (none when negative).
+// Bounded, since every line repeats it: jinja2 would build whatever Python's memory holds.
+constexpr int64_t kMaxIndent = 1024;
+std::string IndentText(const std::string& filter, const Value& width) {
+  const int64_t size =
+      width.IsString() ? static_cast<int64_t>(width.AsString().size()) : width.AsInt();
+  if (size > kMaxIndent)
+    throw TemplateError(filter + ": an indent of more than " + std::to_string(kMaxIndent) +
+                        " characters");
+  return width.IsString() ? width.AsString() : std::string(std::max<int64_t>(size, 0), ' ');
+}
+
 // jinja2 indent: every line but the first (unless `first`), blank lines only with `blank`.
 Value Indent(const Value& v, const ArgReader& a) {
-  Value width = a.Get(0, "width", Value(4));
-  std::string indention =
-      width.IsString() ? width.AsString() : std::string(a.Int(0, "width", 4), ' ');
+  const Value width = a.Get(0, "width", Value(4));
+  const std::string indention =
+      IndentText("indent", width.IsString() ? width : Value(a.Int(0, "width", 4)));
   Array lines = SplitString(ReplaceString(PythonStr(v), "\r\n", "\n", -1), Value("\n"), -1);
   bool blank = a.Bool(2, "blank", false);
   std::string out;
@@ -87,21 +101,33 @@ Value Wordcount(const Value& v, const ArgReader&) {
   return Value(count);
 }
 
+// jinja2's int: int(value), else int(float(value)), else the default.
 Value Int(const Value& v, const ArgReader& a) {
   Value fallback = a.Get(0, "default", Value(0));
-  if (v.IsNumber())
-    return Value(static_cast<int64_t>(v.IsFloat() ? std::trunc(v.AsDouble()) : v.AsInt()));
-  if (!v.IsString()) return fallback;
-  std::string text = StripString(v.AsString(), Value(), true, true);
-  try {
+  if (v.IsNumber() && !v.IsFloat()) return Value(v.AsInt());
+  if (!v.IsFloat() && !v.IsString()) return fallback;
+  double as_float = v.IsFloat() ? v.AsDouble() : 0;
+  if (v.IsString()) {
+    const std::string text = StripString(v.AsString(), Value(), true, true);
+    const int base = static_cast<int>(a.Int(1, "base", 10));
     size_t used = 0;
-    int64_t parsed = std::stoll(text, &used, static_cast<int>(a.Int(1, "base", 10)));
-    if (used == text.size()) return Value(parsed);
-    double as_float = std::stod(text, &used);
-    if (used == text.size()) return Value(static_cast<int64_t>(std::trunc(as_float)));
-  } catch (const std::exception&) {
+    try {
+      const int64_t parsed = std::stoll(text, &used, base);
+      if (used == text.size()) return Value(parsed);
+    } catch (const std::exception&) {  // not an integer, or one past 64 bits: try a float
+    }
+    try {
+      as_float = std::stod(text, &used);
+    } catch (const std::exception&) {
+      return fallback;
+    }
+    if (used != text.size()) return fallback;
   }
-  return fallback;
+  if (std::isnan(as_float)) return fallback;  // Python's ValueError, which jinja2 catches
+  // Python's OverflowError for infinity; finite values past 64 bits would be Python ints.
+  if (!(as_float >= -0x1p63 && as_float < 0x1p63))
+    throw TemplateError("int: " + PythonStr(Value(as_float)) + " is past 64-bit integers");
+  return Value(static_cast<int64_t>(std::trunc(as_float)));
 }
 
 Value Float(const Value& v, const ArgReader& a) {
@@ -120,6 +146,8 @@ Value Float(const Value& v, const ArgReader& a) {
 
 Value Abs(const Value& v, const ArgReader&) {
   if (v.IsFloat()) return Value(std::fabs(v.AsDouble()));
+  if (v.IsNumber() && v.AsInt() == std::numeric_limits<int64_t>::min())
+    throw TemplateError("integer overflow in abs() (64-bit integers)");
   if (v.IsNumber()) return Value(v.AsInt() < 0 ? -v.AsInt() : v.AsInt());
   throw TemplateError("bad operand type for abs(): '" + v.TypeName() + "'");
 }
@@ -140,8 +168,7 @@ Value ToJson(const Value& v, const ArgReader& a) {
   JsonDumpOptions options;
   options.ensure_ascii = a.Bool(0, "ensure_ascii", false);
   Value indent = a.Get(1, "indent");
-  if (indent.IsString()) options.indent = indent.AsString();
-  if (indent.IsInt()) options.indent = std::string(std::max<int64_t>(indent.AsInt(), 0), ' ');
+  if (indent.IsString() || indent.IsInt()) options.indent = IndentText("tojson", indent);
   Value separators = a.Get(2, "separators");
   if (separators.IsArray()) {
     if (separators.AsArray().size() != 2) throw TemplateError("tojson: separators must be a pair");

@@ -24,10 +24,11 @@ Value Range(CallArgs& call) {
   }
   if (step == 0) throw TemplateError("range() arg 3 must not be zero");
   Array items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (static_cast<int64_t>(items.size()) >= kMaxRangeItems)
       throw TemplateError("range() is too large");
     items.emplace_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;  // the next one would be past `stop` too
   }
   return Value(std::move(items));
 }

@@ -27,6 +27,7 @@ constexpr int64_t kMaxRepeatItems = int64_t{1} << 26;
 Value Repeat(const Value& sequence, int64_t count) {
   if (count > 0 && Length(sequence) > kMaxRepeatItems / count)
     throw TemplateError("sequence repetition is too large");
+  if (Length(sequence) == 0) count = 0;  // `'' * 10**18` is empty, without 10**18 appends
   if (sequence.IsString()) {
     std::string out;
     for (int64_t i = 0; i < count; ++i) out += sequence.AsString();
@@ -54,18 +55,36 @@ Value Arithmetic(const std::string& op, const Value& left, const Value& right) {
     if (op == "%") return Value(a - b * std::floor(a / b));
     return Value(std::pow(a, b));
   }
-  int64_t a = left.AsInt(), b = right.AsInt();
-  if (op == "+") return Value(a + b);
-  if (op == "-") return Value(a - b);
-  if (op == "*") return Value(a * b);
-  if (op == "//" || op == "%") {
-    int64_t quotient = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) --quotient;
-    return op == "//" ? Value(quotient) : Value(a - quotient * b);
+  const int64_t a = left.AsInt(), b = right.AsInt();
+  int64_t result = 0;
+  bool overflow = false;
+  if (op == "+") {
+    overflow = __builtin_add_overflow(a, b, &result);
+  } else if (op == "-") {
+    overflow = __builtin_sub_overflow(a, b, &result);
+  } else if (op == "*") {
+    overflow = __builtin_mul_overflow(a, b, &result);
+  } else if (op == "//" || op == "%") {
+    if (b == -1) {  // the one quotient that can overflow: INT64_MIN // -1 (and x % -1 is 0)
+      overflow = op == "//" && __builtin_sub_overflow(int64_t{0}, a, &result);
+    } else {
+      // Python rounds the quotient down and gives the remainder the divisor's sign.
+      const int64_t remainder = a % b;
+      const bool adjust = remainder != 0 && (remainder < 0) != (b < 0);
+      result = op == "//" ? a / b - adjust : remainder + (adjust ? b : 0);
+    }
+  } else if (b < 0) {
+    return Value(std::pow(static_cast<double>(a), static_cast<double>(b)));
+  } else {  // a ** b by squaring: a huge exponent overflows in a few rounds, never loops long
+    result = 1;
+    int64_t base = a;
+    for (int64_t e = b; e > 0 && !overflow; e >>= 1) {
+      if (e & 1) overflow = __builtin_mul_overflow(result, base, &result);
+      if (e > 1 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
+    }
   }
-  if (b < 0) return Value(std::pow(static_cast<double>(a), static_cast<double>(b)));
-  int64_t result = 1;
-  for (int64_t i = 0; i < b; ++i) result *= a;
+  // Python's integers have no bound; these are 64-bit, so the template gets a named error.
+  if (overflow) throw TemplateError("integer overflow in '" + op + "' (64-bit integers)");
   return Value(result);
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "chat/jinja/render_helper.h"
 
 namespace mkserve::chat::jinja {
@@ -157,6 +160,51 @@ TEST(EvaluatorLimitsTest, RunawayTemplatesFail) {
   std::string nested;
   for (int i = 0; i < 5000; ++i) nested += "{% if true %}";
   EXPECT_EQ(RenderError(nested), "chat template line 1: blocks nested too deeply");
+}
+
+// Python's integers have no bound; the template's are 64-bit. Past the bound a named error,
+// never a wrapped value, a crash (INT64_MIN // -1 traps) or a loop over a huge count.
+TEST(EvaluatorLimitsTest, IntegerOverflowIsNamed) {
+  const std::string min = "(-9223372036854775807 - 1)";
+  EXPECT_EQ(RenderText("{{ 9223372036854775806 + 1 }} {{ " + min + " // 1 }} {{ " + min +
+                       " % -1 }} {{ " + min + " % 3 }} {{ " + min +
+                       " // 3 }} {{ 3 ** 39 }} {{ (-2) ** 63 }} {{ 1 ** 4611686018427387904 }} "
+                       "{{ (-1) ** 4611686018427387905 }} {{ 0 ** 0 }} {{ 7 // -1 }}"),
+            "9223372036854775807 -9223372036854775808 0 1 -3074457345618258603 4052555153018976267 "
+            "-9223372036854775808 1 -1 1 -7");
+  for (const std::string& expr : std::vector<std::string>{
+           "9223372036854775807 + 1", min + " - 1", "4294967296 * 4294967296", min + " // -1",
+           "2 ** 63", "3 ** 40", "2 ** 4611686018427387904", "-" + min}) {
+    const std::string error = RenderError("{{ " + expr + " }}");
+    EXPECT_NE(error.find("integer overflow in"), std::string::npos) << expr << ": " << error;
+  }
+  EXPECT_NE(RenderError("{{ " + min + " | abs }}").find("integer overflow in abs()"),
+            std::string::npos);
+  // An empty sequence repeated any number of times is empty, at once.
+  EXPECT_EQ(RenderText("[{{ '' * 4611686018427387904 }}] {{ [] * 4611686018427387904 }}"), "[] []");
+  // range() stops where its next value would pass 64 bits.
+  EXPECT_EQ(RenderText("{{ range(0, 9223372036854775807, 4611686018427387904) | list }}"),
+            "[0, 4611686018427387904]");
+  // int of a float: NaN is the default (jinja2 catches Python's ValueError), infinity and
+  // values past 64 bits are errors, the largest double below 2**63 converts.
+  EXPECT_EQ(RenderText("{{ 'nan' | int(7) }} {{ 9.2e18 | int }} {{ '-9.2e18' | int }}"),
+            "7 9200000000000000000 -9200000000000000000");
+  for (const std::string value : {"1e308 * 10", "9.3e18", "'-1e19'", "'inf'"}) {
+    EXPECT_NE(RenderError("{{ (" + value + ") | int }}").find("past 64-bit integers"),
+              std::string::npos)
+        << value;
+  }
+}
+
+// indent and tojson repeat their indent on every line: a width past 1024 is refused by name, a
+// negative one is no indent (Python's ' ' * -5).
+TEST(EvaluatorLimitsTest, IndentsAreBounded) {
+  EXPECT_EQ(RenderText("{{ 'a\nb' | indent(-5) }}|{{ 'a\nb' | indent(2) }}"), "a\nb|a\n  b");
+  EXPECT_EQ(RenderError("{{ 'a' | indent(4611686018427387904) }}"),
+            "chat template line 1: indent: an indent of more than 1024 characters");
+  EXPECT_EQ(RenderError("{{ [1] | tojson(indent=1025) }}"),
+            "chat template line 1: tojson: an indent of more than 1024 characters");
+  EXPECT_EQ(RenderText("{{ [1] | tojson(indent=-1) }}"), "[\n1\n]");
 }
 
 }  // namespace
