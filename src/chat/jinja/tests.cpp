@@ -1,5 +1,7 @@
 // The `is` tests, plus the filter and test lookups.
-#include <cctype>
+#include <algorithm>
+#include <charconv>
+#include <limits>
 
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/methods.h"
@@ -135,8 +137,12 @@ Value ResolveAttributePath(const Value& object, const std::string& path) {
     std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (current.IsUndefined()) return current;
-    bool is_index = !part.empty() && std::isdigit(static_cast<unsigned char>(part[0]));
-    current = is_index             ? GetItem(current, Value(static_cast<int64_t>(std::stoll(part))))
+    // jinja2 takes a part of only digits as an index (past 64 bits it is past any list).
+    const bool is_index = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                       [](char c) { return c >= '0' && c <= '9'; });
+    int64_t index = std::numeric_limits<int64_t>::max();
+    if (is_index) std::from_chars(part.data(), part.data() + part.size(), index);
+    current = is_index             ? GetItem(current, Value(index))
               : current.IsObject() ? GetItem(current, Value(part))
                                    : GetAttribute(current, part);
     if (dot == std::string::npos) break;

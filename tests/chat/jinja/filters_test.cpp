@@ -19,6 +19,13 @@ TEST(FiltersTest, Sequences) {
   Json p = People();
   EXPECT_EQ(RenderText("{{ people | map(attribute='name') | join(',') }}", p), "bo,Al,cy");
   EXPECT_EQ(RenderText("{{ people | map(attribute='tags.x', default=0) | list }}", p), "[1, 0, 2]");
+  // A part of only digits is an index (one past 64 bits is past any list); '1x' is a name.
+  const Json rows = Json::parse(R"({"rows": [[5, 6], {"1x": 7, "9": 8}]})");
+  EXPECT_EQ(RenderText("{{ rows | map(attribute='1', default=0) | list }} {{ rows | "
+                       "map(attribute='99999999999999999999', default=0) | list }} {{ rows | "
+                       "map(attribute='1x', default=0) | list }}",
+                       rows),
+            "[6, 0] [0, 0] [0, 7]");
   EXPECT_EQ(RenderText("{{ people | selectattr('tags') | map(attribute='name') | list }}", p),
             "['bo', 'cy']");
   EXPECT_EQ(
