@@ -10,11 +10,13 @@ namespace {
 
 // Deep enough for any real template, shallow enough to fail before the C++ stack does.
 constexpr int kMaxMacroDepth = 64;
-// A render that loops more than this is runaway (nested range() loops), not a chat prompt. North's
-// template scans every earlier call id for each tool result: a 128K-token agent conversation of
-// about 2,600 tool rounds makes 7M iterations (2^21 refused 1,450 rounds); 2^23 bounds a hostile
-// render to a few seconds.
-constexpr int64_t kMaxLoopIterations = int64_t{1} << 23;
+// A render that loops (or calls macros) more than this is runaway (nested range() loops), not a
+// chat prompt. North's template scans every earlier call id for each tool result: a 128K-token
+// agent conversation of about 2,600 tool rounds makes 7M iterations (2^21 refused 1,450 rounds);
+// 2^23 bounds a hostile render to a few seconds.
+constexpr int64_t kMaxSteps = int64_t{1} << 23;
+// No context holds a prompt of this size (128K tokens are about a megabyte of text).
+constexpr int64_t kMaxWrittenBytes = int64_t{1} << 27;
 
 template <typename Fn>
 auto WithLine(int line, Fn&& fn) -> decltype(fn()) {
@@ -106,11 +108,13 @@ Evaluator::Flow Evaluator::Execute(const Body& body, std::string& out) {
 Evaluator::Flow Evaluator::ExecuteStmt(const Stmt& stmt, std::string& out) {
   switch (stmt.kind) {
     case StmtKind::kText:
+      CountWritten(static_cast<const TextStmt&>(stmt).text.size());
       out += static_cast<const TextStmt&>(stmt).text;
       return Flow::kNormal;
     case StmtKind::kOutput: {
-      Value value = Eval(*static_cast<const OutputStmt&>(stmt).expr);
-      out += PythonStr(value);
+      const std::string text = PythonStr(Eval(*static_cast<const OutputStmt&>(stmt).expr));
+      CountWritten(text.size());
+      out += text;
       return Flow::kNormal;
     }
     case StmtKind::kIf:
@@ -166,8 +170,7 @@ Evaluator::Flow Evaluator::ExecuteFor(const ForStmt& stmt, std::string& out) {
   }
   LoopObject loop(items);
   for (size_t i = 0; i < items.size(); ++i) {
-    if (++loop_iterations_ > kMaxLoopIterations)
-      throw TemplateError("the template runs too many loop iterations");
+    CountStep();
     BindLoopTargets(stmt, items[i]);
     loop.MoveTo(i);
     Assign("loop", loop.value());
@@ -211,7 +214,19 @@ void Evaluator::ExecuteMacro(const MacroStmt& stmt) {
          Value(Function([this, macro](CallArgs& args) { return CallMacro(*macro, args); })));
 }
 
+void Evaluator::CountWritten(size_t bytes) {
+  written_bytes_ += static_cast<int64_t>(bytes);
+  if (written_bytes_ > kMaxWrittenBytes)
+    throw TemplateError("the template writes more than 128 MiB of text");
+}
+
+void Evaluator::CountStep() {
+  if (++steps_ > kMaxSteps)
+    throw TemplateError("the template runs too many loop iterations and macro calls");
+}
+
 Value Evaluator::CallMacro(const MacroStmt& macro, const CallArgs& args) {
+  CountStep();
   if (macro_depth_ >= kMaxMacroDepth)
     throw TemplateError("macro '" + macro.name + "' recursed too deeply");
   if (args.positional.size() > macro.params.size()) {

@@ -55,9 +55,17 @@ class Evaluator {
   void Assign(const std::string& name, Value value);
 
   std::vector<std::shared_ptr<Frame>> frames_;
+  // The budgets of one render (a hostile template fails by name, in seconds): loop iterations
+  // and macro calls (a macro calling itself twice doubles its work each level); items and
+  // string bytes / 16 copied by `+`, `~` and `*` results; bytes written to the output (and
+  // written again by the macro or block that captured them).
+  void CountStep();
+  void CountCopied(int64_t items);
+  void CountWritten(size_t bytes);
   int macro_depth_ = 0;
-  int64_t loop_iterations_ = 0;
-  int64_t copied_items_ = 0;  // items and string bytes / 16 that `+`, `~` and `*` results copied
+  int64_t steps_ = 0;
+  int64_t copied_items_ = 0;
+  int64_t written_bytes_ = 0;
 };
 
 // The global functions transformers provides: raise_exception, strftime_now, range,

@@ -139,12 +139,16 @@ Value Evaluator::EvalBinary(const BinaryExpr& expr) {
   // Each `+` copies its operands: `ns.ids = ns.ids + [id]` over n calls copies n^2 / 2 items,
   // which no loop count sees (40,000 tool calls in one request took minutes of CPU).
   if (result.IsArray() || result.IsString()) {
-    copied_items_ += result.IsArray() ? static_cast<int64_t>(result.AsArray().size())
-                                      : static_cast<int64_t>(result.AsString().size()) / 16;
-    if (copied_items_ > kMaxCopiedItems)
-      throw TemplateError("the template copies too much data (list or string concatenations)");
+    CountCopied(result.IsArray() ? static_cast<int64_t>(result.AsArray().size())
+                                 : static_cast<int64_t>(result.AsString().size()) / 16);
   }
   return result;
+}
+
+void Evaluator::CountCopied(int64_t items) {
+  copied_items_ += items;
+  if (copied_items_ > kMaxCopiedItems)
+    throw TemplateError("the template copies too much data (list or string concatenations)");
 }
 
 Value Evaluator::EvalCompare(const CompareExpr& expr) {

@@ -141,7 +141,7 @@ TEST(EvaluatorLimitsTest, RunawayTemplatesFail) {
             "chat template line 1: sequence repetition is too large");
   EXPECT_EQ(RenderError(
                 "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"),
-            "chat template line 1: the template runs too many loop iterations");
+            "chat template line 1: the template runs too many loop iterations and macro calls");
   // A list grown by `+` copies itself each time: quadratic work no loop count sees.
   EXPECT_EQ(RenderError("{% set ns = namespace(l=[]) %}{% for i in range(20000) %}"
                         "{% set ns.l = ns.l + [i] %}{% endfor %}"),
@@ -157,6 +157,14 @@ TEST(EvaluatorLimitsTest, RunawayTemplatesFail) {
             "8000");
   EXPECT_EQ(RenderError("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
             "chat template line 1: expression nested too deeply (found '(')");
+  // A macro calling itself twice doubles its work each level (2^50 calls): calls count as steps.
+  EXPECT_EQ(RenderError("{% macro f(x) %}{% if x < 50 %}{{ f(x + 1) }}{{ f(x + 1) }}{% endif %}"
+                        "{% endmacro %}{{ f(0) }}"),
+            "chat template line 1: the template runs too many loop iterations and macro calls");
+  // 1 MB printed 100,000 times would need 100 GB.
+  EXPECT_EQ(RenderError("{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{{ s }}"
+                        "{% endfor %}"),
+            "chat template line 1: the template writes more than 128 MiB of text");
   std::string nested;
   for (int i = 0; i < 5000; ++i) nested += "{% if true %}";
   EXPECT_EQ(RenderError(nested), "chat template line 1: blocks nested too deeply");
