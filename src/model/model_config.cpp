@@ -85,13 +85,21 @@ void ParseHeadDim(const ConfigReader& reader, const json& json, ModelConfig& con
   config.head_dim = config.hidden_size / config.num_heads;
 }
 
+// The norms compute in float32: an epsilon that is 0 or infinite there (1e-46, 1e39) would be a
+// silently different model.
+float NormEpsilon(const std::string& key, double value) {
+  const float narrowed = static_cast<float>(value);
+  if (!(narrowed > 0.0f) || !std::isfinite(narrowed))
+    ThrowKeyError(key, value, "must be > 0 and finite as a float32");
+  return narrowed;
+}
+
 void ParseNorm(const ConfigReader& reader, ModelConfig& config) {
   // rms_norm_eps present (non-null) selects RMSNorm; otherwise Cohere's LayerNorm.
   std::optional<double> rms_eps = reader.OptionalNumber("rms_norm_eps");
   double eps = rms_eps ? *rms_eps : reader.Number("layer_norm_eps", kDefaultLayerNormEps);
   config.norm = rms_eps ? NormKind::kRmsNorm : NormKind::kLayerNorm;
-  if (!(eps > 0.0)) ThrowKeyError(rms_eps ? "rms_norm_eps" : "layer_norm_eps", eps, "must be > 0");
-  config.norm_eps = static_cast<float>(eps);
+  config.norm_eps = NormEpsilon(rms_eps ? "rms_norm_eps" : "layer_norm_eps", eps);
 }
 
 // One flat rope dict ({"rope_type": "default", "rope_theta": x}); returns its theta if given.
@@ -321,6 +329,10 @@ ModelConfig ModelConfig::FromJson(const json& json) {
   config.prefix_dense_sliding_window_pattern =
       reader.PositiveInt("prefix_dense_sliding_window_pattern", 1);
   config.dense_intermediate_size = reader.OptionalInt("prefix_dense_intermediate_size").value_or(0);
+  if (config.dense_intermediate_size < 0) {  // refused even where no layer is dense
+    ThrowKeyError("prefix_dense_intermediate_size", config.dense_intermediate_size,
+                  "must be a positive integer");
+  }
   config.expert_intermediate_size = reader.Int("intermediate_size", kDefaultIntermediateSize);
   ParseExperts(reader, config);
   config.logit_scale = static_cast<float>(reader.Number("logit_scale", kDefaultLogitScale));

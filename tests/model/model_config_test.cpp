@@ -288,6 +288,12 @@ TEST(ModelConfigTest, InconsistentValuesAreErrors) {
   ExpectError(with("hidden_size", 0), {"hidden_size", "0", "positive"});
   ExpectError(with("norm_topk_prob", 1), {"norm_topk_prob", "1"});
   ExpectError(with("rms_norm_eps", -1.0), {"rms_norm_eps", "-1"});
+  ExpectError(with("rms_norm_eps", 1e-46), {"rms_norm_eps", "1e-46", "float32"});  // 0 there
+  ExpectError(with("rms_norm_eps", 1e39), {"rms_norm_eps", "float32"});
+  json negative_dense = with("prefix_dense_intermediate_size", -128);
+  negative_dense["first_k_dense_replace"] = 0;  // no dense layer reads it: refused all the same
+  negative_dense.erase("mlp_layer_types");
+  ExpectError(negative_dense, {"prefix_dense_intermediate_size", "-128"});
   json bad_type = NorthJson();
   bad_type["layer_types"][3] = "chunked_attention";
   ExpectError(bad_type, {"layer_types[3]", "chunked_attention"});
