@@ -58,12 +58,7 @@ void BpeModel::LoadVocab(const nlohmann::json& vocab) {
   vocab_.reserve(vocab.size());
   int32_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() > INT32_MAX) {
-      throw Error("BPE model: vocab entry '" + it.key() + "' has an invalid id " +
-                  it.value().dump());
-    }
-    int32_t id = it.value().get<int32_t>();
+    const int32_t id = RequireTokenId(it.value(), "BPE model: vocab entry '" + it.key() + "'");
     vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);
   }

@@ -1,6 +1,7 @@
 // Small checked accessors for tokenizer.json: each failure names the component and the field.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,18 @@ inline bool OptionalBool(const nlohmann::json& json, const std::string& field, b
   if (!json.contains(field) || json[field].is_null()) return fallback;
   if (!json[field].is_boolean()) throw Error(what + ": field \"" + field + "\" must be a boolean");
   return json[field].get<bool>();
+}
+
+// Token ids index tables as large as the vocabulary: one far past any real vocabulary would
+// allocate for every id below it.
+inline constexpr int64_t kMaxTokenIds = int64_t{1} << 24;
+
+inline int32_t RequireTokenId(const nlohmann::json& value, const std::string& what) {
+  if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+      value.get<int64_t>() >= kMaxTokenIds) {
+    throw Error(what + ": " + value.dump().substr(0, 200) + " is not a token id (0..2^24)");
+  }
+  return static_cast<int32_t>(value.get<int64_t>());
 }
 
 }  // namespace mkserve::tokenizer

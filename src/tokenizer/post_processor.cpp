@@ -48,8 +48,11 @@ std::vector<int32_t> SpecialTokenIds(const nlohmann::json& json, const std::stri
   if (!json.contains("special_tokens") || !json["special_tokens"].contains(name)) {
     throw Error(what + ": template uses '" + name + "', which is not in special_tokens");
   }
-  const nlohmann::json& ids = RequireArray(json["special_tokens"][name], "ids", what);
-  return ids.get<std::vector<int32_t>>();
+  std::vector<int32_t> ids;
+  for (const nlohmann::json& id : RequireArray(json["special_tokens"][name], "ids", what)) {
+    ids.push_back(RequireTokenId(id, what + ": special token '" + name + "'"));
+  }
+  return ids;
 }
 
 std::unique_ptr<PostProcessor> MakeTemplate(const nlohmann::json& json) {
@@ -79,7 +82,7 @@ std::unique_ptr<PostProcessor> MakeWrapping(const nlohmann::json& json, const st
     if (!json.contains(field) || !json[field].is_array() || json[field].size() != 2) {
       throw Error(what + ": field \"" + field + "\" must be [token, id]");
     }
-    return json[field][1].get<int32_t>();
+    return RequireTokenId(json[field][1], what + ": field \"" + field + "\"");
   };
   return std::make_unique<TemplateProcessor>(std::vector<int32_t>{id_of(open)},
                                              std::vector<int32_t>{id_of(close)});

@@ -35,18 +35,11 @@ nlohmann::json ParseJson(std::string_view text, const std::string& name) {
 
 AddedToken ParseAddedToken(const nlohmann::json& json) {
   const std::string what = "added_tokens entry";
-  if (!json.is_object() || !json.contains("id") || !json["id"].is_number_integer()) {
+  if (!json.is_object() || !json.contains("id")) {
     throw Error(what + " needs an integer \"id\": " + json.dump().substr(0, 200));
   }
-  // Ids index tables as large as the vocabulary: one far past any real vocabulary (2^24 ids)
-  // would allocate for every id below it.
-  const int64_t id = json["id"].get<int64_t>();
-  if (id < 0 || id >= (int64_t{1} << 24)) {
-    throw Error(what + " has id " + std::to_string(id) +
-                ", outside 0..2^24: " + json.dump().substr(0, 200));
-  }
   AddedToken token;
-  token.id = static_cast<int32_t>(id);
+  token.id = RequireTokenId(json["id"], what + " " + json.dump().substr(0, 200));
   token.content = RequireString(json, "content", what);
   token.special = OptionalBool(json, "special", false, what);
   token.single_word = OptionalBool(json, "single_word", false, what);

@@ -50,12 +50,26 @@ TEST(TokenizerErrorsTest, WrongFieldTypes) {
   json = SmallBpeJson();
   json["added_tokens"] = nlohmann::json::parse(R"([{"content": "<x>"}])");
   ExpectLoadError(json.dump(), "\"id\"");
-  // An id past any vocabulary (or negative, or past int32) would size tables by it.
-  for (const char* id : {"5000000000", "2147483647", "16777216", "-1"}) {
+  // An id past any vocabulary (or negative, or past int32) would size tables by it, in the
+  // vocabulary, the added tokens and the post-processor alike.
+  for (const char* text : {"5000000000", "2147483647", "16777216", "-1", "1.5", "\"7\""}) {
+    const nlohmann::json id = nlohmann::json::parse(text);
     json = SmallBpeJson();
-    json["added_tokens"] =
-        nlohmann::json::parse(std::string(R"([{"content": "<x>", "id": )") + id + "}]");
-    ExpectLoadError(json.dump(), "outside 0..2^24");
+    json["added_tokens"] = {{{"content", "<x>"}, {"id", id}}};
+    ExpectLoadError(json.dump(), "is not a token id (0..2^24)");
+    json = SmallBpeJson();
+    json["model"]["vocab"]["a"] = id;
+    ExpectLoadError(json.dump(), "vocab entry 'a': " + id.dump() + " is not a token id");
+    json = SmallBpeJson();
+    json["post_processor"] = {
+        {"type", "BertProcessing"}, {"cls", {"<cls>", id}}, {"sep", {"<sep>", 1}}};
+    ExpectLoadError(json.dump(), "field \"cls\": " + id.dump() + " is not a token id");
+    json = SmallBpeJson();
+    json["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", nlohmann::json::parse(R"([{"SpecialToken": {"id": "<cls>"}}])")},
+        {"special_tokens", {{"<cls>", {{"id", "<cls>"}, {"ids", {id}}}}}}};
+    ExpectLoadError(json.dump(), "special token '<cls>': " + id.dump() + " is not a token id");
   }
   json = SmallBpeJson();
   json["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Glob", "*"}}}, {"content", ""}};
