@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_fuzz json_schema_fuzz command4_parser_fuzz chat_template_fuzz tokenizer_fuzz safetensors_fuzz)
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_fuzz json_schema_fuzz command4_parser_fuzz chat_template_fuzz tokenizer_fuzz
+  tokenizer_json_fuzz model_config_fuzz safetensors_fuzz)
 SECONDS_EACH=${SECONDS_EACH:-300}
 command -v clang++ > /dev/null || apt-get install -y clang
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DMKSERVE_FUZZ=ON -DMKSERVE_TESTS=OFF \
