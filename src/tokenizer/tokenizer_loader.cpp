@@ -97,6 +97,18 @@ void BuildPipeline(const nlohmann::json& json, Tokenizer::Impl& impl) {
       vocab_size = std::max(vocab_size, added.back().id + 1);
     }
   }
+  // The ids the post-processor adds must be tokens: one past the vocabulary would reach past the
+  // model's embedding table.
+  if (impl.post_processor) {
+    std::vector<int32_t> special_ids;
+    impl.post_processor->Process(special_ids, /*add_special_tokens=*/true);
+    for (int32_t id : special_ids) {
+      if (id >= vocab_size) {
+        throw Error("post_processor adds token id " + std::to_string(id) +
+                    ", outside the vocabulary of " + std::to_string(vocab_size));
+      }
+    }
+  }
   impl.added = AddedVocabulary(std::move(added), impl.normalizer.get());
   impl.vocab_size = vocab_size;
 }

@@ -71,6 +71,11 @@ TEST(TokenizerErrorsTest, WrongFieldTypes) {
         {"special_tokens", {{"<cls>", {{"id", "<cls>"}, {"ids", {id}}}}}}};
     ExpectLoadError(json.dump(), "special token '<cls>': " + id.dump() + " is not a token id");
   }
+  // A valid id that is not in the vocabulary: encodings would carry it to the model.
+  json = SmallBpeJson();
+  json["post_processor"] = {
+      {"type", "BertProcessing"}, {"cls", {"<cls>", 5000}}, {"sep", {"<sep>", 1}}};
+  ExpectLoadError(json.dump(), "post_processor adds token id 5000, outside the vocabulary of");
   json = SmallBpeJson();
   json["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Glob", "*"}}}, {"content", ""}};
   ExpectLoadError(json.dump(), "pattern");
