@@ -15,8 +15,6 @@ constexpr int kMaxMacroDepth = 64;
 // agent conversation of about 2,600 tool rounds makes 7M iterations (2^21 refused 1,450 rounds);
 // 2^23 bounds a hostile render to a few seconds.
 constexpr int64_t kMaxSteps = int64_t{1} << 23;
-// No context holds a prompt of this size (128K tokens are about a megabyte of text).
-constexpr int64_t kMaxWrittenBytes = int64_t{1} << 27;
 
 template <typename Fn>
 auto WithLine(int line, Fn&& fn) -> decltype(fn()) {
@@ -215,9 +213,8 @@ void Evaluator::ExecuteMacro(const MacroStmt& stmt) {
 }
 
 void Evaluator::CountWritten(size_t bytes) {
-  written_bytes_ += static_cast<int64_t>(bytes);
-  if (written_bytes_ > kMaxWrittenBytes)
-    throw TemplateError("the template writes more than 128 MiB of text");
+  written_bytes_ += bytes;
+  CheckTextBytes(written_bytes_, "the template writes");
 }
 
 void Evaluator::CountStep() {

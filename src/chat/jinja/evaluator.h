@@ -65,7 +65,7 @@ class Evaluator {
   int macro_depth_ = 0;
   int64_t steps_ = 0;
   int64_t copied_items_ = 0;
-  int64_t written_bytes_ = 0;
+  size_t written_bytes_ = 0;
 };
 
 // The global functions transformers provides: raise_exception, strftime_now, range,

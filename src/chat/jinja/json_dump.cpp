@@ -68,6 +68,7 @@ class JsonWriter {
   void Write(const Value& value, int level, std::string& out) const {
     constexpr int kMaxNesting = 200;  // a list that contains itself would recurse forever
     if (level > kMaxNesting) throw TemplateError("value nested too deeply for JSON");
+    CheckTextBytes(out.size(), "a value's JSON is");
     switch (value.kind()) {
       case Value::Kind::kNone:
         out += "null";

@@ -43,6 +43,7 @@ std::string ReprArray(const Array& items, bool is_tuple) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ", ";
     out += PythonRepr(items[i]);
+    CheckTextBytes(out.size(), "a value prints as");  // `messages * 777782`
   }
   if (is_tuple && items.size() == 1) out += ",";
   return out + (is_tuple ? ")" : "]");
@@ -54,6 +55,7 @@ std::string ReprObject(const Object& object) {
   for (size_t i = 0; i < object.entries.size(); ++i) {
     if (i > 0) out += ", ";
     out += ReprString(object.entries[i].first) + ": " + PythonRepr(object.entries[i].second);
+    CheckTextBytes(out.size(), "a value prints as");
   }
   return out + "}";
 }

@@ -2,6 +2,7 @@
 // evaluator adds the line of the innermost node that failed, so every message names a line.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "common/error.h"
@@ -24,5 +25,14 @@ class TemplateError : public mkserve::Error {
   std::string detail_;
   int line_;
 };
+
+// The longest text a render builds, printing one value (repr, tojson) or in its whole output: no
+// context holds a prompt near it (128K tokens are about a megabyte of text).
+inline constexpr size_t kMaxTextBytes = size_t{1} << 27;
+
+// `what` names the text: "the template writes", "a value prints as", ...
+inline void CheckTextBytes(size_t bytes, const char* what) {
+  if (bytes > kMaxTextBytes) throw TemplateError(std::string(what) + " more than 128 MiB of text");
+}
 
 }  // namespace mkserve::chat::jinja

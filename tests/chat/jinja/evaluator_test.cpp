@@ -161,6 +161,13 @@ TEST(EvaluatorLimitsTest, RunawayTemplatesFail) {
   EXPECT_EQ(RenderError("{% macro f(x) %}{% if x < 50 %}{{ f(x + 1) }}{{ f(x + 1) }}{% endif %}"
                         "{% endmacro %}{{ f(0) }}"),
             "chat template line 1: the template runs too many loop iterations and macro calls");
+  // A list of 200,000 kilobyte rows prints as 200 MB, in repr or JSON.
+  const nlohmann::ordered_json rows = {
+      {"rows", {{{"role", "user"}, {"content", std::string(1000, 'x')}}}}};
+  EXPECT_EQ(RenderError("{{ rows * 200000 }}", rows),
+            "chat template line 1: a value prints as more than 128 MiB of text");
+  EXPECT_EQ(RenderError("{{ (rows * 200000) | tojson }}", rows),
+            "chat template line 1: a value's JSON is more than 128 MiB of text");
   // 1 MB printed 100,000 times would need 100 GB.
   EXPECT_EQ(RenderError("{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{{ s }}"
                         "{% endfor %}"),
