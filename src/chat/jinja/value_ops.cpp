@@ -21,19 +21,24 @@ namespace {
                       right.TypeName() + "'");
 }
 
-// Bounds `x * n` so a template cannot exhaust memory.
-constexpr int64_t kMaxRepeatItems = int64_t{1} << 26;
+// Bounds `x * n` so a template cannot exhaust memory: a string to the longest text, a list to
+// 2^20 items (a list of 2^26 dicts took gigabytes and a minute to build and print).
+constexpr int64_t kMaxRepeatedItems = int64_t{1} << 20;
 
 Value Repeat(const Value& sequence, int64_t count) {
-  if (count > 0 && Length(sequence) > kMaxRepeatItems / count)
-    throw TemplateError("sequence repetition is too large");
-  if (Length(sequence) == 0) count = 0;  // `'' * 10**18` is empty, without 10**18 appends
+  const int64_t length = sequence.IsString() ? static_cast<int64_t>(sequence.AsString().size())
+                                             : static_cast<int64_t>(sequence.AsArray().size());
+  const int64_t max = sequence.IsString() ? static_cast<int64_t>(kMaxTextBytes) : kMaxRepeatedItems;
+  if (length == 0 || count < 0) count = 0;  // `'' * 10**18` is empty, without 10**18 appends
+  if (count > 0 && length > max / count) throw TemplateError("sequence repetition is too large");
   if (sequence.IsString()) {
     std::string out;
+    out.reserve(length * count);
     for (int64_t i = 0; i < count; ++i) out += sequence.AsString();
     return Value(out);
   }
   Array out;
+  out.reserve(length * count);
   for (int64_t i = 0; i < count; ++i) {
     out.insert(out.end(), sequence.AsArray().begin(), sequence.AsArray().end());
   }
