@@ -182,8 +182,9 @@ std::unique_ptr<Decoder> MakeStrip(const nlohmann::json& json) {
     throw Error("Strip decoder: content must be one character, got '" + content + "'");
   }
   pos = 0;
-  return std::make_unique<StripDecoder>(NextCodePoint(content, pos), json.value("start", size_t{0}),
-                                        json.value("stop", size_t{0}));
+  return std::make_unique<StripDecoder>(NextCodePoint(content, pos),
+                                        OptionalCount(json, "start", 0, "Strip decoder"),
+                                        OptionalCount(json, "stop", 0, "Strip decoder"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Small checked accessors for tokenizer.json: each failure names the component and the field.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +41,19 @@ inline bool OptionalBool(const nlohmann::json& json, const std::string& field, b
   if (!json.contains(field) || json[field].is_null()) return fallback;
   if (!json[field].is_boolean()) throw Error(what + ": field \"" + field + "\" must be a boolean");
   return json[field].get<bool>();
+}
+
+// A count with a default (how many characters to strip, ...): a non-negative integer. A float or
+// a negative number would convert to size_t as a different number (1e104 is undefined).
+inline size_t OptionalCount(const nlohmann::json& json, const std::string& field, size_t fallback,
+                            const std::string& what) {
+  if (!json.contains(field) || json[field].is_null()) return fallback;
+  const nlohmann::json& value = json[field];
+  if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0)) {
+    throw Error(what + ": field \"" + field + "\" must be a non-negative integer, got " +
+                value.dump().substr(0, 200));
+  }
+  return value.get<size_t>();
 }
 
 // Token ids index tables as large as the vocabulary: one far past any real vocabulary would

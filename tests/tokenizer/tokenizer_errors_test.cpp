@@ -71,6 +71,13 @@ TEST(TokenizerErrorsTest, WrongFieldTypes) {
         {"special_tokens", {{"<cls>", {{"id", "<cls>"}, {"ids", {id}}}}}}};
     ExpectLoadError(json.dump(), "special token '<cls>': " + id.dump() + " is not a token id");
   }
+  // A count that is a float or negative would convert to size_t as another number.
+  for (const char* stop : {"1.1e104", "-1", "2.5", "\"3\""}) {
+    json = SmallBpeJson();
+    json["decoder"] = {
+        {"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", nlohmann::json::parse(stop)}};
+    ExpectLoadError(json.dump(), "Strip decoder: field \"stop\" must be a non-negative integer");
+  }
   // A valid id that is not in the vocabulary: encodings would carry it to the model.
   json = SmallBpeJson();
   json["post_processor"] = {
