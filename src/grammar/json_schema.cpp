@@ -10,6 +10,8 @@
 
 #include "grammar/multiple_of.h"
 #include "grammar/numeric_range.h"
+#include "grammar/schema_merge.h"
+#include "grammar/schema_one_of.h"
 #include "grammar/schema_shape.h"
 
 namespace mkserve::grammar {
@@ -17,24 +19,21 @@ namespace {
 
 using Seq = std::vector<Element>;
 
-const std::set<std::string>& Annotations() {
-  static const std::set<std::string> kAnnotations = {
-      "title", "description", "default",    "examples", "$schema",
-      "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
-  return kAnnotations;
-}
-
 const std::set<std::string>& Keywords() {
   static const std::set<std::string> kKeywords = {"type",
                                                   "properties",
                                                   "required",
                                                   "additionalProperties",
                                                   "items",
+                                                  "prefixItems",
+                                                  "additionalItems",
                                                   "minItems",
                                                   "maxItems",
                                                   "enum",
                                                   "const",
                                                   "anyOf",
+                                                  "allOf",
+                                                  "oneOf",
                                                   "$ref",
                                                   "$defs",
                                                   "definitions",
@@ -52,10 +51,10 @@ const std::set<std::string>& Keywords() {
 
 std::string Quoted(const std::string& text) { return "'" + text + "'"; }
 
-// Keywords beside $ref, anyOf, enum or const that would be silently dropped.
+// Keywords beside enum or const that would be silently dropped.
 void RefuseSiblings(const Json& schema, const std::string& keyword, const std::string& where) {
   for (const auto& [key, value] : schema.items()) {
-    if (key == keyword || Annotations().count(key) || key == "$defs" || key == "definitions") {
+    if (key == keyword || IsAnnotation(key) || key == "$defs" || key == "definitions") {
       continue;
     }
     if ((keyword == "enum" || keyword == "const") && key == "type") continue;  // redundant
@@ -206,6 +205,30 @@ int64_t IntegerStep(const DecimalStep& step, const std::string& where) {
 
 }  // namespace
 
+bool IsAnnotation(const std::string& key) {
+  // discriminator is OpenAPI's (pydantic writes it beside a oneOf): a hint to validators.
+  static const std::set<std::string> kAnnotations = {
+      "title",    "description", "default",  "examples",  "$schema",      "$id",
+      "$comment", "deprecated",  "readOnly", "writeOnly", "discriminator"};
+  return kAnnotations.count(key) != 0;
+}
+
+RefTarget ResolveRef(const Json& document, const std::string& document_where,
+                     const std::string& ref, const std::string& where) {
+  if (ref.empty() || ref[0] != '#') {
+    throw SchemaError(
+        where, "only references into this schema ('#...') are supported, got " + Quoted(ref));
+  }
+  RefTarget target{nullptr, document_where};
+  try {
+    target.schema = &document.at(Json::json_pointer(ref.substr(1)));
+  } catch (const Json::exception&) {
+    throw SchemaError(where, "the reference " + Quoted(ref) + " points to nothing in the schema");
+  }
+  for (char c : ref.substr(1)) target.where += c == '/' ? '.' : c;
+  return target;
+}
+
 JsonGrammarBuilder::JsonGrammarBuilder() {
   const JsonPrelude& prelude = JsonPreludeGrammar();
   grammar_ = prelude.grammar;
@@ -235,12 +258,42 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
   }
   if (!schema.is_object()) throw SchemaError(where, "a schema must be an object or a boolean");
   for (const auto& [key, value] : schema.items()) {
-    if (!Keywords().count(key) && !Annotations().count(key)) {
+    if (!Keywords().count(key) && !IsAnnotation(key)) {
       throw SchemaError(where, Quoted(key) + " is not supported");
     }
   }
+  if (schema.contains("allOf") || (schema.contains("$ref") && HasSiblings(schema, "$ref"))) {
+    return CompileRewritten(MergeConjunction(schema, *document_, document_where_, where), where);
+  }
+  // Alternatives: a oneOf's must be shown exclusive first; then it is written as an anyOf (the
+  // keywords beside either go into each alternative).
+  const bool one_of = schema.contains("oneOf");
+  if (one_of || schema.contains("anyOf")) {
+    const std::string keyword = one_of ? "oneOf" : "anyOf";
+    if (one_of && schema.contains("anyOf")) {
+      throw SchemaError(where,
+                        "'oneOf' together with 'anyOf' is not supported; put one inside "
+                        "an allOf entry of its own");
+    }
+    const Json& options = schema[keyword];
+    if (!options.is_array() || options.empty()) {
+      throw SchemaError(where + "." + keyword, "must be a non-empty array of schemas");
+    }
+    if (one_of) CheckAlternativesExclusive(options, *document_, where + ".oneOf");
+    if (HasSiblings(schema, keyword)) {
+      Json distributed = DistributeAlternatives(schema, keyword);
+      if (one_of) distributed = Json{{"anyOf", distributed["oneOf"]}};  // exclusive, shown above
+      return CompileRewritten(distributed, where);
+    }
+    int32_t rule = grammar_.NewRule();
+    rule_where_[rule] = where + "." + keyword;
+    for (size_t i = 0; i < options.size(); ++i) {
+      int32_t option = Compile(options[i], where + "." + keyword + "[" + std::to_string(i) + "]");
+      grammar_.AddAlternative(rule, {Element::Rule(option)});
+    }
+    return rule;
+  }
   if (schema.contains("$ref")) {
-    RefuseSiblings(schema, "$ref", where);
     if (!schema["$ref"].is_string()) throw SchemaError(where + ".$ref", "must be a string");
     return CompileRef(schema["$ref"].get<std::string>(), where + ".$ref");
   }
@@ -259,26 +312,14 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
       grammar_.AddAlternative(rule, {Element::Rule(LiteralRule(value))});
     return rule;
   }
-  if (schema.contains("anyOf")) {
-    RefuseSiblings(schema, "anyOf", where);
-    const Json& options = schema["anyOf"];
-    if (!options.is_array() || options.empty()) {
-      throw SchemaError(where + ".anyOf", "must be a non-empty array of schemas");
-    }
-    int32_t rule = grammar_.NewRule();
-    rule_where_[rule] = where + ".anyOf";
-    for (size_t i = 0; i < options.size(); ++i) {
-      int32_t option = Compile(options[i], where + ".anyOf[" + std::to_string(i) + "]");
-      grammar_.AddAlternative(rule, {Element::Rule(option)});
-    }
-    return rule;
-  }
   const auto type = schema.find("type");
   if (type == schema.end()) {
     if (schema.contains("properties") || schema.contains("additionalProperties")) {
       return CompileObject(schema, where);
     }
-    if (schema.contains("items")) return CompileArray(schema, where);
+    if (schema.contains("items") || schema.contains("prefixItems")) {
+      return CompileArray(schema, where);
+    }
     if (schema.contains("format") || schema.contains("pattern") || schema.contains("minLength") ||
         schema.contains("maxLength")) {
       // Without a type only strings are written: those are valid whatever the schema allows else.
@@ -381,26 +422,34 @@ int32_t JsonGrammarBuilder::CompileNumeric(const std::string& type, const Json& 
   return rule;
 }
 
-int32_t JsonGrammarBuilder::CompileRef(const std::string& ref, const std::string& where) {
-  if (ref.empty() || ref[0] != '#') {
-    throw SchemaError(
-        where, "only references into this schema ('#...') are supported, got " + Quoted(ref));
+// A rewritten schema is a temporary: its rule is kept by its text, so that a rewrite that meets
+// itself again (through a recursive $ref) refers back to the rule instead of expanding forever.
+int32_t JsonGrammarBuilder::CompileRewritten(const Json& schema, const std::string& where) {
+  const std::string key = document_where_ + "\n" + schema.dump();
+  if (auto it = rewritten_rules_.find(key); it != rewritten_rules_.end()) return it->second;
+  if (rewrite_depth_ == kMaxRewriteDepth) {
+    throw SchemaError(where, "allOf, or $ref beside other keywords, nest more than " +
+                                 std::to_string(kMaxRewriteDepth) + " deep here");
   }
+  int32_t rule = grammar_.NewRule();
+  rewritten_rules_[key] = rule;
+  rule_where_[rule] = where;
+  ++rewrite_depth_;
+  int32_t body = Compile(schema, where);
+  --rewrite_depth_;
+  grammar_.AddAlternative(rule, {Element::Rule(body)});
+  return rule;
+}
+
+int32_t JsonGrammarBuilder::CompileRef(const std::string& ref, const std::string& where) {
   const std::string key = document_where_ + ref;
   if (auto it = ref_rules_.find(key); it != ref_rules_.end()) return it->second;
-  const Json* target = nullptr;
-  try {
-    target = &document_->at(Json::json_pointer(ref.substr(1)));
-  } catch (const Json::exception&) {
-    throw SchemaError(where, "the reference " + Quoted(ref) + " points to nothing in the schema");
-  }
+  const RefTarget target = ResolveRef(*document_, document_where_, ref, where);
   // The rule exists before its body is compiled, so the body may refer back to it.
   int32_t rule = grammar_.NewRule();
   ref_rules_[key] = rule;
   rule_where_[rule] = where;
-  std::string target_where = document_where_;
-  for (char c : ref.substr(1)) target_where += c == '/' ? '.' : c;
-  int32_t body = Compile(*target, target_where);
+  int32_t body = Compile(*target.schema, target.where);
   grammar_.AddAlternative(rule, {Element::Rule(body)});
   return rule;
 }
@@ -503,18 +552,74 @@ int32_t JsonGrammarBuilder::CompileObject(const Json& schema, const std::string&
   return rule;
 }
 
+// An array: a prefix of positional schemas (2020-12's prefixItems, or the earlier drafts' tuple
+// 'items'), then items of one schema (2020-12's 'items', the drafts' 'additionalItems'; absent:
+// any value, false: none), minItems to maxItems in all. after[i] matches what follows the first i
+// items: the closing bracket once minItems are there, or a comma and item i.
 int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& where) {
   const Element ws = Element::Rule(rules_.ws);
-  int32_t item = rules_.value;
-  if (const auto it = schema.find("items"); it != schema.end()) {
-    if (it->is_array()) {
-      throw SchemaError(where + ".items", "tuple 'items' (an array of schemas) is not supported");
-    }
-    item = Compile(*it, where + ".items");
+  const auto items_it = schema.find("items");
+  const bool tuple_items = items_it != schema.end() && items_it->is_array();
+  const auto prefix_it = schema.find(tuple_items ? "items" : "prefixItems");
+  const std::string prefix_where = where + (tuple_items ? ".items" : ".prefixItems");
+  if (tuple_items && schema.contains("prefixItems")) {
+    throw SchemaError(where,
+                      "'prefixItems' together with tuple 'items' (an array of schemas) "
+                      "mixes two drafts; keep 'prefixItems'");
+  }
+  const char* rest_key = tuple_items ? "additionalItems" : "items";
+  const auto rest_it = schema.find(rest_key);
+  const bool no_rest = rest_it != schema.end() && rest_it->is_boolean() && !rest_it->get<bool>();
+  const size_t n = prefix_it == schema.end() ? 0 : prefix_it->size();
+  if (n > static_cast<size_t>(kMaxCountedItems)) {
+    throw SchemaError(prefix_where, "more than " + std::to_string(kMaxCountedItems) +
+                                        " positional schemas are not supported");
+  }
+  std::vector<int32_t> prefix;
+  for (size_t i = 0; i < n; ++i) {
+    prefix.push_back(Compile((*prefix_it)[i], prefix_where + "[" + std::to_string(i) + "]"));
   }
   const int min = Count(schema, "minItems", where, 0);
-  const int max = schema.contains("maxItems") ? Count(schema, "maxItems", where, 0) : -1;
+  int max = schema.contains("maxItems") ? Count(schema, "maxItems", where, 0) : -1;
   if (max >= 0 && max < min) throw SchemaError(where + ".maxItems", "is less than minItems");
+  if (no_rest) {
+    if (min > static_cast<int>(n)) {
+      throw SchemaError(where + ".minItems", "asks for more items than the " + std::to_string(n) +
+                                                 " positional schemas, and '" + rest_key +
+                                                 "' is false");
+    }
+    max = max < 0 ? static_cast<int>(n) : std::min(max, static_cast<int>(n));
+  }
+  const int32_t rest =
+      no_rest || rest_it == schema.end() ? rules_.value : Compile(*rest_it, where + "." + rest_key);
+  Seq close{ws};
+  Append(close, grammar_.Literal("]"));
+  Seq more{ws};
+  Append(more, grammar_.Literal(","));
+  more.push_back(ws);
+  // Past the prefix: items of `rest`, counted.
+  const int past = std::max(static_cast<int>(n), 1);
+  int32_t after = -1;  // after[past]: only when an item may follow the first `past`
+  if (max < 0 || max >= past) {
+    after = grammar_.NewRule();
+    Seq item = more;
+    item.push_back(Element::Rule(rest));
+    Seq tail{
+        Element::Rule(Repeat(grammar_, item, std::max(min - past, 0), max < 0 ? -1 : max - past))};
+    Append(tail, close);
+    grammar_.AddAlternative(after, tail);
+  }
+  for (int i = past - 1; i >= 1; --i) {  // within the prefix: item i is prefix[i]
+    int32_t rule = grammar_.NewRule();
+    if (i >= min) grammar_.AddAlternative(rule, close);
+    if (max < 0 || i < max) {
+      Seq item = more;
+      item.push_back(Element::Rule(prefix[i]));
+      item.push_back(Element::Rule(after));
+      grammar_.AddAlternative(rule, item);
+    }
+    after = rule;
+  }
   int32_t rule = grammar_.NewRule();
   Seq open = grammar_.Literal("[");
   open.push_back(ws);
@@ -524,16 +629,9 @@ int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& 
     grammar_.AddAlternative(rule, empty);
   }
   if (max == 0) return rule;
-  Seq more{ws};
-  Append(more, grammar_.Literal(","));
-  more.push_back(ws);
-  more.push_back(Element::Rule(item));
-  int32_t others = Repeat(grammar_, more, std::max(min - 1, 0), max < 0 ? -1 : max - 1);
   Seq full = open;
-  full.push_back(Element::Rule(item));
-  full.push_back(Element::Rule(others));
-  full.push_back(ws);
-  Append(full, grammar_.Literal("]"));
+  full.push_back(Element::Rule(n > 0 ? prefix[0] : rest));
+  full.push_back(Element::Rule(after));
   grammar_.AddAlternative(rule, full);
   return rule;
 }

@@ -91,6 +91,141 @@ TEST(JsonSchemaTest, ArraysEnumsConstAnyOf) {
               {R"("12")", R"({"k":1})"}});
 }
 
+// Positional item schemas: prefixItems (2020-12) and the earlier drafts' tuple `items`, then the
+// rest by `items` / `additionalItems` (false: none), counted by minItems and maxItems in all.
+TEST(JsonSchemaTest, TuplesByPosition) {
+  // pydantic's tuple[int, str]: exactly two items, each of its own schema.
+  ExpectCase({R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                 "minItems": 2, "maxItems": 2})",
+              {R"([1,"a"])", R"([ 1 , "a" ])"},
+              {"[]", "[1]", R"(["a",1])", R"([1,"a",2])", R"([1,2])", R"([1,"a",])"}});
+  // Without counts a tuple may stop early, and any values follow it.
+  ExpectCase({R"({"prefixItems": [{"type": "integer"}, {"type": "string"}]})",
+              {"[]", "[1]", R"([1,"a"])", R"([1,"a",null,{}])"},
+              {R"(["a"])", R"([1,2])", "[1,]"}});
+  // The rest by `items`, or none.
+  ExpectCase({R"({"type": "array", "prefixItems": [{"type": "string"}],
+                 "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3})",
+              {R"(["a"])", R"(["a",true])", R"(["a",true,false])"},
+              {"[]", "[true]", R"(["a",1])", R"(["a",true,false,true])"}});
+  ExpectCase({R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"},
+                 {"const": "end"}], "items": false, "minItems": 1})",
+              {"[1]", "[1,2]", R"([1,2,"end"])"},
+              {"[]", "[1,2,3]", R"([1,2,"end",4])"}});
+  ExpectCase({R"({"type": "array", "items": false})", {"[]", "[ ]"}, {"[1]"}});
+  // maxItems inside the prefix cuts it.
+  ExpectCase({R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"},
+                 {"type": "null"}], "maxItems": 2})",
+              {"[]", "[1]", R"([1,"a"])"},
+              {R"([1,"a",null])"}});
+  // Draft 4-2019: `items` as an array, `additionalItems` for the rest.
+  ExpectCase({R"({"type": "array", "items": [{"type": "integer"}, {"type": "string"}],
+                 "additionalItems": false, "minItems": 2})",
+              {R"([1,"a"])"},
+              {"[1]", R"([1,"a",3])"}});
+  ExpectCase({R"({"type": "array", "items": [{"type": "integer"}],
+                 "additionalItems": {"type": "string"}})",
+              {"[]", "[1]", R"([1,"a","b"])"},
+              {R"([1,2])", R"(["a"])"}});
+  // additionalItems beside a single `items` schema means nothing (as the drafts say).
+  ExpectCase({R"({"type": "array", "items": {"type": "integer"}, "additionalItems": false})",
+              {"[]", "[1,2,3]"},
+              {R"(["a"])"}});
+  // A recursive tuple: a pair of a value and its (optional) rest.
+  ExpectCase({R"({"$defs": {"list": {"type": "array", "prefixItems": [{"type": "integer"},
+                   {"anyOf": [{"$ref": "#/$defs/list"}, {"type": "null"}]}],
+                   "minItems": 2, "maxItems": 2}}, "$ref": "#/$defs/list"})",
+              {"[1,null]", "[1,[2,[3,null]]]"},
+              {"[1]", "[1,[2]]"}});
+}
+
+// allOf, and $ref beside other keywords, as one schema: every part holds.
+TEST(JsonSchemaTest, ConjunctionsMergeTheirParts) {
+  // pydantic v1's wrapped reference, and a model extending another.
+  ExpectCase({R"({"$defs": {"Pet": {"type": "object", "properties": {"name": {"type": "string"}},
+                   "required": ["name"]}},
+                 "type": "object", "properties": {"pet": {"allOf": [{"$ref": "#/$defs/Pet"}],
+                   "description": "the pet"}}, "required": ["pet"]})",
+              {R"({"pet":{"name":"Rex"}})"},
+              {R"({"pet":{}})", R"({"pet":"Rex"})", R"({})"}});
+  ExpectCase({R"({"$defs": {"Pet": {"type": "object", "properties": {"name": {"type": "string"}},
+                   "required": ["name"]}},
+                 "allOf": [{"$ref": "#/$defs/Pet"}, {"properties": {"age": {"type": "integer"}},
+                   "required": ["age"]}]})",
+              {R"({"name":"Rex","age":3})"},
+              {R"({"name":"Rex"})", R"({"age":3})", R"({"name":"Rex","age":"3"})"}});
+  // A name in two parts must meet both; the tighter bound wins; types intersect.
+  ExpectCase({R"({"allOf": [{"type": "object", "properties": {"n": {"type": "number",
+                   "minimum": 0}}, "required": ["n"]},
+                 {"properties": {"n": {"type": "integer", "maximum": 10, "minimum": 2}}}]})",
+              {R"({"n":2})", R"({"n":10})"},
+              {R"({"n":1})", R"({"n":11})", R"({"n":2.5})"}});
+  ExpectCase({R"({"allOf": [{"type": ["string", "null"]}, {"type": "string", "maxLength": 2}]})",
+              {R"("ab")"},
+              {"null", R"("abc")"}});
+  // A part's additionalProperties holds for the properties the others list: false drops them,
+  // a schema joins theirs.
+  ExpectCase({R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}},
+                   "additionalProperties": false},
+                 {"properties": {"b": {"type": "integer"}}}]})",
+              {R"({})", R"({"a":1})"},
+              {R"({"b":1})", R"({"a":1,"b":2})"}});
+  ExpectCase({R"({"allOf": [{"type": "object", "additionalProperties": {"type": "integer"}},
+                 {"properties": {"b": {}}, "required": ["b"]}]})",
+              {R"({"b":1})"},
+              {R"({"b":"x"})"}});
+  // $ref beside other keywords: the target and the keywords both hold.
+  ExpectCase({R"({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 3})",
+              {R"("abc")"},
+              {R"("abcd")", "1"}});
+  // Recursion through a merged part ends in a rule that refers to itself.
+  ExpectCase(
+      {R"({"$defs": {"node": {"type": "object", "properties": {
+                   "child": {"allOf": [{"$ref": "#/$defs/node"}], "description": "next"},
+                   "v": {"type": "integer"}}, "required": ["v"]}},
+                 "$ref": "#/$defs/node"})",
+       {R"({"v":1})", R"({"child":{"v":2},"v":1})", R"({"child":{"child":{"v":3},"v":2},"v":1})"},
+       {R"({"child":{},"v":1})"}});
+}
+
+// An anyOf beside other keywords: each alternative with them.
+TEST(JsonSchemaTest, KeywordsBesideAnyOfHoldInEveryAlternative) {
+  ExpectCase(
+      {R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})",
+       {R"({"a":1})", R"({"b":2})", R"({"a":1,"b":2})"},
+       {R"({})", R"({"a":"x"})"}});
+  ExpectCase({R"({"type": "string", "anyOf": [{"maxLength": 1}, {"format": "date"}]})",
+              {R"("a")", R"("2024-01-31")"},
+              {R"("ab")", "1"}});
+}
+
+// oneOf where the alternatives exclude each other: by type, or by a required property's values.
+TEST(JsonSchemaTest, ExclusiveOneOf) {
+  ExpectCase({R"({"oneOf": [{"type": "string"}, {"type": "null"}, {"type": "array",
+                 "items": {"type": "integer"}}]})",
+              {R"("a")", "null", "[1,2]"},
+              {"1", R"(["a"])"}});
+  // pydantic's discriminated union.
+  ExpectCase(
+      {R"({"$defs": {
+                   "Cat": {"type": "object", "properties": {"pet_type": {"const": "cat",
+                     "type": "string"}, "meows": {"type": "integer"}},
+                     "required": ["pet_type", "meows"], "title": "Cat"},
+                   "Dog": {"type": "object", "properties": {"pet_type": {"enum": ["dog", "wolf"]},
+                     "barks": {"type": "number"}}, "required": ["pet_type", "barks"]}},
+                 "type": "object", "properties": {"pet": {"oneOf": [{"$ref": "#/$defs/Cat"},
+                   {"$ref": "#/$defs/Dog"}], "discriminator": {"propertyName": "pet_type",
+                   "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}}}},
+                 "required": ["pet"]})",
+       {R"({"pet":{"pet_type":"cat","meows":3}})", R"({"pet":{"pet_type":"wolf","barks":1.5}})"},
+       {R"({"pet":{"pet_type":"cat","barks":1}})", R"({"pet":{"pet_type":"cow","meows":1}})"}});
+  // Keywords beside a oneOf hold in each alternative.
+  ExpectCase({R"({"maxLength": 2, "oneOf": [{"type": "string"}, {"type": "integer"}]})",
+              {R"("ab")", "7"},
+              {R"("abc")"}});
+}
+
 TEST(JsonSchemaTest, RefsAndRecursion) {
   ExpectCase({R"({"$defs": {"node": {"type": "object", "properties": {
                    "value": {"type": "integer"},
@@ -812,7 +947,25 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ExpectError(R"({"multipleOf": 10})", "schema", "'multipleOf' need 'type'");
   ExpectError(R"({"type": "integer", "multipleOf": 100, "minimum": 1, "maximum": 99})", "schema",
               "no integer multiple");
-  ExpectError(R"({"oneOf": [{"type": "integer"}]})", "schema", "'oneOf' is not supported");
+  ExpectError(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})", "schema.oneOf",
+              "alternatives 0 and 1 may both accept one value");
+  ExpectError(R"({"oneOf": [{"type": "string"}, {"properties": {"a": {}}}]})", "schema.oneOf",
+              "alternatives 0 and 1");
+  // The same discriminating value in both, or a discriminator one side does not require.
+  ExpectError(R"({"oneOf": [
+                  {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                  {"type": "object", "properties": {"k": {"enum": ["b", "a"]}}, "required": ["k"]}]})",
+              "schema.oneOf", "alternatives 0 and 1");
+  ExpectError(R"({"oneOf": [
+                  {"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+                  {"type": "object", "properties": {"k": {"const": 1.0}}, "required": ["k"]}]})",
+              "schema.oneOf", "alternatives 0 and 1");
+  ExpectError(R"({"oneOf": [
+                  {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                  {"type": "object", "properties": {"k": {"const": "b"}}}]})",
+              "schema.oneOf", "alternatives 0 and 1");
+  ExpectError(R"({"oneOf": [{"type": "string"}], "anyOf": [{"type": "string"}]})", "schema",
+              "'oneOf' together with 'anyOf'");
   ExpectError(R"({"type": "string", "format": "uri"})", "schema.format",
               "format 'uri' is not supported");
   ExpectError(R"({"type": "string", "format": "idn-hostname"})", "schema.format",
@@ -833,10 +986,30 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
               "schema.anyOf", "no finite value");
   ExpectError(R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1, "maxItems": 3})",
               "schema", "no finite value");
-  ExpectError(R"({"type": "array", "items": [{"type": "integer"}]})", "schema.items",
-              "tuple 'items'");
+  ExpectError(R"({"type": "array", "prefixItems": [{}], "items": [{}]})", "schema",
+              "mixes two drafts");
+  ExpectError(R"({"type": "array", "prefixItems": [{}, {}], "items": false, "minItems": 3})",
+              "schema.minItems", "more items than the 2 positional schemas");
+  ExpectError(R"({"type": "array", "items": [{"type": "integer"}], "minItems": 2,
+                  "additionalItems": false})",
+              "schema.minItems", "'additionalItems' is false");
+  ExpectError(R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "bogus"}]})",
+              "schema.prefixItems[1].type", "unknown type 'bogus'");
+  ExpectError(R"({"type": "array", "prefixItems": [{"$ref": "#"}], "minItems": 1})", "schema",
+              "no finite value");
   ExpectError(R"({"type": "array", "maxItems": 100000})", "schema.maxItems", "above 256");
-  ExpectError(R"({"$ref": "#", "type": "object"})", "schema", "'$ref' together with 'type'");
+  ExpectError(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", "schema.allOf[1].type",
+              "leaves no type");
+  ExpectError(R"({"allOf": [{"format": "date"}, {"format": "email"}]})", "schema.allOf[1].format",
+              "differs from another part's 'format'");
+  ExpectError(
+      R"({"allOf": [{"type": "object", "properties": {"a": {}}, "additionalProperties": false},
+                  {"properties": {"b": {}}, "required": ["b"]}]})",
+      "schema.allOf[0].additionalProperties", "requires 'b'");
+  ExpectError(R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}, {"type": "object"}]}},
+                  "$ref": "#/$defs/a"})",
+              "schema.$defs.a.allOf[0]", "nest more than 64 deep");
+  ExpectError(R"({"allOf": [false]})", "schema.allOf[0]", "matches nothing");
   ExpectError("false", "schema", "matches nothing");
   ExpectError(R"({"type": "integer", "minimum": 5, "maximum": 4})", "schema",
               "no integer lies between its bounds");

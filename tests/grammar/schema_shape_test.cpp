@@ -19,7 +19,7 @@ std::string Culprit(const char* schema) {
   return "";
 }
 
-// Valid JSON Schema, including keywords the grammar compiler refuses (allOf, oneOf, not,
+// Valid JSON Schema, including keywords the grammar compiler refuses (not,
 // patternProperties, tuple items, draft-4 boolean exclusive bounds) and unknown keywords.
 TEST(SchemaShapeTest, AcceptsValidSchemasWhateverTheCompilerSupports) {
   for (

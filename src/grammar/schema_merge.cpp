@@ -1,0 +1,231 @@
+#include "grammar/schema_merge.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+namespace mkserve::grammar {
+namespace {
+
+// allOf inside allOf, or $ref to $ref, this deep is a cycle in all likelihood (a schema that
+// holds itself beside something else matches no finite text anyway).
+constexpr int kMaxMergeDepth = 64;
+// Parts one conjunction may flatten into: allOf of references to allOf doubles them per level.
+constexpr size_t kMaxMembers = 1024;
+
+struct Member {
+  const Json* schema;
+  std::string where;
+};
+
+std::string Quoted(const std::string& text) { return "'" + text + "'"; }
+
+// Keywords a member contributes nothing through: what Flatten expands, and what only names.
+bool Skipped(const std::string& key) {
+  return IsAnnotation(key) || key == "allOf" || key == "$ref" || key == "$defs" ||
+         key == "definitions";
+}
+
+void Flatten(const Json& schema, const std::string& where, const Json& document,
+             const std::string& document_where, int depth, std::vector<Member>& members) {
+  if (depth > kMaxMergeDepth) {
+    throw SchemaError(where, "allOf and $ref nest more than " + std::to_string(kMaxMergeDepth) +
+                                 " deep here (a schema that holds itself beside other keywords)");
+  }
+  if (schema.is_boolean()) {
+    if (!schema.get<bool>()) throw SchemaError(where, "the schema 'false' matches nothing");
+    return;
+  }
+  if (!schema.is_object()) throw SchemaError(where, "a schema must be an object or a boolean");
+  if (members.size() == kMaxMembers) {
+    throw SchemaError(where, "more than " + std::to_string(kMaxMembers) +
+                                 " schemas joined by allOf and $ref here are not supported");
+  }
+  members.push_back({&schema, where});
+  if (const auto ref = schema.find("$ref"); ref != schema.end()) {
+    if (!ref->is_string()) throw SchemaError(where + ".$ref", "must be a string");
+    const RefTarget target =
+        ResolveRef(document, document_where, ref->get<std::string>(), where + ".$ref");
+    Flatten(*target.schema, target.where, document, document_where, depth + 1, members);
+  }
+  if (const auto all = schema.find("allOf"); all != schema.end()) {
+    if (!all->is_array() || all->empty()) {
+      throw SchemaError(where + ".allOf", "must be a non-empty array of schemas");
+    }
+    for (size_t i = 0; i < all->size(); ++i) {
+      Flatten((*all)[i], where + ".allOf[" + std::to_string(i) + "]", document, document_where,
+              depth + 1, members);
+    }
+  }
+}
+
+Json AllOf(const Json& a, const Json& b) { return Json{{"allOf", Json::array({a, b})}}; }
+
+std::vector<std::string> TypeNames(const Json& type, const std::string& where) {
+  std::vector<std::string> names;
+  if (type.is_string()) return {type.get<std::string>()};
+  if (!type.is_array()) throw SchemaError(where, "must be a type name or an array of them");
+  for (const Json& name : type) {
+    if (!name.is_string()) throw SchemaError(where, "must be a type name or an array of them");
+    names.push_back(name.get<std::string>());
+  }
+  return names;
+}
+
+// The types both allow; an integer is a number.
+std::vector<std::string> CommonTypes(const std::vector<std::string>& a,
+                                     const std::vector<std::string>& b) {
+  auto allows = [](const std::vector<std::string>& types, const std::string& type) {
+    return std::find(types.begin(), types.end(), type) != types.end() ||
+           (type == "integer" && std::find(types.begin(), types.end(), "number") != types.end());
+  };
+  std::vector<std::string> common;
+  for (const std::string& type : a) {
+    if (allows(b, type)) common.push_back(type);
+  }
+  for (const std::string& type : b) {
+    if (type == "integer" && allows(a, type) &&
+        std::find(common.begin(), common.end(), type) == common.end()) {
+      common.push_back(type);
+    }
+  }
+  return common;
+}
+
+// Keywords whose larger (smaller) value is the tighter one, each an assertion of its own.
+bool IsLowerBound(const std::string& key) {
+  return key == "minimum" || key == "exclusiveMinimum" || key == "minLength" || key == "minItems" ||
+         key == "minProperties";
+}
+bool IsUpperBound(const std::string& key) {
+  return key == "maximum" || key == "exclusiveMaximum" || key == "maxLength" || key == "maxItems" ||
+         key == "maxProperties";
+}
+
+bool HasPositionalItems(const Json& schema) {
+  const auto items = schema.find("items");
+  return schema.contains("prefixItems") || (items != schema.end() && items->is_array());
+}
+
+}  // namespace
+
+bool HasSiblings(const Json& schema, const std::string& keyword) {
+  for (const auto& [key, value] : schema.items()) {
+    if (key != keyword && !IsAnnotation(key) && key != "$defs" && key != "definitions") {
+      return true;
+    }
+  }
+  return false;
+}
+
+Json MergeConjunction(const Json& schema, const Json& document, const std::string& document_where,
+                      const std::string& where) {
+  std::vector<Member> members;
+  Flatten(schema, where, document, document_where, 0, members);
+  const bool positional = std::any_of(members.begin(), members.end(), [](const Member& m) {
+    return HasPositionalItems(*m.schema);
+  });
+  Json merged = Json::object();
+  Json properties = Json::object();
+  std::vector<std::string> required;
+  std::optional<std::vector<std::string>> types;
+  std::vector<const Member*> closers;  // members with additionalProperties
+  for (const Member& member : members) {
+    for (const auto& [key, value] : member.schema->items()) {
+      if (Skipped(key)) continue;
+      const std::string at = member.where + "." + key;
+      if (key == "properties") {
+        if (!value.is_object()) throw SchemaError(at, "must be an object");
+        for (const auto& [name, subschema] : value.items()) {
+          properties[name] =
+              properties.contains(name) ? AllOf(properties[name], subschema) : subschema;
+        }
+      } else if (key == "required") {
+        if (!value.is_array()) throw SchemaError(at, "must be an array of names");
+        for (const Json& name : value) {
+          if (!name.is_string()) throw SchemaError(at, "must be an array of names");
+          const std::string text = name.get<std::string>();
+          if (std::find(required.begin(), required.end(), text) == required.end()) {
+            required.push_back(text);
+          }
+        }
+      } else if (key == "additionalProperties") {
+        closers.push_back(&member);
+      } else if (key == "type") {
+        const std::vector<std::string> names = TypeNames(value, at);
+        types = types ? CommonTypes(*types, names) : names;
+        if (types->empty()) throw SchemaError(at, "leaves no type that every part allows");
+      } else if ((IsLowerBound(key) || IsUpperBound(key)) && value.is_number() &&
+                 merged.contains(key) && merged[key].is_number()) {
+        const bool larger = value.get<double>() > merged[key].get<double>();
+        if (larger == IsLowerBound(key)) merged[key] = value;
+      } else if (key == "items" && !positional && merged.contains(key)) {
+        merged[key] = AllOf(merged[key], value);
+      } else if (merged.contains(key) && merged[key] != value) {
+        throw SchemaError(at, "differs from another part's " + Quoted(key) +
+                                  " (parts of an allOf, or a $ref and the keywords beside it, "
+                                  "may share it only when equal); write it once");
+      } else {
+        merged[key] = value;
+      }
+    }
+  }
+  // A member's additionalProperties holds for the properties the others add.
+  std::vector<Json> open_values;  // its schemas, for a map
+  bool closed = false;
+  for (const Member* closer : closers) {
+    const Json& extra = closer->schema->at("additionalProperties");
+    const auto own_it = closer->schema->find("properties");
+    const bool has_own = own_it != closer->schema->end() && own_it->is_object();
+    std::vector<std::string> names;
+    for (const auto& [name, subschema] : properties.items()) {
+      if (!has_own || !own_it->contains(name)) names.push_back(name);
+    }
+    if (extra.is_boolean()) {
+      if (extra.get<bool>()) continue;
+      closed = true;
+      for (const std::string& name : names) {
+        if (std::find(required.begin(), required.end(), name) != required.end()) {
+          throw SchemaError(closer->where + ".additionalProperties",
+                            "is false, yet another part requires " + Quoted(name) +
+                                ", which this part's properties do not list");
+        }
+        properties.erase(name);
+      }
+    } else {
+      for (const std::string& name : names) properties[name] = AllOf(properties[name], extra);
+      open_values.push_back(extra);
+    }
+  }
+  if (types) merged["type"] = types->size() == 1 ? Json((*types)[0]) : Json(*types);
+  if (!properties.empty() || std::any_of(members.begin(), members.end(), [](const Member& m) {
+        return m.schema->contains("properties");
+      })) {
+    merged["properties"] = properties;
+  }
+  if (!required.empty()) merged["required"] = required;
+  if (closed) {
+    merged["additionalProperties"] = false;
+  } else if (!open_values.empty()) {
+    Json all = open_values[0];
+    for (size_t i = 1; i < open_values.size(); ++i) all = AllOf(all, open_values[i]);
+    merged["additionalProperties"] = all;
+  }
+  return merged;
+}
+
+Json DistributeAlternatives(const Json& schema, const std::string& keyword) {
+  Json siblings = Json::object();
+  for (const auto& [key, value] : schema.items()) {
+    if (key != keyword && !IsAnnotation(key) && key != "$defs" && key != "definitions") {
+      siblings[key] = value;
+    }
+  }
+  Json alternatives = Json::array();
+  for (const Json& alternative : schema.at(keyword)) {
+    alternatives.push_back(AllOf(alternative, siblings));
+  }
+  return Json{{keyword, alternatives}};
+}
+
+}  // namespace mkserve::grammar
