@@ -5,6 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { isIPv4, isIPv6 } from 'node:net';
+import Ajv2020 from 'ajv/dist/2020.js';
 import { makeTinyModel, startServer, client, user, expectApiError, MODEL_BACKEND_ARGS } from './harness.mjs';
 
 let model, server, openai;
@@ -267,6 +268,59 @@ test('tool_choice named and required: a valid call whose arguments match the sch
     }
   }
   assert.ok(complete >= SEEDS.length, `only ${complete} of ${2 * SEEDS.length} calls finished`);
+});
+
+// Schemas as pydantic and zod write them: tuples (prefixItems), models extending others (allOf,
+// a $ref beside keywords), discriminated unions (oneOf). Judged by ajv (JSON Schema 2020-12), a
+// validator that shares nothing with the grammar compiler.
+const PYDANTIC_SHAPES = {
+  $defs: {
+    Cat: { type: 'object', title: 'Cat', properties: { pet_type: { const: 'cat', type: 'string' }, lives: { type: 'integer', minimum: 1, maximum: 9 } },
+      required: ['pet_type', 'lives'], additionalProperties: false },
+    Dog: { type: 'object', title: 'Dog', properties: { pet_type: { const: 'dog', type: 'string' }, good: { type: 'boolean' } },
+      required: ['pet_type', 'good'], additionalProperties: false },
+    Named: { type: 'object', properties: { name: { type: 'string', maxLength: 8 } }, required: ['name'] },
+  },
+  type: 'object',
+  properties: {
+    point: { type: 'array', prefixItems: [{ type: 'number' }, { type: 'number' }, { enum: ['m', 'ft'] }], items: false, minItems: 3 },
+    tags: { type: 'array', prefixItems: [{ const: 'first' }], items: { type: 'string', maxLength: 4 }, maxItems: 3 },
+    pet: { oneOf: [{ $ref: '#/$defs/Cat' }, { $ref: '#/$defs/Dog' }], discriminator: { propertyName: 'pet_type' } },
+    owner: { allOf: [{ $ref: '#/$defs/Named' }, { properties: { age: { type: 'integer', minimum: 18, maximum: 99 } }, required: ['age'] }] },
+    id: { $ref: '#/$defs/Named', description: 'who', properties: { name: { pattern: '^[a-z]+$' } } },
+    either: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'string', maxLength: 3 } }, anyOf: [{ required: ['a'] }, { required: ['b'] }],
+      additionalProperties: false },
+    scalar: { oneOf: [{ type: 'string', maxLength: 3 }, { type: 'null' }, { type: 'integer', minimum: 0, maximum: 9 }] },
+  },
+  required: ['point', 'tags', 'pet', 'owner', 'id', 'either', 'scalar'],
+  additionalProperties: false,
+};
+
+test('tuples, allOf, $ref beside keywords and oneOf: every answer is valid under ajv', async () => {
+  const validate = new Ajv2020({ strict: false, allErrors: true }).compile(PYDANTIC_SHAPES);
+  const results = [];
+  for (const seed of [...SEEDS, 7, 8, 9, 10]) {
+    const response = await openai.chat.completions.create({
+      messages: user('Fill the form.'), max_tokens: 800, seed, temperature: 0.9, ...NO_THINKING,
+      response_format: { type: 'json_schema', json_schema: { name: 'shapes', schema: PYDANTIC_SHAPES } },
+    });
+    results.push({ finish: response.choices[0].finish_reason, content: response.choices[0].message.content });
+  }
+  let complete = 0;
+  for (const { finish, content } of results) {
+    if (finish === 'length') continue;
+    assert.equal(finish, 'stop');
+    assert.ok(validate(JSON.parse(content)), `${content}\n${JSON.stringify(validate.errors)}`);
+    complete++;
+  }
+  assert.ok(complete >= results.length / 2, `only ${complete} of ${results.length} finished`);
+  // What cannot be shown exclusive, or merged exactly, is a 400 that names it.
+  const withSchema = (schema) => ({ messages: user('x'), max_tokens: 4,
+    response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
+  await expectApiError(openai.chat.completions.create(withSchema({ oneOf: [{ type: 'integer' }, { type: 'number' }] })),
+    { status: 400, param: 'response_format.json_schema.schema.oneOf', message: /alternatives 0 and 1 may both accept one value/ });
+  await expectApiError(openai.chat.completions.create(withSchema({ allOf: [{ type: 'string', format: 'date' }, { format: 'email' }] })),
+    { status: 400, param: 'response_format.json_schema.schema.allOf[1].format', message: /differs from another part's 'format'/ });
 });
 
 test('unsupported schemas and formats are 400s that name them; text is plain', async () => {
