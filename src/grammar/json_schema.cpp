@@ -13,6 +13,7 @@
 #include "grammar/schema_merge.h"
 #include "grammar/schema_one_of.h"
 #include "grammar/schema_shape.h"
+#include "grammar/schema_types.h"
 
 namespace mkserve::grammar {
 namespace {
@@ -281,7 +282,7 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
     }
     if (one_of) CheckAlternativesExclusive(options, *document_, where + ".oneOf");
     if (HasSiblings(schema, keyword)) {
-      Json distributed = DistributeAlternatives(schema, keyword);
+      Json distributed = DistributeAlternatives(schema, keyword, *document_, where + "." + keyword);
       if (one_of) distributed = Json{{"anyOf", distributed["oneOf"]}};  // exclusive, shown above
       return CompileRewritten(distributed, where);
     }
@@ -297,19 +298,27 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
     if (!schema["$ref"].is_string()) throw SchemaError(where + ".$ref", "must be a string");
     return CompileRef(schema["$ref"].get<std::string>(), where + ".$ref");
   }
-  if (schema.contains("const")) {
-    RefuseSiblings(schema, "const", where);
-    return LiteralRule(schema["const"]);
-  }
-  if (schema.contains("enum")) {
-    RefuseSiblings(schema, "enum", where);
-    const Json& values = schema["enum"];
+  // const and enum: their values, of those a `type` beside them allows.
+  const bool is_const = schema.contains("const");
+  if (is_const || schema.contains("enum")) {
+    const std::string keyword = is_const ? "const" : "enum";
+    RefuseSiblings(schema, keyword, where);
+    const Json values = is_const ? Json::array({schema["const"]}) : schema["enum"];
     if (!values.is_array() || values.empty()) {
       throw SchemaError(where + ".enum", "must be a non-empty array");
     }
+    const unsigned types = schema.contains("type") ? TypesNamed(schema["type"]) : kAnyType;
     int32_t rule = grammar_.NewRule();
-    for (const Json& value : values)
+    bool any = false;
+    for (const Json& value : values) {
+      if ((TypeOfValue(value) & types) == 0) continue;
       grammar_.AddAlternative(rule, {Element::Rule(LiteralRule(value))});
+      any = true;
+    }
+    if (!any) {
+      throw SchemaError(where + "." + keyword,
+                        "no value here has a type that 'type' beside it allows");
+    }
     return rule;
   }
   const auto type = schema.find("type");

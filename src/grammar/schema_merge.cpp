@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include "grammar/schema_types.h"
+
 namespace mkserve::grammar {
 namespace {
 
@@ -92,6 +94,15 @@ std::vector<std::string> CommonTypes(const std::vector<std::string>& a,
   return common;
 }
 
+// The values of `a` that `b` lists too (JSON equality: 1 equals 1.0).
+Json CommonValues(const Json& a, const Json& b) {
+  Json common = Json::array();
+  for (const Json& value : a) {
+    if (std::find(b.begin(), b.end(), value) != b.end()) common.push_back(value);
+  }
+  return common;
+}
+
 // Keywords whose larger (smaller) value is the tighter one, each an assertion of its own.
 bool IsLowerBound(const std::string& key) {
   return key == "minimum" || key == "exclusiveMinimum" || key == "minLength" || key == "minItems" ||
@@ -129,6 +140,7 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
   Json properties = Json::object();
   std::vector<std::string> required;
   std::optional<std::vector<std::string>> types;
+  std::optional<Json> values;          // const and enum: the values every part allows
   std::vector<const Member*> closers;  // members with additionalProperties
   for (const Member& member : members) {
     for (const auto& [key, value] : member.schema->items()) {
@@ -159,6 +171,13 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
                  merged.contains(key) && merged[key].is_number()) {
         const bool larger = value.get<double>() > merged[key].get<double>();
         if (larger == IsLowerBound(key)) merged[key] = value;
+      } else if (key == "const" || key == "enum") {
+        if (key == "enum" && (!value.is_array() || value.empty())) {
+          throw SchemaError(at, "must be a non-empty array");
+        }
+        const Json listed = key == "const" ? Json::array({value}) : value;
+        values = values ? CommonValues(*values, listed) : listed;
+        if (values->empty()) throw SchemaError(at, "leaves no value that every part allows");
       } else if (key == "items" && !positional && merged.contains(key)) {
         merged[key] = AllOf(merged[key], value);
       } else if (merged.contains(key) && merged[key] != value) {
@@ -198,6 +217,13 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
     }
   }
   if (types) merged["type"] = types->size() == 1 ? Json((*types)[0]) : Json(*types);
+  if (values) {
+    if (values->size() == 1) {
+      merged["const"] = (*values)[0];
+    } else {
+      merged["enum"] = *values;
+    }
+  }
   if (!properties.empty() || std::any_of(members.begin(), members.end(), [](const Member& m) {
         return m.schema->contains("properties");
       })) {
@@ -214,16 +240,23 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
   return merged;
 }
 
-Json DistributeAlternatives(const Json& schema, const std::string& keyword) {
+Json DistributeAlternatives(const Json& schema, const std::string& keyword, const Json& document,
+                            const std::string& where) {
   Json siblings = Json::object();
   for (const auto& [key, value] : schema.items()) {
     if (key != keyword && !IsAnnotation(key) && key != "$defs" && key != "definitions") {
       siblings[key] = value;
     }
   }
+  const unsigned sibling_types = AcceptedTypes(siblings, document);
   Json alternatives = Json::array();
   for (const Json& alternative : schema.at(keyword)) {
+    if ((AcceptedTypes(alternative, document) & sibling_types) == 0) continue;
     alternatives.push_back(AllOf(alternative, siblings));
+  }
+  if (alternatives.empty()) {
+    throw SchemaError(where, "no alternative of " + Quoted(keyword) +
+                                 " allows a JSON type the keywords beside it allow");
   }
   return Json{{keyword, alternatives}};
 }

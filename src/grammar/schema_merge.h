@@ -27,8 +27,11 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
                       const std::string& where);
 
 // `schema` with `keyword` ("anyOf" or "oneOf") and other keywords beside it, as {keyword: [...]}
-// whose alternatives each hold one entry and those keywords (an allOf of the two).
-Json DistributeAlternatives(const Json& schema, const std::string& keyword);
+// whose alternatives each hold one entry and those keywords (an allOf of the two). Alternatives
+// that share no JSON type with those keywords are left out ({"type": "string", "anyOf":
+// [{"maxLength": 3}, {"type": "null"}]}); throws SchemaError at `where` when none is left.
+Json DistributeAlternatives(const Json& schema, const std::string& keyword, const Json& document,
+                            const std::string& where);
 
 // Whether `schema` has keywords beside `keyword` other than annotations and $defs/definitions.
 bool HasSiblings(const Json& schema, const std::string& keyword);

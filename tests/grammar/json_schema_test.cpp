@@ -76,6 +76,20 @@ TEST(JsonSchemaTest, Objects) {
               {R"({"a":1})"}});
 }
 
+// A type beside enum or const keeps the values it allows (1.0 is an integer).
+TEST(JsonSchemaTest, TypeBesideEnumKeepsItsValues) {
+  ExpectCase({R"({"type": "string", "enum": [1, "a", null]})", {R"("a")"}, {"1", "null"}});
+  ExpectCase({R"({"type": ["integer", "null"], "enum": [1.0, 2.5, null, "x"]})",
+              {"1.0", "null"},
+              {"2.5", R"("x")"}});
+  ExpectCase({R"({"allOf": [{"type": "string"}, {"enum": ["a", 2]}]})", {R"("a")"}, {"2"}});
+  // const and enum of several parts: the values in all of them.
+  ExpectCase({R"({"allOf": [{"enum": ["a", "b", 1]}, {"enum": [1.0, "b", "c"]}]})",
+              {R"("b")", "1"},
+              {R"("a")", R"("c")"}});
+  ExpectCase({R"({"allOf": [{"enum": ["a", "b"]}, {"const": "b"}]})", {R"("b")"}, {R"("a")"}});
+}
+
 TEST(JsonSchemaTest, ArraysEnumsConstAnyOf) {
   ExpectCase({R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})",
               {"[1]", "[1,2]", "[ 1 , 2 , 3 ]"},
@@ -190,6 +204,10 @@ TEST(JsonSchemaTest, ConjunctionsMergeTheirParts) {
 
 // An anyOf beside other keywords: each alternative with them.
 TEST(JsonSchemaTest, KeywordsBesideAnyOfHoldInEveryAlternative) {
+  // An alternative no type beside it allows is left out.
+  ExpectCase({R"({"type": "string", "anyOf": [{"maxLength": 3}, {"type": "null"}]})",
+              {R"("abc")"},
+              {"null", R"("abcd")"}});
   ExpectCase(
       {R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                  "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})",
@@ -1010,6 +1028,13 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
                   "$ref": "#/$defs/a"})",
               "schema.$defs.a.allOf[0]", "nest more than 64 deep");
   ExpectError(R"({"allOf": [false]})", "schema.allOf[0]", "matches nothing");
+  ExpectError(R"({"allOf": [{"const": "a"}, {"enum": ["b"]}]})", "schema.allOf[1].enum",
+              "leaves no value that every part allows");
+  ExpectError(R"({"type": "string", "enum": [1, 2]})", "schema.enum", "no value here has a type");
+  ExpectError(R"({"type": "boolean", "const": "true"})", "schema.const",
+              "no value here has a type");
+  ExpectError(R"({"type": "string", "anyOf": [{"type": "null"}, {"type": "integer"}]})",
+              "schema.anyOf", "no alternative of 'anyOf' allows a JSON type");
   ExpectError("false", "schema", "matches nothing");
   ExpectError(R"({"type": "integer", "minimum": 5, "maximum": 4})", "schema",
               "no integer lies between its bounds");

@@ -1,0 +1,82 @@
+#include "grammar/schema_types.h"
+
+#include <cmath>
+
+namespace mkserve::grammar {
+namespace {
+
+constexpr int kMaxDepth = 64;  // $ref chains and nesting followed; deeper: any type
+// Schemas one question may visit: anyOf of references to anyOf doubles them per level.
+constexpr int kMaxVisits = 1 << 16;
+
+unsigned TypeOfName(const Json& name) {
+  if (!name.is_string()) return kAnyType;
+  const std::string text = name.get<std::string>();
+  if (text == "null") return kNullType;
+  if (text == "boolean") return kBooleanType;
+  if (text == "object") return kObjectType;
+  if (text == "array") return kArrayType;
+  if (text == "string") return kStringType;
+  if (text == "integer") return kIntegerType;
+  if (text == "number") return kIntegerType | kFractionType;
+  return kAnyType;  // an unknown name is the compiler's error to report
+}
+
+unsigned Accepted(const Json& schema, const Json& document, int depth, int& visits_left) {
+  if (schema.is_boolean()) return schema.get<bool>() ? kAnyType : 0;
+  if (!schema.is_object() || depth > kMaxDepth || --visits_left < 0) return kAnyType;
+  unsigned types = kAnyType;
+  if (const auto type = schema.find("type"); type != schema.end()) types &= TypesNamed(*type);
+  if (const auto value = schema.find("const"); value != schema.end()) types &= TypeOfValue(*value);
+  if (const auto values = schema.find("enum"); values != schema.end() && values->is_array()) {
+    unsigned listed = 0;
+    for (const Json& value : *values) listed |= TypeOfValue(value);
+    types &= listed;
+  }
+  if (const auto ref = schema.find("$ref"); ref != schema.end() && ref->is_string()) {
+    try {
+      types &= Accepted(*ResolveRef(document, "", ref->get<std::string>(), "").schema, document,
+                        depth + 1, visits_left);
+    } catch (const SchemaError&) {  // the compiler reports a broken reference
+    }
+  }
+  if (const auto all = schema.find("allOf"); all != schema.end() && all->is_array()) {
+    for (const Json& part : *all) types &= Accepted(part, document, depth + 1, visits_left);
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    const auto alternatives = schema.find(key);
+    if (alternatives == schema.end() || !alternatives->is_array()) continue;
+    unsigned any = 0;
+    for (const Json& alternative : *alternatives)
+      any |= Accepted(alternative, document, depth + 1, visits_left);
+    types &= any;
+  }
+  return types;
+}
+
+}  // namespace
+
+unsigned TypesNamed(const Json& type) {
+  if (!type.is_array()) return TypeOfName(type);
+  unsigned named = 0;
+  for (const Json& name : type) named |= TypeOfName(name);
+  return named;
+}
+
+unsigned TypeOfValue(const Json& value) {
+  if (value.is_null()) return kNullType;
+  if (value.is_boolean()) return kBooleanType;
+  if (value.is_object()) return kObjectType;
+  if (value.is_array()) return kArrayType;
+  if (value.is_string()) return kStringType;
+  if (value.is_number_integer()) return kIntegerType;
+  const double number = value.get<double>();
+  return std::floor(number) == number ? kIntegerType : kFractionType;
+}
+
+unsigned AcceptedTypes(const Json& schema, const Json& document) {
+  int visits_left = kMaxVisits;
+  return Accepted(schema, document, 0, visits_left);
+}
+
+}  // namespace mkserve::grammar

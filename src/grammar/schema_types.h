@@ -1,0 +1,30 @@
+// The JSON types a schema accepts, as bits: what oneOf's exclusivity, an enum beside a type and
+// keywords beside alternatives are judged by. JSON Schema's "number" is an integer or a fraction,
+// and 1.0 is an integer.
+#pragma once
+
+#include "grammar/json_schema.h"
+
+namespace mkserve::grammar {
+
+enum TypeBit : unsigned {
+  kNullType = 1,
+  kBooleanType = 2,
+  kObjectType = 4,
+  kArrayType = 8,
+  kStringType = 16,
+  kIntegerType = 32,
+  kFractionType = 64,
+};
+inline constexpr unsigned kAnyType = 127;
+
+// A "type" keyword's value (a name or a list of them); kAnyType for a name it does not know.
+unsigned TypesNamed(const Json& type);
+// The type of one JSON value.
+unsigned TypeOfValue(const Json& value);
+
+// The types `schema` may accept (a superset where it cannot tell): its type, const and enum, and
+// what its $ref (into `document`), allOf, anyOf and oneOf allow.
+unsigned AcceptedTypes(const Json& schema, const Json& document);
+
+}  // namespace mkserve::grammar
