@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/schema_types.h"
@@ -32,7 +33,7 @@ void Flatten(const Json& schema, const std::string& where, const Json& document,
              const std::string& document_where, int depth, std::vector<Member>& members) {
   if (depth > kMaxMergeDepth) {
     throw SchemaError(where, "allOf and $ref nest more than " + std::to_string(kMaxMergeDepth) +
-                                 " deep here (a schema that holds itself beside other keywords)");
+                                 " deep here (or a schema refers to itself beside other keywords)");
   }
   if (schema.is_boolean()) {
     if (!schema.get<bool>()) throw SchemaError(where, "the schema 'false' matches nothing");
@@ -61,7 +62,15 @@ void Flatten(const Json& schema, const std::string& where, const Json& document,
   }
 }
 
-Json AllOf(const Json& a, const Json& b) { return Json{{"allOf", Json::array({a, b})}}; }
+// Both hold; a third schema for the same name joins the list instead of nesting one level more.
+Json AllOf(const Json& a, const Json& b) {
+  if (a.is_object() && a.size() == 1 && a.contains("allOf") && a["allOf"].is_array()) {
+    Json joined = a;
+    joined["allOf"].push_back(b);
+    return joined;
+  }
+  return Json{{"allOf", Json::array({a, b})}};
+}
 
 std::vector<std::string> TypeNames(const Json& type, const std::string& where) {
   std::vector<std::string> names;
@@ -94,11 +103,13 @@ std::vector<std::string> CommonTypes(const std::vector<std::string>& a,
   return common;
 }
 
-// The values of `a` that `b` lists too (JSON equality: 1 equals 1.0).
+// The values of `a` that `b` lists too (JSON Schema's equality: 1 equals 1.0).
 Json CommonValues(const Json& a, const Json& b) {
+  std::unordered_set<std::string> listed;
+  for (const Json& value : b) listed.insert(CanonicalValue(value));
   Json common = Json::array();
   for (const Json& value : a) {
-    if (std::find(b.begin(), b.end(), value) != b.end()) common.push_back(value);
+    if (listed.count(CanonicalValue(value))) common.push_back(value);
   }
   return common;
 }

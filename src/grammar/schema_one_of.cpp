@@ -1,6 +1,8 @@
 #include "grammar/schema_one_of.h"
 
+#include <map>
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/schema_types.h"
@@ -10,9 +12,7 @@ namespace {
 
 constexpr int kMaxDepth = 64;                      // $ref chains followed
 constexpr size_t kMaxExclusiveAlternatives = 256;  // pairs checked: its square
-// Value comparisons one oneOf may spend telling its alternatives apart (enums of thousands of
-// values in hundreds of alternatives would take minutes); past it the pair counts as not shown.
-constexpr int64_t kMaxComparisons = 1 << 22;
+constexpr size_t kMaxNamedValues = 1 << 16;        // const/enum values those pairs compare
 
 // `schema`'s local $ref target, or null (no $ref, or one the compiler will report).
 const Json* RefTargetOf(const Json& schema, const Json& document) {
@@ -60,32 +60,44 @@ bool Requires(const Json& schema, const std::string& name) {
   return false;
 }
 
-// Whether both alternatives require a property whose named values have none in common: a value
-// of one then fails the other's schema for that property (JSON equality: 1 equals 1.0).
-bool ToldApartByProperty(const Json& a, const Json& b, const Json& document,
-                         int64_t& comparisons_left) {
-  const Json& first = Dereferenced(a, document);
-  const Json& second = Dereferenced(b, document);
-  if (!first.is_object() || !second.is_object()) return false;
-  const auto first_properties = first.find("properties");
-  const auto second_properties = second.find("properties");
-  if (first_properties == first.end() || second_properties == second.end() ||
-      !first_properties->is_object() || !second_properties->is_object()) {
-    return false;
+// An alternative's required properties whose schemas name their values (const or enum), each
+// with those values as CanonicalValue text.
+using Discriminators = std::map<std::string, std::unordered_set<std::string>>;
+
+Discriminators DiscriminatorsOf(const Json& alternative, const Json& document, size_t& values_left,
+                                const std::string& where) {
+  Discriminators found;
+  const Json& schema = Dereferenced(alternative, document);
+  if (!schema.is_object()) return found;
+  const auto properties = schema.find("properties");
+  if (properties == schema.end() || !properties->is_object()) return found;
+  for (const auto& [name, subschema] : properties->items()) {
+    if (!Requires(schema, name)) continue;
+    const auto values = NamedValues(subschema, document);
+    if (!values) continue;
+    if (values->size() > values_left) {
+      throw SchemaError(where, "more than " + std::to_string(kMaxNamedValues) +
+                                   " const and enum values of required properties in one oneOf "
+                                   "are not supported");
+    }
+    values_left -= values->size();
+    auto& set = found[name];
+    for (const Json& value : *values) set.insert(CanonicalValue(value));
   }
-  for (const auto& [name, subschema] : first_properties->items()) {
-    if (!Requires(first, name) || !Requires(second, name) || !second_properties->contains(name)) {
-      continue;
-    }
-    const auto mine = NamedValues(subschema, document);
-    const auto theirs = NamedValues(second_properties->at(name), document);
-    if (!mine || !theirs) continue;
-    comparisons_left -= static_cast<int64_t>(mine->size()) * static_cast<int64_t>(theirs->size());
-    if (comparisons_left < 0) return false;
+  return found;
+}
+
+// Whether the two require a property whose named values have none in common: a value of one
+// then fails the other's schema for that property.
+bool ToldApart(const Discriminators& a, const Discriminators& b) {
+  for (const auto& [name, mine] : a) {
+    const auto theirs = b.find(name);
+    if (theirs == b.end()) continue;
+    const auto& [small, large] = mine.size() <= theirs->second.size()
+                                     ? std::pair(&mine, &theirs->second)
+                                     : std::pair(&theirs->second, &mine);
     bool shared = false;
-    for (const Json& value : *mine) {
-      for (const Json& other : *theirs) shared = shared || value == other;
-    }
+    for (const std::string& value : *small) shared = shared || large->count(value) != 0;
     if (!shared) return true;
   }
   return false;
@@ -102,17 +114,17 @@ void CheckAlternativesExclusive(const Json& alternatives, const Json& document,
     throw SchemaError(where, "more than " + std::to_string(kMaxExclusiveAlternatives) +
                                  " alternatives are not supported");
   }
-  int64_t comparisons_left = kMaxComparisons;
   std::vector<unsigned> types;
+  std::vector<Discriminators> discriminators;
+  size_t values_left = kMaxNamedValues;
   for (const Json& alternative : alternatives) {
     types.push_back(AcceptedTypes(alternative, document));
+    discriminators.push_back(DiscriminatorsOf(alternative, document, values_left, where));
   }
   for (size_t i = 0; i < alternatives.size(); ++i) {
     for (size_t j = i + 1; j < alternatives.size(); ++j) {
       if ((types[i] & types[j]) == 0) continue;
-      if (ToldApartByProperty(alternatives[i], alternatives[j], document, comparisons_left)) {
-        continue;
-      }
+      if (ToldApart(discriminators[i], discriminators[j])) continue;
       throw SchemaError(where, "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
                                    " may both accept one value (a JSON type in common, and no "
                                    "property both require with different const or enum values); "

@@ -1,6 +1,7 @@
 #include "grammar/schema_types.h"
 
 #include <cmath>
+#include <map>
 
 namespace mkserve::grammar {
 namespace {
@@ -72,6 +73,29 @@ unsigned TypeOfValue(const Json& value) {
   if (value.is_number_integer()) return kIntegerType;
   const double number = value.get<double>();
   return std::floor(number) == number ? kIntegerType : kFractionType;
+}
+
+std::string CanonicalValue(const Json& value) {
+  if (value.is_number()) {
+    const double number = value.get<double>();
+    if (value.is_number_float() && std::floor(number) == number && std::fabs(number) < 9.2e18) {
+      return std::to_string(static_cast<int64_t>(number));  // 1.0 and 1e2 as the integers they are
+    }
+    return value.dump();
+  }
+  if (value.is_array()) {
+    std::string text = "[";
+    for (const Json& item : value) text += CanonicalValue(item) + ",";
+    return text + "]";
+  }
+  if (value.is_object()) {
+    std::map<std::string, std::string> members;
+    for (const auto& [key, item] : value.items()) members[key] = CanonicalValue(item);
+    std::string text = "{";
+    for (const auto& [key, item] : members) text += Json(key).dump() + ":" + item + ",";
+    return text + "}";
+  }
+  return value.dump();
 }
 
 unsigned AcceptedTypes(const Json& schema, const Json& document) {

@@ -3,6 +3,8 @@
 // and 1.0 is an integer.
 #pragma once
 
+#include <string>
+
 #include "grammar/json_schema.h"
 
 namespace mkserve::grammar {
@@ -22,6 +24,10 @@ inline constexpr unsigned kAnyType = 127;
 unsigned TypesNamed(const Json& type);
 // The type of one JSON value.
 unsigned TypeOfValue(const Json& value);
+
+// Text that two JSON values share exactly when JSON Schema calls them equal (1 and 1.0 are, an
+// object's key order does not matter): const and enum values compared by hashing.
+std::string CanonicalValue(const Json& value);
 
 // The types `schema` may accept (a superset where it cannot tell): its type, const and enum, and
 // what its $ref (into `document`), allOf, anyOf and oneOf allow.

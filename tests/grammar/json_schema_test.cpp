@@ -88,6 +88,11 @@ TEST(JsonSchemaTest, TypeBesideEnumKeepsItsValues) {
               {R"("b")", "1"},
               {R"("a")", R"("c")"}});
   ExpectCase({R"({"allOf": [{"enum": ["a", "b"]}, {"const": "b"}]})", {R"("b")"}, {R"("a")"}});
+  // Equal as JSON Schema compares: numbers by value, objects whatever their key order.
+  ExpectCase(
+      {R"({"allOf": [{"enum": [100, {"x": 1, "y": [2.0]}]}, {"enum": [1e2, {"y": [2], "x": 1}]}]})",
+       {"100", R"({"x":1,"y":[2.0]})"},
+       {"1e2", R"({"y":[2],"x":1})"}});
 }
 
 TEST(JsonSchemaTest, ArraysEnumsConstAnyOf) {
@@ -984,6 +989,30 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
               "schema.oneOf", "alternatives 0 and 1");
   ExpectError(R"({"oneOf": [{"type": "string"}], "anyOf": [{"type": "string"}]})", "schema",
               "'oneOf' together with 'anyOf'");
+  // Objects told apart by values equal as JSON Schema compares them are not told apart.
+  ExpectError(R"({"oneOf": [
+                  {"type": "object", "properties": {"k": {"const": {"a": 1, "b": 2}}}, "required": ["k"]},
+                  {"type": "object", "properties": {"k": {"const": {"b": 2.0, "a": 1}}}, "required": ["k"]}]})",
+              "schema.oneOf", "alternatives 0 and 1");
+  {
+    Json many = Json::parse(R"({"oneOf": []})");
+    for (int i = 0; i < 2; ++i) {
+      Json values = Json::array();
+      for (int v = 0; v < 40000; ++v) values.push_back(std::to_string(i) + "_" + std::to_string(v));
+      many["oneOf"].push_back(
+          {{"type", "object"}, {"properties", {{"k", {{"enum", values}}}}}, {"required", {"k"}}});
+    }
+    JsonGrammarBuilder builder;
+    try {
+      builder.AddSchema(many, "schema");
+      ADD_FAILURE() << "80,000 discriminating values compiled";
+    } catch (const SchemaError& e) {
+      EXPECT_EQ(e.where(), "schema.oneOf");
+      EXPECT_NE(std::string(e.what()).find("more than 65536 const and enum values"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   ExpectError(R"({"type": "string", "format": "uri"})", "schema.format",
               "format 'uri' is not supported");
   ExpectError(R"({"type": "string", "format": "idn-hostname"})", "schema.format",
