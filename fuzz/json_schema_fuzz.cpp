@@ -2,7 +2,8 @@
 // reaches with response_format and tool schemas. Input: a schema's JSON text, a NUL byte, then
 // bytes that steer a walk through the grammar. Checked: a schema is compiled or refused with
 // mkserve::Error (never another exception, a crash or a hang); along the walk the mask equals
-// trying each token, the walk never reaches a dead end, and a finished text is valid JSON.
+// trying each token, the walk never reaches a dead end, and a finished text is valid JSON whose
+// values have types their schemas accept (schema_types.h, down plain properties and items).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "common/input_json.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
+#include "grammar/schema_types.h"
 
 namespace {
 
@@ -44,6 +46,33 @@ std::shared_ptr<const TokenVocabulary> Vocabulary() {
   }
   special.resize(bytes.size(), false);
   return std::make_shared<TokenVocabulary>(bytes, special);
+}
+
+// Whether `value` has a type `schema` accepts, and so on down the properties and items of schemas
+// that say nothing else about them (no $ref, allOf, anyOf or oneOf beside): a validator of types
+// that shares nothing with the grammar.
+bool TypesFit(const Json& value, const Json& schema, const Json& document) {
+  if ((TypeOfValue(value) & AcceptedTypes(schema, document)) == 0) return false;
+  if (!schema.is_object()) return true;
+  for (const char* key : {"$ref", "allOf", "anyOf", "oneOf"}) {
+    if (schema.contains(key)) return true;
+  }
+  if (value.is_object()) {
+    const auto properties = schema.find("properties");
+    if (properties == schema.end() || !properties->is_object()) return true;
+    for (const auto& [name, item] : value.items()) {
+      const auto subschema = properties->find(name);
+      if (subschema != properties->end() && !TypesFit(item, *subschema, document)) return false;
+    }
+  }
+  if (value.is_array() && !schema.contains("prefixItems")) {
+    const auto items = schema.find("items");
+    if (items == schema.end() || items->is_array()) return true;
+    for (const Json& item : value) {
+      if (!TypesFit(item, *items, document)) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -91,6 +120,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!Json::accept(text)) {
         std::fprintf(stderr, "text: %s\n", text.c_str());
         Fail("a finished text is not valid JSON");
+      }
+      if (!TypesFit(Json::parse(text), schema, schema)) {
+        std::fprintf(stderr, "text: %s\n", text.c_str());
+        Fail("a finished value has a type its schema does not accept");
       }
       return 0;
     }
