@@ -240,6 +240,7 @@ int32_t JsonGrammarBuilder::AddSchema(const Json& schema, const std::string& whe
   CheckSchemaShape(schema, where);  // a document that is no JSON Schema, before what is supported
   document_ = &schema;
   document_where_ = where;
+  merged_parts_left_ = kMaxMergedParts;
   int32_t rule = Compile(schema, where);
   document_ = nullptr;
   return rule;
@@ -264,7 +265,8 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
     }
   }
   if (schema.contains("allOf") || (schema.contains("$ref") && HasSiblings(schema, "$ref"))) {
-    return CompileRewritten(MergeConjunction(schema, *document_, document_where_, where), where);
+    return CompileRewritten(
+        MergeConjunction(schema, *document_, document_where_, where, merged_parts_left_), where);
   }
   // Alternatives: a oneOf's must be shown exclusive first; then it is written as an anyOf (the
   // keywords beside either go into each alternative).

@@ -91,7 +91,8 @@ class JsonGrammarBuilder {
   std::map<std::string, int32_t> ref_rules_;        // by document path + pointer
   std::map<std::string, int32_t> rewritten_rules_;  // by document path + text
   static constexpr int kMaxRewriteDepth = 64;
-  int rewrite_depth_ = 0;  // rewritten schemas being compiled inside one another
+  int rewrite_depth_ = 0;         // rewritten schemas being compiled inside one another
+  size_t merged_parts_left_ = 0;  // allOf and $ref parts the document's merges may still take
   std::map<int32_t, std::string> rule_where_;                   // for cycle errors
   int wide_pattern_positions_left_ = kMaxWidePatternPositions;  // shared by every pattern
 };

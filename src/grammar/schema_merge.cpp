@@ -62,14 +62,17 @@ void Flatten(const Json& schema, const std::string& where, const Json& document,
   }
 }
 
-// Both hold; a third schema for the same name joins the list instead of nesting one level more.
-Json AllOf(const Json& a, const Json& b) {
-  if (a.is_object() && a.size() == 1 && a.contains("allOf") && a["allOf"].is_array()) {
-    Json joined = a;
-    joined["allOf"].push_back(b);
-    return joined;
+Json AllOf(const Json& a, const Json& b) { return Json{{"allOf", Json::array({a, b})}}; }
+
+// `target` and `b` both hold, in place: a third schema for the same name joins the list (no
+// deeper nesting, no copy of the list).
+void JoinInto(Json& target, const Json& b) {
+  if (target.is_object() && target.size() == 1 && target.contains("allOf") &&
+      target["allOf"].is_array()) {
+    target["allOf"].push_back(b);
+  } else {
+    target = AllOf(target, b);
   }
-  return Json{{"allOf", Json::array({a, b})}};
 }
 
 std::vector<std::string> TypeNames(const Json& type, const std::string& where) {
@@ -141,9 +144,14 @@ bool HasSiblings(const Json& schema, const std::string& keyword) {
 }
 
 Json MergeConjunction(const Json& schema, const Json& document, const std::string& document_where,
-                      const std::string& where) {
+                      const std::string& where, size_t& parts_left) {
   std::vector<Member> members;
   Flatten(schema, where, document, document_where, 0, members);
+  if (members.size() > parts_left) {
+    throw SchemaError(where, "merges more than " + std::to_string(kMaxMergedParts) +
+                                 " parts of allOf and $ref in one schema; not supported");
+  }
+  parts_left -= members.size();
   const bool positional = std::any_of(members.begin(), members.end(), [](const Member& m) {
     return HasPositionalItems(*m.schema);
   });
@@ -160,8 +168,11 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
       if (key == "properties") {
         if (!value.is_object()) throw SchemaError(at, "must be an object");
         for (const auto& [name, subschema] : value.items()) {
-          properties[name] =
-              properties.contains(name) ? AllOf(properties[name], subschema) : subschema;
+          if (properties.contains(name)) {
+            JoinInto(properties[name], subschema);
+          } else {
+            properties[name] = subschema;
+          }
         }
       } else if (key == "required") {
         if (!value.is_array()) throw SchemaError(at, "must be an array of names");
@@ -190,7 +201,7 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
         values = values ? CommonValues(*values, listed) : listed;
         if (values->empty()) throw SchemaError(at, "leaves no value that every part allows");
       } else if (key == "items" && !positional && merged.contains(key)) {
-        merged[key] = AllOf(merged[key], value);
+        JoinInto(merged[key], value);
       } else if (merged.contains(key) && merged[key] != value) {
         throw SchemaError(at, "differs from another part's " + Quoted(key) +
                                   " (parts of an allOf, or a $ref and the keywords beside it, "
@@ -223,7 +234,7 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
         properties.erase(name);
       }
     } else {
-      for (const std::string& name : names) properties[name] = AllOf(properties[name], extra);
+      for (const std::string& name : names) JoinInto(properties[name], extra);
       open_values.push_back(extra);
     }
   }
@@ -245,7 +256,7 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
     merged["additionalProperties"] = false;
   } else if (!open_values.empty()) {
     Json all = open_values[0];
-    for (size_t i = 1; i < open_values.size(); ++i) all = AllOf(all, open_values[i]);
+    for (size_t i = 1; i < open_values.size(); ++i) JoinInto(all, open_values[i]);
     merged["additionalProperties"] = all;
   }
   return merged;

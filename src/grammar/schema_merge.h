@@ -10,6 +10,7 @@
 // DistributeAlternatives moves the keywords into each one.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "grammar/json_schema.h"
@@ -23,8 +24,11 @@ namespace mkserve::grammar {
 // joined, types intersected, the tighter bound or count taken, two `items` schemas an allOf;
 // each member's additionalProperties applies to the others' properties (false drops the ones not
 // required, a schema joins theirs). Another keyword two members give differently is refused.
+// `parts_left` bounds the members all merges of one schema may flatten (kMaxMergedParts at its
+// start): a property in a thousand parts merged again for each of a thousand names is refused.
+inline constexpr size_t kMaxMergedParts = 1 << 16;
 Json MergeConjunction(const Json& schema, const Json& document, const std::string& document_where,
-                      const std::string& where);
+                      const std::string& where, size_t& parts_left);
 
 // `schema` with `keyword` ("anyOf" or "oneOf") and other keywords beside it, as {keyword: [...]}
 // whose alternatives each hold one entry and those keywords (an allOf of the two). Alternatives
