@@ -14,17 +14,6 @@ constexpr int kMaxDepth = 64;                      // $ref chains followed
 constexpr size_t kMaxExclusiveAlternatives = 256;  // pairs checked: its square
 constexpr size_t kMaxNamedValues = 1 << 16;        // const/enum values those pairs compare
 
-// `schema`'s local $ref target, or null (no $ref, or one the compiler will report).
-const Json* RefTargetOf(const Json& schema, const Json& document) {
-  const auto ref = schema.find("$ref");
-  if (ref == schema.end() || !ref->is_string()) return nullptr;
-  try {
-    return ResolveRef(document, "", ref->get<std::string>(), "").schema;
-  } catch (const SchemaError&) {
-    return nullptr;
-  }
-}
-
 // `schema` through $refs that stand alone (beside annotations at most).
 const Json& Dereferenced(const Json& schema, const Json& document) {
   const Json* at = &schema;

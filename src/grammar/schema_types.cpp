@@ -34,12 +34,8 @@ unsigned Accepted(const Json& schema, const Json& document, int depth, int& visi
     for (const Json& value : *values) listed |= TypeOfValue(value);
     types &= listed;
   }
-  if (const auto ref = schema.find("$ref"); ref != schema.end() && ref->is_string()) {
-    try {
-      types &= Accepted(*ResolveRef(document, "", ref->get<std::string>(), "").schema, document,
-                        depth + 1, visits_left);
-    } catch (const SchemaError&) {  // the compiler reports a broken reference
-    }
+  if (const Json* target = RefTargetOf(schema, document)) {
+    types &= Accepted(*target, document, depth + 1, visits_left);
   }
   if (const auto all = schema.find("allOf"); all != schema.end() && all->is_array()) {
     for (const Json& part : *all) types &= Accepted(part, document, depth + 1, visits_left);
@@ -96,6 +92,16 @@ std::string CanonicalValue(const Json& value) {
     return text + "}";
   }
   return value.dump();
+}
+
+const Json* RefTargetOf(const Json& schema, const Json& document) {
+  const auto ref = schema.find("$ref");
+  if (ref == schema.end() || !ref->is_string()) return nullptr;
+  try {
+    return ResolveRef(document, "", ref->get<std::string>(), "").schema;
+  } catch (const SchemaError&) {
+    return nullptr;
+  }
 }
 
 unsigned AcceptedTypes(const Json& schema, const Json& document) {

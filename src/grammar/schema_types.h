@@ -29,6 +29,9 @@ unsigned TypeOfValue(const Json& value);
 // object's key order does not matter): const and enum values compared by hashing.
 std::string CanonicalValue(const Json& value);
 
+// `schema`'s local $ref target in `document`, or null (no $ref, or one the compiler will refuse).
+const Json* RefTargetOf(const Json& schema, const Json& document);
+
 // The types `schema` may accept (a superset where it cannot tell): its type, const and enum, and
 // what its $ref (into `document`), allOf, anyOf and oneOf allow.
 unsigned AcceptedTypes(const Json& schema, const Json& document);
