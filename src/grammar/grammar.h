@@ -57,6 +57,11 @@ class Grammar {
   // A rule with no alternatives yet; fill it with AddAlternative (it may refer to itself).
   int32_t NewRule();
   void AddAlternative(int32_t rule, const std::vector<Element>& sequence);
+  // Keeps only the alternatives of `rule` that start at the elements in `firsts` (a subset of
+  // alternatives(rule)): the ones that can still end.
+  void KeepAlternatives(int32_t rule, std::vector<int32_t> firsts) {
+    rules_[rule] = std::move(firsts);
+  }
   // A new rule with these alternatives (a recursive rule needs NewRule and AddAlternative).
   int32_t RuleOf(const std::vector<std::vector<Element>>& alternatives);
   // The index of `set` in byte_sets (equal sets share one index).

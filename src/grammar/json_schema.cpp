@@ -29,6 +29,7 @@ const std::set<std::string>& Keywords() {
                                                   "prefixItems",
                                                   "additionalItems",
                                                   "minItems",
+                                                  "uniqueItems",
                                                   "maxItems",
                                                   "enum",
                                                   "const",
@@ -248,7 +249,7 @@ int32_t JsonGrammarBuilder::AddSchema(const Json& schema, const std::string& whe
 
 Grammar JsonGrammarBuilder::Finish(int32_t root) && {
   CheckLeftRecursion();
-  CheckFinite(root);
+  KeepFiniteAlternatives(root);
   grammar_.set_root(root);
   return std::move(grammar_);
 }
@@ -601,6 +602,16 @@ int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& 
     }
     max = max < 0 ? static_cast<int>(n) : std::min(max, static_cast<int>(n));
   }
+  const auto unique_it = schema.find("uniqueItems");
+  if (unique_it != schema.end() && unique_it->is_boolean() && unique_it->get<bool>() &&
+      (max < 0 || max > 1)) {
+    if (n > 0 || rest_it == schema.end()) {
+      throw SchemaError(where + ".uniqueItems",
+                        "is supported for items of one enum or const schema (or at most one "
+                        "item), not beside positional schemas or without 'items'");
+    }
+    return CompileDistinctItems(*rest_it, min, max, where);
+  }
   const int32_t rest =
       no_rest || rest_it == schema.end() ? rules_.value : Compile(*rest_it, where + "." + rest_key);
   Seq close{ws};
@@ -644,6 +655,82 @@ int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& 
   full.push_back(Element::Rule(n > 0 ? prefix[0] : rest));
   full.push_back(Element::Rule(after));
   grammar_.AddAlternative(rule, full);
+  return rule;
+}
+
+// uniqueItems over items that name their values (enum or const, through plain $refs): distinct
+// values written in the enum's order, min to max of them. R(i, c), after c values chosen from
+// the first i: the end once c >= min, or any later value j and R(j + 1, c + 1). Rules no
+// alternative reaches are made but never referred to.
+int32_t JsonGrammarBuilder::CompileDistinctItems(const Json& items, int min, int max,
+                                                 const std::string& where) {
+  const std::string at = where + ".uniqueItems";
+  const Json& named = Dereferenced(items, *document_);
+  if (!named.is_object() || (!named.contains("enum") && !named.contains("const"))) {
+    throw SchemaError(at,
+                      "is supported for items of one enum or const schema (their values "
+                      "written once each), or at most one item");
+  }
+  for (const auto& [key, value] : named.items()) {
+    if (key != "enum" && key != "const" && key != "type" && !IsAnnotation(key)) {
+      throw SchemaError(at, "is supported for items that are only an enum or a const, not " +
+                                Quoted(key) + " beside them");
+    }
+  }
+  const unsigned types = named.contains("type") ? TypesNamed(named["type"]) : kAnyType;
+  std::vector<Json> values;
+  std::set<std::string> seen;
+  const Json listed_values =
+      named.contains("const") ? Json::array({named["const"]}) : named["enum"];
+  for (const Json& value : listed_values.is_array() ? listed_values : Json::array()) {
+    if ((TypeOfValue(value) & types) != 0 && seen.insert(CanonicalValue(value)).second) {
+      values.push_back(value);
+    }
+  }
+  const int k = static_cast<int>(values.size());
+  if (min > k) {
+    throw SchemaError(at, "asks for " + std::to_string(min) + " distinct items of " +
+                              std::to_string(k) + " values");
+  }
+  const int most = max < 0 ? k : std::min(max, k);
+  if (static_cast<int64_t>(k) * k * (most + 1) > kMaxDistinctItemsWork) {
+    throw SchemaError(at, "over " + std::to_string(k) + " values is more than this supports");
+  }
+  const Element ws = Element::Rule(rules_.ws);
+  std::vector<int32_t> literal;
+  for (const Json& value : values) literal.push_back(LiteralRule(value));
+  // rules[i][c]; built from the last i back, so each refers to rules already made.
+  std::vector<std::vector<int32_t>> rules(k + 1, std::vector<int32_t>(most + 1, -1));
+  for (int i = k; i >= 0; --i) {
+    for (int c = std::min(i, most); c >= 0; --c) {
+      int32_t rule = grammar_.NewRule();
+      if (c >= min) {
+        Seq close;
+        if (c > 0) close.push_back(ws);
+        Append(close, grammar_.Literal("]"));
+        grammar_.AddAlternative(rule, close);
+      }
+      // Value j next only if enough values remain after it to reach min: a rule that can never
+      // end would be a dead end the token masks cannot see.
+      for (int j = i; j < k && c < most && k - (j + 1) >= min - (c + 1); ++j) {
+        Seq next;
+        if (c > 0) {
+          next.push_back(ws);
+          Append(next, grammar_.Literal(","));
+          next.push_back(ws);
+        }
+        next.push_back(Element::Rule(literal[j]));
+        next.push_back(Element::Rule(rules[j + 1][c + 1]));
+        grammar_.AddAlternative(rule, next);
+      }
+      rules[i][c] = rule;
+    }
+  }
+  int32_t rule = grammar_.NewRule();
+  Seq open = grammar_.Literal("[");
+  open.push_back(ws);
+  open.push_back(Element::Rule(rules[0][0]));
+  grammar_.AddAlternative(rule, open);
   return rule;
 }
 
@@ -748,7 +835,11 @@ void JsonGrammarBuilder::CheckLeftRecursion() const {
 // needs a round of them). A schema whose every value holds another value of it (a $ref cycle
 // through a required property or a non-empty array) has none: generation could only nest until
 // the matcher's depth limit cut it off.
-void JsonGrammarBuilder::CheckFinite(int32_t root) const {
+// Rules that can match a finite text, found as a fixed point. The root must be one; then every
+// alternative that refers to another rule is dropped: a token mask judges a position by the
+// rules above it only, so a reachable alternative that can never end (an anyOf entry that holds
+// itself, a rule with no alternative left) would pass a token the matcher then refuses.
+void JsonGrammarBuilder::KeepFiniteAlternatives(int32_t root) {
   const int32_t num_rules = grammar_.num_rules();
   std::vector<bool> finite(num_rules, false);
   auto alternative_finite = [&](int32_t first) {
@@ -792,6 +883,15 @@ void JsonGrammarBuilder::CheckFinite(int32_t root) const {
     throw SchemaError(it != rule_where_.end() ? it->second : document_where_,
                       "the schema has no finite value: every value of it must hold another "
                       "(a $ref cycle through a required property or a non-empty array)");
+  }
+  for (int32_t rule = 0; rule < num_rules; ++rule) {
+    std::vector<int32_t> kept;
+    for (int32_t first : grammar_.alternatives(rule)) {
+      if (alternative_finite(first)) kept.push_back(first);
+    }
+    if (kept.size() != grammar_.alternatives(rule).size()) {
+      grammar_.KeepAlternatives(rule, std::move(kept));
+    }
   }
 }
 

@@ -32,6 +32,8 @@ namespace mkserve::grammar {
 using Json = nlohmann::ordered_json;
 
 inline constexpr int kMaxCountedItems = 256;
+// uniqueItems over an enum of k values, at most m items: about k * k * m grammar elements.
+inline constexpr int64_t kMaxDistinctItemsWork = 1 << 17;
 
 // A schema the compiler refuses: `where` is the JSON path of the offending part (e.g.
 // "response_format.json_schema.schema.properties.tags"), `message` says what is wrong there.
@@ -79,10 +81,11 @@ class JsonGrammarBuilder {
   int32_t CompileNumeric(const std::string& type, const Json& schema, const std::string& where);
   int32_t CompileObject(const Json& schema, const std::string& where);
   int32_t CompileArray(const Json& schema, const std::string& where);
+  int32_t CompileDistinctItems(const Json& items, int min, int max, const std::string& where);
   int32_t CompileString(const Json& schema, const std::string& where);
   int32_t LiteralRule(const Json& value);
   void CheckLeftRecursion() const;
-  void CheckFinite(int32_t root) const;
+  void KeepFiniteAlternatives(int32_t root);
 
   Grammar grammar_;
   JsonRules rules_;

@@ -10,24 +10,8 @@
 namespace mkserve::grammar {
 namespace {
 
-constexpr int kMaxDepth = 64;                      // $ref chains followed
 constexpr size_t kMaxExclusiveAlternatives = 256;  // pairs checked: its square
 constexpr size_t kMaxNamedValues = 1 << 16;        // const/enum values those pairs compare
-
-// `schema` through $refs that stand alone (beside annotations at most).
-const Json& Dereferenced(const Json& schema, const Json& document) {
-  const Json* at = &schema;
-  for (int depth = 0; depth < kMaxDepth && at->is_object(); ++depth) {
-    bool alone = true;
-    for (const auto& [key, value] : at->items()) {
-      if (key != "$ref" && !IsAnnotation(key)) alone = false;
-    }
-    const Json* target = alone ? RefTargetOf(*at, document) : nullptr;
-    if (target == nullptr) break;
-    at = target;
-  }
-  return *at;
-}
 
 // The values a property's schema names (const, or enum), if it names them.
 std::optional<std::vector<Json>> NamedValues(const Json& schema, const Json& document) {

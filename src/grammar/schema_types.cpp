@@ -104,6 +104,20 @@ const Json* RefTargetOf(const Json& schema, const Json& document) {
   }
 }
 
+const Json& Dereferenced(const Json& schema, const Json& document) {
+  const Json* at = &schema;
+  for (int depth = 0; depth < kMaxDepth && at->is_object(); ++depth) {
+    bool alone = true;
+    for (const auto& [key, value] : at->items()) {
+      if (key != "$ref" && !IsAnnotation(key)) alone = false;
+    }
+    const Json* target = alone ? RefTargetOf(*at, document) : nullptr;
+    if (target == nullptr) break;
+    at = target;
+  }
+  return *at;
+}
+
 unsigned AcceptedTypes(const Json& schema, const Json& document) {
   int visits_left = kMaxVisits;
   return Accepted(schema, document, 0, visits_left);

@@ -32,6 +32,9 @@ std::string CanonicalValue(const Json& value);
 // `schema`'s local $ref target in `document`, or null (no $ref, or one the compiler will refuse).
 const Json* RefTargetOf(const Json& schema, const Json& document);
 
+// `schema` through $refs that stand alone (beside annotations at most): the schema they name.
+const Json& Dereferenced(const Json& schema, const Json& document);
+
 // The types `schema` may accept (a superset where it cannot tell): its type, const and enum, and
 // what its $ref (into `document`), allOf, anyOf and oneOf allow.
 unsigned AcceptedTypes(const Json& schema, const Json& document);

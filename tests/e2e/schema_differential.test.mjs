@@ -110,7 +110,10 @@ function generator(rand) {
     switch (int(0, 9)) {
       case 0: case 1: return object(depth);
       case 2: return tuple(depth);
-      case 3: return { type: 'array', items: schema(depth + 1), ...(chance(0.5) ? { maxItems: int(0, 3) } : {}) };
+      case 3: return chance(0.7)
+        ? { type: 'array', items: schema(depth + 1), ...(chance(0.5) ? { maxItems: int(0, 3) } : {}) }
+        : { type: 'array', items: { enum: unique(Array.from({ length: int(1, 5) }, () => pick(scalars))) }, uniqueItems: true,
+          ...(chance(0.5) ? { minItems: int(0, 2) } : {}) };
       case 4: return { allOf: Array.from({ length: int(1, 3) }, () => chance(0.5) ? reference(depth, true) : object(depth + 1)) };
       case 5: return chance(0.7)
         ? { ...reference(depth, true), ...(chance(0.5) ? { properties: { z: scalar(depth + 1), a: scalar(depth + 1) } } : { description: 'beside' }) }

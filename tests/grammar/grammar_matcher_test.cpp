@@ -109,6 +109,28 @@ TEST(GrammarMatcherTest, MaskEqualsBruteForceForSchema) {
                    60);
 }
 
+// The new combinators, and alternatives that can never end (an anyOf entry that requires
+// itself; distinct enum items past the values left): dropped, or a mask would pass a token the
+// matcher refuses.
+TEST(GrammarMatcherTest, MaskEqualsBruteForceForMergedAndExclusiveSchemas) {
+  CheckSchemaMasks(R"({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": true,
+      "minItems": 2})",
+                   40);
+  CheckSchemaMasks(R"({"type": "array", "items": {"enum": ["cat", 0, "dog"]}, "uniqueItems": true,
+      "minItems": 2})",
+                   40);
+  CheckSchemaMasks(R"({"anyOf": [{"type": "object", "properties": {"a": {"$ref": "#/anyOf/0"}},
+      "required": ["a"]}, {"type": "null"}, {"type": "array", "prefixItems": [{"const": 1},
+      {"type": "string"}], "items": false}]})",
+                   40);
+  CheckSchemaMasks(R"({"$defs": {"Cat": {"type": "object", "properties": {"k": {"const": "c"},
+      "n": {"type": "integer"}}, "required": ["k", "n"]}}, "type": "object", "properties": {
+      "pet": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"type": "null"}]},
+      "who": {"allOf": [{"$ref": "#/$defs/Cat"}, {"properties": {"m": {"type": "boolean"}}}]}},
+      "required": ["pet", "who"]})",
+                   80);
+}
+
 // A host name's labels are counted loops inside a budget of rules (json_prelude.cpp): tokens that
 // span labels and dots must be masked as trying them says.
 TEST(GrammarMatcherTest, MaskEqualsBruteForceForHostnames) {

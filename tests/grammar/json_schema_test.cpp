@@ -249,6 +249,35 @@ TEST(JsonSchemaTest, ExclusiveOneOf) {
               {R"("abc")"}});
 }
 
+// An alternative that can never end is dropped: its first byte is refused, not a trap.
+TEST(JsonSchemaTest, AlternativesThatCannotEndAreDropped) {
+  auto grammar = CompileSchema(Json::parse(R"({"anyOf": [{"type": "object", "properties": {
+      "a": {"$ref": "#/anyOf/0"}}, "required": ["a"]}, {"type": "null"}]})"));
+  EXPECT_TRUE(Matches(grammar, "null"));
+  GrammarMatcher matcher(grammar);
+  EXPECT_FALSE(matcher.Accept('{'));
+}
+
+// uniqueItems over an enum (pydantic's set[Enum]): distinct values in the enum's order.
+TEST(JsonSchemaTest, DistinctItemsOfAnEnum) {
+  ExpectCase({R"({"$defs": {"Tag": {"enum": ["red", "green", "blue"], "type": "string"}},
+                 "type": "array", "items": {"$ref": "#/$defs/Tag"}, "uniqueItems": true})",
+              {"[]", R"(["red"])", R"(["green","blue"])", R"([ "red" , "green" , "blue" ])"},
+              {R"(["red","red"])", R"(["blue","red"])", R"(["red","green","blue","red"])",
+               R"(["pink"])"}});
+  ExpectCase({R"({"type": "array", "items": {"enum": [1, 2, 3, 1.0]}, "uniqueItems": true,
+                 "minItems": 2, "maxItems": 2})",
+              {"[1,2]", "[1,3]", "[2,3]"},
+              {"[1]", "[1,2,3]", "[2,1]", "[1,1]", "[1,1.0]"}});
+  // At most one item is always distinct; uniqueItems false asks nothing.
+  ExpectCase({R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true,
+                 "maxItems": 1})",
+              {"[]", R"(["a"])"},
+              {R"(["a","b"])"}});
+  ExpectCase(
+      {R"({"type": "array", "items": {"type": "integer"}, "uniqueItems": false})", {"[1,1]"}, {}});
+}
+
 TEST(JsonSchemaTest, RefsAndRecursion) {
   ExpectCase({R"({"$defs": {"node": {"type": "object", "properties": {
                    "value": {"type": "integer"},
@@ -1057,6 +1086,16 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
                   "$ref": "#/$defs/a"})",
               "schema.$defs.a.allOf[0]", "nest more than 64 deep");
   ExpectError(R"({"allOf": [false]})", "schema.allOf[0]", "matches nothing");
+  ExpectError(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})",
+              "schema.uniqueItems", "items of one enum or const schema");
+  ExpectError(R"({"type": "array", "items": {"enum": ["a"], "maxLength": 1}, "uniqueItems": true})",
+              "schema.uniqueItems", "not 'maxLength' beside them");
+  ExpectError(R"({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": true,
+                  "minItems": 3})",
+              "schema.uniqueItems", "asks for 3 distinct items of 2 values");
+  ExpectError(R"({"type": "array", "prefixItems": [{}], "items": {"enum": [1]},
+                  "uniqueItems": true})",
+              "schema.uniqueItems", "not beside positional schemas");
   ExpectError(R"({"allOf": [{"const": "a"}, {"enum": ["b"]}]})", "schema.allOf[1].enum",
               "leaves no value that every part allows");
   {  // 300 parts whose additionalProperties reach each other's 300 names: 90,000 merged parts
