@@ -50,16 +50,26 @@ class PreludeWriter {
     r.ws = Rep({Set(Chars(" \t\n\r"))}, 0, kMaxWhitespaceBytes);
 
     // String content: printable ASCII but quote and backslash, escapes, and well-formed UTF-8.
+    // A \u escape is a code point: any but a surrogate, or a high and a low surrogate together
+    // (a lone one is text strict parsers refuse: nlohmann, serde_json). Each alternative is one
+    // character as JSON Schema counts them, so the same loop counts lengths (code_points).
     const Element cont = Set(Range(0x80, 0xbf));
     ByteSet plain = Range(0x20, 0x7f);
     plain.reset('"');
     plain.reset('\\');
+    const Element not_d = Set(Range('0', '9') | Range('a', 'c') | Range('e', 'f') |
+                              Range('A', 'C') | Range('E', 'F'));
+    const Element d = Set(Chars("dD"));
+    const Element u = Set(Chars("u")), backslash = Set(Chars("\\"));
     // The characters are alternatives of the loop rule itself (not a rule of their own), so the
     // token cache of a character position covers whole runs of characters, not one.
     const std::vector<Seq> character = {
         {Set(plain)},
-        {Set(Chars("\\")), Set(Chars("\"\\/bfnrt"))},
-        {Set(Chars("\\")), Set(Chars("u")), hex, hex, hex, hex},
+        {backslash, Set(Chars("\"\\/bfnrt"))},
+        {backslash, u, not_d, hex, hex, hex},
+        {backslash, u, d, Set(Range('0', '7')), hex, hex},
+        {backslash, u, d, Set(Chars("89abAB")), hex, hex, backslash, u, d, Set(Chars("cdefCDEF")),
+         hex, hex},
         {Set(Range(0xc2, 0xdf)), cont},
         {Set(Chars("\xe0")), Set(Range(0xa0, 0xbf)), cont},
         {Set(Range(0xe1, 0xec) | Range(0xee, 0xef)), cont, cont},
@@ -78,18 +88,7 @@ class PreludeWriter {
       g_.AddAlternative(some, Join({alternative, {Rule(characters)}}));
     }
     r.nonempty_string = Alternatives({Join({Lit("\""), {Rule(some)}, Lit("\"")})});
-    // The same characters, \u escapes as code points: any but a surrogate alone, or a high and a
-    // low surrogate together.
-    const Element not_d = Set(Range('0', '9') | Range('a', 'c') | Range('e', 'f') |
-                              Range('A', 'C') | Range('E', 'F'));
-    const Element d = Set(Chars("dD"));
-    const Element u = Set(Chars("u")), backslash = Set(Chars("\\"));
-    std::vector<Seq> code_point = character;
-    code_point[2] = {backslash, u, not_d, hex, hex, hex};
-    code_point.push_back({backslash, u, d, Set(Range('0', '7')), hex, hex});
-    code_point.push_back({backslash, u, d, Set(Chars("89abAB")), hex, hex, backslash, u, d,
-                          Set(Chars("cdefCDEF")), hex, hex});
-    r.code_points = Loop(code_point);
+    r.code_points = characters;
     r.code_points_probe = g_.Counted(r.code_points, 0, kMaxLoopRounds).value;
 
     const int32_t more_digits = Rep({digit}, 0, kMaxIntegerDigits - 1);

@@ -28,9 +28,9 @@ struct JsonRules {
   int32_t string = -1;           // a whole string, quotes included
   int32_t characters = -1;       // any run of string characters (string's loop), no quotes
   int32_t nonempty_string = -1;  // a string of at least one character, quotes included
-  // The characters of a string whose length counts (a loop for Grammar::Counted, no quotes): a
-  // round is one code point, so a surrogate pair written as two \u escapes is one round and a
-  // lone surrogate escape is not written.
+  // The characters of a string whose length counts (a loop for Grammar::Counted, no quotes): the
+  // characters loop itself, whose round is one code point (a surrogate pair written as two \u
+  // escapes is one round; a lone surrogate escape is never written).
   int32_t code_points = -1;
   int32_t code_points_probe = -1;  // its unbounded counted loop, whose counted caches it shares
   int32_t number = -1;

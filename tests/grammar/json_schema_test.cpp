@@ -38,6 +38,11 @@ TEST(JsonSchemaTest, ScalarTypes) {
                "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
               {R"(abc)", R"("abc)", R"("a"b")", R"("\x")", R"("\u12")", "\"\x01\"", "\"\xc3\"",
                "\"\xed\xa0\x80\"", R"( "a")"}});
+  // A \u escape of a surrogate only as a high and low pair: strict parsers refuse a lone one.
+  ExpectCase({R"({"type": "string"})",
+              {R"("\ud83d\ude00")", R"("\uD83D\uDE00x")", R"("\ud7ff\ue000")"},
+              {R"("\udD79")", R"("\ud800")", R"("\ud800x")", R"("\ude00\ud83d")"}});
+  ExpectCase({R"({})", {R"(["\ud83d\ude00"])"}, {R"({"\udc00": 1})", R"(["\udbff"])"}});
   ExpectCase({R"({"type": "integer"})",
               {"0", "-0", "7", "-12", "12345678901234567890"},
               {"", "01", "1.5", "+1", "-", "1e5", "123456789012345678901"}});
