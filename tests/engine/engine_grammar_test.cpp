@@ -104,19 +104,20 @@ TEST(EngineGrammarTest, ADisallowedSampledTokenFailsTheRequest) {
   EXPECT_NE(out.error->message.find("does not allow"), std::string::npos) << out.error->message;
 }
 
-// A schema with a finite value (an integer) beside a branch with none (arrays that must hold
-// arrays of themselves): always taking "[" nests until the matcher's depth limit, where the mask
-// allows nothing. That ends the request as the schema's fault, by name, not as the backend's.
+// A schema whose finite values (an integer, or arrays of them and of arrays) the vocabulary
+// cannot end: it spells no digit, so always taking "[" nests until the matcher's depth limit,
+// where the mask allows nothing. That ends the request as the schema's fault, by name, not as
+// the backend's.
 TEST(EngineGrammarTest, AMaskOfNoTokenFailsTheRequestAsItsSchemas) {
   std::vector<std::string> bytes(kVocab);
   bytes[kFirstSpelled] = "[";
   bytes[kFirstSpelled + 1] = "]";
-  bytes[kFirstSpelled + 2] = "1";
+  bytes[kFirstSpelled + 2] = "x";
   auto vocabulary =
       std::make_shared<grammar::TokenVocabulary>(bytes, std::vector<bool>(kVocab, false));
   grammar::JsonGrammarBuilder builder;
   const int32_t root = builder.AddSchema(grammar::Json::parse(R"({"anyOf": [{"type": "integer"},
-      {"type": "array", "items": {"$ref": "#/anyOf/1"}, "minItems": 1}]})"),
+      {"type": "array", "items": {"$ref": "#"}, "minItems": 1}]})"),
                                          "schema");
   auto engine = MakeGrammarEngine(-1);
   EngineRequest request = MakeRequest(Prompt(5), 1000);
