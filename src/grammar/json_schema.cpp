@@ -56,9 +56,7 @@ std::string Quoted(const std::string& text) { return "'" + text + "'"; }
 // Keywords beside enum or const that would be silently dropped.
 void RefuseSiblings(const Json& schema, const std::string& keyword, const std::string& where) {
   for (const auto& [key, value] : schema.items()) {
-    if (key == keyword || IsAnnotation(key) || key == "$defs" || key == "definitions") {
-      continue;
-    }
+    if (key == keyword || IsInert(key)) continue;
     if ((keyword == "enum" || keyword == "const") && key == "type") continue;  // redundant
     throw SchemaError(where, Quoted(keyword) + " together with " + Quoted(key) +
                                  " is not supported; move " + Quoted(key) + " into the " +
@@ -215,6 +213,10 @@ bool IsAnnotation(const std::string& key) {
   return kAnnotations.count(key) != 0;
 }
 
+bool IsInert(const std::string& key) {
+  return IsAnnotation(key) || key == "$defs" || key == "definitions";
+}
+
 RefTarget ResolveRef(const Json& document, const std::string& document_where,
                      const std::string& ref, const std::string& where) {
   if (ref.empty() || ref[0] != '#') {
@@ -306,21 +308,17 @@ int32_t JsonGrammarBuilder::Compile(const Json& schema, const std::string& where
   if (is_const || schema.contains("enum")) {
     const std::string keyword = is_const ? "const" : "enum";
     RefuseSiblings(schema, keyword, where);
-    const Json values = is_const ? Json::array({schema["const"]}) : schema["enum"];
-    if (!values.is_array() || values.empty()) {
+    if (!is_const && (!schema["enum"].is_array() || schema["enum"].empty())) {
       throw SchemaError(where + ".enum", "must be a non-empty array");
     }
-    const unsigned types = schema.contains("type") ? TypesNamed(schema["type"]) : kAnyType;
-    int32_t rule = grammar_.NewRule();
-    bool any = false;
-    for (const Json& value : values) {
-      if ((TypeOfValue(value) & types) == 0) continue;
-      grammar_.AddAlternative(rule, {Element::Rule(LiteralRule(value))});
-      any = true;
-    }
-    if (!any) {
+    const std::vector<Json> values = *ListedValues(schema);
+    if (values.empty()) {
       throw SchemaError(where + "." + keyword,
                         "no value here has a type that 'type' beside it allows");
+    }
+    int32_t rule = grammar_.NewRule();
+    for (const Json& value : values) {
+      grammar_.AddAlternative(rule, {Element::Rule(LiteralRule(value))});
     }
     return rule;
   }
@@ -660,8 +658,8 @@ int32_t JsonGrammarBuilder::CompileArray(const Json& schema, const std::string& 
 
 // uniqueItems over items that name their values (enum or const, through plain $refs): distinct
 // values written in the enum's order, min to max of them. R(i, c), after c values chosen from
-// the first i: the end once c >= min, or any later value j and R(j + 1, c + 1). Rules no
-// alternative reaches are made but never referred to.
+// the first i: the end once c >= min, or any later value j and R(j + 1, c + 1). Alternatives
+// into rules that can no longer reach min are dropped by Finish (KeepFiniteAlternatives).
 int32_t JsonGrammarBuilder::CompileDistinctItems(const Json& items, int min, int max,
                                                  const std::string& where) {
   const std::string at = where + ".uniqueItems";
@@ -677,15 +675,10 @@ int32_t JsonGrammarBuilder::CompileDistinctItems(const Json& items, int min, int
                                 Quoted(key) + " beside them");
     }
   }
-  const unsigned types = named.contains("type") ? TypesNamed(named["type"]) : kAnyType;
-  std::vector<Json> values;
+  std::vector<Json> values;  // each once (JSON Schema's equality)
   std::set<std::string> seen;
-  const Json listed_values =
-      named.contains("const") ? Json::array({named["const"]}) : named["enum"];
-  for (const Json& value : listed_values.is_array() ? listed_values : Json::array()) {
-    if ((TypeOfValue(value) & types) != 0 && seen.insert(CanonicalValue(value)).second) {
-      values.push_back(value);
-    }
+  for (const Json& value : ListedValues(named).value_or(std::vector<Json>{})) {
+    if (seen.insert(CanonicalValue(value)).second) values.push_back(value);
   }
   const int k = static_cast<int>(values.size());
   if (min > k) {
@@ -710,9 +703,7 @@ int32_t JsonGrammarBuilder::CompileDistinctItems(const Json& items, int min, int
         Append(close, grammar_.Literal("]"));
         grammar_.AddAlternative(rule, close);
       }
-      // Value j next only if enough values remain after it to reach min: a rule that can never
-      // end would be a dead end the token masks cannot see.
-      for (int j = i; j < k && c < most && k - (j + 1) >= min - (c + 1); ++j) {
+      for (int j = i; j < k && c < most; ++j) {  // too few values left: dropped by Finish
         Seq next;
         if (c > 0) {
           next.push_back(ws);
@@ -830,15 +821,14 @@ void JsonGrammarBuilder::CheckLeftRecursion() const {
   }
 }
 
-// Whether `root` matches some finite text: the rules that do, found by a fixpoint (a rule does
-// when one of its alternatives holds only terminals and such rules; a counted loop with a minimum
-// needs a round of them). A schema whose every value holds another value of it (a $ref cycle
-// through a required property or a non-empty array) has none: generation could only nest until
-// the matcher's depth limit cut it off.
-// Rules that can match a finite text, found as a fixed point. The root must be one; then every
-// alternative that refers to another rule is dropped: a token mask judges a position by the
-// rules above it only, so a reachable alternative that can never end (an anyOf entry that holds
-// itself, a rule with no alternative left) would pass a token the matcher then refuses.
+// The rules that match some finite text, found by a fixpoint (a rule does when one of its
+// alternatives holds only terminals and such rules; a counted loop with a minimum needs a round
+// of them). The root must be one: a schema whose every value holds another value of it (a $ref
+// cycle through a required property or a non-empty array) has none, and generation could only
+// nest until the matcher's depth limit cut it off. Then every alternative that refers to a rule
+// without finite text is dropped: a token mask judges a position by the rules above it only, so
+// a reachable alternative that can never end (an anyOf entry that holds itself, a rule with no
+// alternative left) would pass a token the matcher then refuses.
 void JsonGrammarBuilder::KeepFiniteAlternatives(int32_t root) {
   const int32_t num_rules = grammar_.num_rules();
   std::vector<bool> finite(num_rules, false);

@@ -49,6 +49,8 @@ class SchemaError : public Error {
 
 // Keywords that change no schema's meaning (title, description, examples, ...): ignored.
 bool IsAnnotation(const std::string& key);
+// An annotation, or $defs / definitions (reached only through a $ref): nothing a schema asserts.
+bool IsInert(const std::string& key);
 
 // The schema a local `$ref` ("#", "#/$defs/x", any JSON pointer) names in `document`, and its
 // path for errors (`document_where` with the pointer's parts). Throws SchemaError at `where`.

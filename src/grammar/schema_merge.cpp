@@ -24,10 +24,7 @@ struct Member {
 std::string Quoted(const std::string& text) { return "'" + text + "'"; }
 
 // Keywords a member contributes nothing through: what Flatten expands, and what only names.
-bool Skipped(const std::string& key) {
-  return IsAnnotation(key) || key == "allOf" || key == "$ref" || key == "$defs" ||
-         key == "definitions";
-}
+bool Skipped(const std::string& key) { return IsInert(key) || key == "allOf" || key == "$ref"; }
 
 void Flatten(const Json& schema, const std::string& where, const Json& document,
              const std::string& document_where, int depth, std::vector<Member>& members) {
@@ -75,35 +72,22 @@ void JoinInto(Json& target, const Json& b) {
   }
 }
 
-std::vector<std::string> TypeNames(const Json& type, const std::string& where) {
-  std::vector<std::string> names;
-  if (type.is_string()) return {type.get<std::string>()};
-  if (!type.is_array()) throw SchemaError(where, "must be a type name or an array of them");
-  for (const Json& name : type) {
-    if (!name.is_string()) throw SchemaError(where, "must be a type name or an array of them");
-    names.push_back(name.get<std::string>());
+// A type bit set as the "type" keyword spells it (integer and fraction together: "number").
+Json TypeKeyword(unsigned types) {
+  Json names = Json::array();
+  for (const auto& [bit, name] : {std::pair{kNullType, "null"},
+                                  {kBooleanType, "boolean"},
+                                  {kObjectType, "object"},
+                                  {kArrayType, "array"},
+                                  {kStringType, "string"}}) {
+    if (types & bit) names.push_back(name);
   }
-  return names;
-}
-
-// The types both allow; an integer is a number.
-std::vector<std::string> CommonTypes(const std::vector<std::string>& a,
-                                     const std::vector<std::string>& b) {
-  auto allows = [](const std::vector<std::string>& types, const std::string& type) {
-    return std::find(types.begin(), types.end(), type) != types.end() ||
-           (type == "integer" && std::find(types.begin(), types.end(), "number") != types.end());
-  };
-  std::vector<std::string> common;
-  for (const std::string& type : a) {
-    if (allows(b, type)) common.push_back(type);
+  if ((types & (kIntegerType | kFractionType)) == (kIntegerType | kFractionType)) {
+    names.push_back("number");
+  } else if (types & kIntegerType) {
+    names.push_back("integer");
   }
-  for (const std::string& type : b) {
-    if (type == "integer" && allows(a, type) &&
-        std::find(common.begin(), common.end(), type) == common.end()) {
-      common.push_back(type);
-    }
-  }
-  return common;
+  return names.size() == 1 ? names[0] : names;
 }
 
 // The values of `a` that `b` lists too (JSON Schema's equality: 1 equals 1.0).
@@ -136,9 +120,7 @@ bool HasPositionalItems(const Json& schema) {
 
 bool HasSiblings(const Json& schema, const std::string& keyword) {
   for (const auto& [key, value] : schema.items()) {
-    if (key != keyword && !IsAnnotation(key) && key != "$defs" && key != "definitions") {
-      return true;
-    }
+    if (key != keyword && !IsInert(key)) return true;
   }
   return false;
 }
@@ -158,7 +140,8 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
   Json merged = Json::object();
   Json properties = Json::object();
   std::vector<std::string> required;
-  std::optional<std::vector<std::string>> types;
+  unsigned types = kAnyType;  // the types every part allows (the shape check named them)
+  bool typed = false;
   std::optional<Json> values;          // const and enum: the values every part allows
   std::vector<const Member*> closers;  // members with additionalProperties
   for (const Member& member : members) {
@@ -186,9 +169,11 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
       } else if (key == "additionalProperties") {
         closers.push_back(&member);
       } else if (key == "type") {
-        const std::vector<std::string> names = TypeNames(value, at);
-        types = types ? CommonTypes(*types, names) : names;
-        if (types->empty()) throw SchemaError(at, "leaves no type that every part allows");
+        types &= TypesNamed(value);
+        typed = true;
+        if (types == 0) {
+          throw SchemaError(at, "leaves no type that every part allows");
+        }
       } else if ((IsLowerBound(key) || IsUpperBound(key)) && value.is_number() &&
                  merged.contains(key) && merged[key].is_number()) {
         const bool larger = value.get<double>() > merged[key].get<double>();
@@ -238,7 +223,7 @@ Json MergeConjunction(const Json& schema, const Json& document, const std::strin
       open_values.push_back(extra);
     }
   }
-  if (types) merged["type"] = types->size() == 1 ? Json((*types)[0]) : Json(*types);
+  if (typed) merged["type"] = TypeKeyword(types);
   if (values) {
     if (values->size() == 1) {
       merged["const"] = (*values)[0];
@@ -266,9 +251,7 @@ Json DistributeAlternatives(const Json& schema, const std::string& keyword, cons
                             const std::string& where) {
   Json siblings = Json::object();
   for (const auto& [key, value] : schema.items()) {
-    if (key != keyword && !IsAnnotation(key) && key != "$defs" && key != "definitions") {
-      siblings[key] = value;
-    }
+    if (key != keyword && !IsInert(key)) siblings[key] = value;
   }
   const unsigned sibling_types = AcceptedTypes(siblings, document);
   Json alternatives = Json::array();

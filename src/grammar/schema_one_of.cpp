@@ -13,17 +13,6 @@ namespace {
 constexpr size_t kMaxExclusiveAlternatives = 256;  // pairs checked: its square
 constexpr size_t kMaxNamedValues = 1 << 16;        // const/enum values those pairs compare
 
-// The values a property's schema names (const, or enum), if it names them.
-std::optional<std::vector<Json>> NamedValues(const Json& schema, const Json& document) {
-  const Json& at = Dereferenced(schema, document);
-  if (!at.is_object()) return std::nullopt;
-  if (const auto value = at.find("const"); value != at.end()) return std::vector<Json>{*value};
-  if (const auto values = at.find("enum"); values != at.end() && values->is_array()) {
-    return std::vector<Json>(values->begin(), values->end());
-  }
-  return std::nullopt;
-}
-
 bool Requires(const Json& schema, const std::string& name) {
   const auto required = schema.find("required");
   if (required == schema.end() || !required->is_array()) return false;
@@ -46,7 +35,7 @@ Discriminators DiscriminatorsOf(const Json& alternative, const Json& document, s
   if (properties == schema.end() || !properties->is_object()) return found;
   for (const auto& [name, subschema] : properties->items()) {
     if (!Requires(schema, name)) continue;
-    const auto values = NamedValues(subschema, document);
+    const auto values = ListedValues(Dereferenced(subschema, document));
     if (!values) continue;
     if (values->size() > values_left) {
       throw SchemaError(where, "more than " + std::to_string(kMaxNamedValues) +

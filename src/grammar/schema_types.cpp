@@ -28,8 +28,7 @@ unsigned Accepted(const Json& schema, const Json& document, int depth, int& visi
   if (!schema.is_object() || depth > kMaxDepth || --visits_left < 0) return kAnyType;
   unsigned types = kAnyType;
   if (const auto type = schema.find("type"); type != schema.end()) types &= TypesNamed(*type);
-  if (const auto value = schema.find("const"); value != schema.end()) types &= TypeOfValue(*value);
-  if (const auto values = schema.find("enum"); values != schema.end() && values->is_array()) {
+  if (const auto values = ListedValues(schema)) {  // const or enum
     unsigned listed = 0;
     for (const Json& value : *values) listed |= TypeOfValue(value);
     types &= listed;
@@ -92,6 +91,23 @@ std::string CanonicalValue(const Json& value) {
     return text + "}";
   }
   return value.dump();
+}
+
+std::optional<std::vector<Json>> ListedValues(const Json& schema) {
+  if (!schema.is_object()) return std::nullopt;
+  const auto value = schema.find("const");
+  const auto values = schema.find("enum");
+  if (value == schema.end() && (values == schema.end() || !values->is_array())) {
+    return std::nullopt;
+  }
+  const Json listed = value != schema.end() ? Json::array({*value}) : *values;
+  const auto type = schema.find("type");
+  const unsigned types = type != schema.end() ? TypesNamed(*type) : kAnyType;
+  std::vector<Json> allowed;
+  for (const Json& item : listed) {
+    if ((TypeOfValue(item) & types) != 0) allowed.push_back(item);
+  }
+  return allowed;
 }
 
 const Json* RefTargetOf(const Json& schema, const Json& document) {

@@ -3,7 +3,9 @@
 // and 1.0 is an integer.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "grammar/json_schema.h"
 
@@ -28,6 +30,10 @@ unsigned TypeOfValue(const Json& value);
 // Text that two JSON values share exactly when JSON Schema calls them equal (1 and 1.0 are, an
 // object's key order does not matter): const and enum values compared by hashing.
 std::string CanonicalValue(const Json& value);
+
+// The values `schema`'s const or enum lists, of those a `type` beside it allows (in the listed
+// order, repeats kept); nullopt when it has neither.
+std::optional<std::vector<Json>> ListedValues(const Json& schema);
 
 // `schema`'s local $ref target in `document`, or null (no $ref, or one the compiler will refuse).
 const Json* RefTargetOf(const Json& schema, const Json& document);
